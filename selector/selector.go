@@ -1,0 +1,95 @@
+// Package selector compiles a tools catalog into a search index and ranks the
+// catalog's tools for a query. It owns the index, the ranking signals and the
+// embeddings. It must not know HTTP, YAML, or where session state is stored:
+// callers hand it plain values (tools, enrichment, the session's signals).
+package selector
+
+import (
+	"context"
+	"regexp"
+)
+
+// Tool is one tool of a catalog as the selector sees it: what the client sent,
+// plus the enrichment the policy holds for it.
+type Tool struct {
+	Name        string
+	Description string
+	Params      []Param
+	Meta        Meta
+}
+
+// Param is one parameter of a tool's JSON schema (top-level properties).
+type Param struct {
+	Name        string
+	Description string
+}
+
+// Meta is the per-tool enrichment from the policy. Every field is optional.
+type Meta struct {
+	Title     string
+	Keywords  []string
+	Examples  []string
+	Category  string
+	Entity    string
+	Related   []string
+	AvoidWhen []string // phrases; a query that matches one is penalised
+	Risk      string   // "safe", "moderate", "destructive" or ""
+	Hint      string   // a usage hint returned with the tool
+}
+
+// Weights are the ensemble's weights. Zero disables a signal.
+type Weights struct {
+	Lexical    float64
+	Semantic   float64
+	Focus      float64
+	Transition float64
+	Recency    float64
+	Anchor     float64
+	Avoid      float64
+	Related    float64
+}
+
+// Anchor boosts tools when the query matches Pattern.
+type Anchor struct {
+	Pattern *regexp.Regexp
+	Tools   []string // exact names or globs, resolved by the caller or the catalog
+	Boost   float64
+}
+
+// Config is the compiled-in ranking configuration of a catalog.
+type Config struct {
+	Weights     Weights
+	Anchors     []Anchor
+	Transitions map[string]map[string]float64 // last tool -> next tool -> P
+}
+
+// Query is one search.
+type Query struct {
+	Text    string
+	Limit   int                    // <= 0 means the default (5)
+	Exclude func(name string) bool // tools not to return (already active, denied)
+	Focus   string                 // the session's entity focus, if any
+	Last    string                 // the last tool the session called
+	Recent  []string               // recently used tools, most recent last
+}
+
+// Result is one ranked tool.
+type Result struct {
+	Name        string
+	Description string // first line of the tool's description
+	Hint        string
+	Category    string
+	Score       float64
+	Signals     map[string]float64 // per-signal contribution, for debugging
+}
+
+// Results is the answer to a Query.
+type Results struct {
+	Items      []Result
+	Confidence float64 // 0..1: how sure the ranking is of its top results
+}
+
+// Searcher is what the proxy needs of a compiled catalog.
+type Searcher interface {
+	Search(ctx context.Context, q Query) (Results, error)
+}
