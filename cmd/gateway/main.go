@@ -1,0 +1,85 @@
+// Command gateway is toolgate: a transparent OpenAI-compatible gateway that
+// routes large tool catalogs through tool_search. This package holds flags,
+// environment, subcommands and wiring only; the logic lives in proxy,
+// rewrite, selector, policy and session.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// errUsage marks a command-line mistake: exit code 2 instead of 1.
+var errUsage = errors.New("usage error")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode is the one place that turns an error into an exit status.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errSilent):
+		return 1
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "gateway:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "gateway:", err)
+		return 1
+	}
+}
+
+// errSilent is returned by commands that already printed why they failed.
+var errSilent = errors.New("failed")
+
+const usage = `usage: gateway [command] [flags]
+
+commands:
+  serve      run the gateway (default)
+  validate   check a tools.yaml and print every problem as FILE:LINE:COL
+  search     rank a catalog's tools for a query, with per-signal scores
+  eval       measure recall of a catalog against a query set
+  demo       replay agent tasks direct and through the gateway, offline
+  bench      measure the latency the gateway adds, next to a bare proxy
+
+run 'gateway COMMAND -h' for a command's flags.
+`
+
+// run dispatches to a subcommand. It never calls os.Exit.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return runServe(ctx, args, stdout, stderr)
+	case "validate":
+		return runValidate(ctx, args, stdout, stderr)
+	case "search":
+		return runSearch(ctx, args, stdout, stderr)
+	case "eval":
+		return runEval(ctx, args, stdout, stderr)
+	case "demo":
+		return runDemo(ctx, args, stdout, stderr)
+	case "bench":
+		return runBench(ctx, args, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+	}
+}

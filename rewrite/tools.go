@@ -1,0 +1,94 @@
+package rewrite
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Tool is one function tool of a request, read without copying its schema.
+type Tool struct {
+	Name        string
+	Description string
+	Params      []Param
+	// Raw is the tool's JSON object exactly as the client sent it; it aliases
+	// the request body and must not be modified.
+	Raw []byte
+}
+
+// Param is one top-level property of a tool's parameters schema.
+type Param struct {
+	Name        string
+	Description string
+}
+
+// Errors that ParseTools returns; callers map them to 400s.
+var (
+	ErrToolsNotArray   = errors.New("tools must be an array")
+	ErrToolNoName      = errors.New("tool has no function name")
+	ErrToolDuplicate   = errors.New("duplicate tool name")
+	ErrToolNotAnObject = errors.New("tool must be an object")
+)
+
+// ParseTools reads an OpenAI Chat Completions tools array (each item
+// {"type":"function","function":{name, description, parameters}}). It also
+// accepts the bare function objects of the legacy/flat form
+// ({name, description, parameters}). It expects valid JSON; it does not
+// validate.
+func ParseTools(arr gjson.Result) ([]Tool, error) {
+	if !arr.IsArray() {
+		return nil, ErrToolsNotArray
+	}
+	items := arr.Array()
+	tools := make([]Tool, 0, len(items))
+	seen := make(map[string]struct{}, len(items))
+	for i, it := range items {
+		if !it.IsObject() {
+			return nil, fmt.Errorf("tools[%d]: %w", i, ErrToolNotAnObject)
+		}
+		fn := it.Get("function")
+		if !fn.Exists() {
+			fn = it
+		}
+		name := fn.Get("name").String()
+		if name == "" {
+			return nil, fmt.Errorf("tools[%d]: %w", i, ErrToolNoName)
+		}
+		if _, dup := seen[name]; dup {
+			return nil, fmt.Errorf("tools[%d] %q: %w", i, name, ErrToolDuplicate)
+		}
+		seen[name] = struct{}{}
+		t := Tool{
+			Name:        name,
+			Description: fn.Get("description").String(),
+			Raw:         rawOf(it),
+		}
+		fn.Get("parameters.properties").ForEach(func(k, v gjson.Result) bool {
+			t.Params = append(t.Params, Param{Name: k.String(), Description: v.Get("description").String()})
+			return true
+		})
+		tools = append(tools, t)
+	}
+	return tools, nil
+}
+
+// FirstLine returns the first sentence-ish line of a description, trimmed to
+// at most max runes, for compact listings.
+func FirstLine(s string, max int) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	r := []rune(s)
+	if max > 0 && len(r) > max {
+		return strings.TrimSpace(string(r[:max-1])) + "…"
+	}
+	return s
+}
+
+// rawOf returns the bytes of r, preferring the zero-copy slice of the source.
+func rawOf(r gjson.Result) []byte {
+	return []byte(r.Raw)
+}
