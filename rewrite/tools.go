@@ -13,9 +13,9 @@ type Tool struct {
 	Name        string
 	Description string
 	Params      []Param
-	// Raw is the tool's JSON object exactly as the client sent it; it aliases
-	// the request body and must not be modified.
-	Raw []byte
+	// Raw is the tool's JSON object exactly as the client sent it; it may
+	// alias the request body.
+	Raw string
 }
 
 // Param is one top-level property of a tool's parameters schema.
@@ -63,7 +63,7 @@ func ParseTools(arr gjson.Result) ([]Tool, error) {
 		t := Tool{
 			Name:        name,
 			Description: fn.Get("description").String(),
-			Raw:         rawOf(it),
+			Raw:         it.Raw,
 		}
 		fn.Get("parameters.properties").ForEach(func(k, v gjson.Result) bool {
 			t.Params = append(t.Params, Param{Name: k.String(), Description: v.Get("description").String()})
@@ -86,9 +86,4 @@ func FirstLine(s string, max int) string {
 		return strings.TrimSpace(string(r[:max-1])) + "…"
 	}
 	return s
-}
-
-// rawOf returns the bytes of r, preferring the zero-copy slice of the source.
-func rawOf(r gjson.Result) []byte {
-	return []byte(r.Raw)
 }
