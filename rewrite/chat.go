@@ -1,0 +1,298 @@
+package rewrite
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// Call is one tool call the model made.
+type Call struct {
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// ToolResult answers one call inside the gateway (tool_search, or a refusal
+// of a denied tool).
+type ToolResult struct {
+	CallID  string
+	Content string
+}
+
+// Round is one exchange the gateway handled itself: what the model said and
+// the answers the gateway gave to its calls.
+type Round struct {
+	Content string // the assistant's text of that round, if any
+	Calls   []Call
+	Results []ToolResult
+}
+
+// Response is a non-streamed Chat Completions response.
+type Response struct {
+	Body         []byte
+	ID           string
+	Created      int64
+	Content      string
+	Calls        []Call
+	FinishReason string
+	Usage        gjson.Result
+}
+
+// Build returns the upstream body for req: its tools array replaced by tools
+// (raw JSON objects, in order; none removes tools and tool_choice), the
+// gateway's own rounds appended to messages, and, for streams, usage
+// requested so every round can be counted. Everything else passes through
+// byte for byte.
+func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
+	body := req.Body
+	var err error
+	if len(rounds) > 0 {
+		if body, err = appendRounds(body, rounds); err != nil {
+			return nil, err
+		}
+	}
+	if len(tools) == 0 {
+		for _, p := range []string{pathTools, pathToolChoice, "parallel_tool_calls"} {
+			if body, err = sjson.DeleteBytes(body, p); err != nil {
+				return nil, fmt.Errorf("removing %s: %w", p, err)
+			}
+		}
+	} else {
+		body = replaceTools(body, tools)
+	}
+	if req.Stream && !req.IncludeUsage {
+		if body, err = sjson.SetBytes(body, pathIncludeUsage, true); err != nil {
+			return nil, fmt.Errorf("requesting stream usage: %w", err)
+		}
+	}
+	return body, nil
+}
+
+// replaceTools splices a new tools array where the old one stands, so the
+// rest of the body is copied once and never re-encoded.
+func replaceTools(body []byte, tools []string) []byte {
+	old := gjson.Get(view(body), pathTools)
+	size := 2 + len(tools)
+	for _, t := range tools {
+		size += len(t)
+	}
+	arr := make([]byte, 0, size)
+	arr = append(arr, '[')
+	for i, t := range tools {
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		arr = append(arr, t...)
+	}
+	arr = append(arr, ']')
+	if !old.Exists() || old.Index <= 0 {
+		out, err := sjson.SetRawBytes(body, pathTools, arr)
+		if err != nil {
+			return body
+		}
+		return out
+	}
+	out := make([]byte, 0, len(body)-len(old.Raw)+len(arr))
+	out = append(out, body[:old.Index]...)
+	out = append(out, arr...)
+	return append(out, body[old.Index+len(old.Raw):]...)
+}
+
+// appendRounds adds each round as an assistant message with its tool calls,
+// followed by one tool message per result.
+func appendRounds(body []byte, rounds []Round) ([]byte, error) {
+	msgs := gjson.Get(view(body), pathMessages)
+	if !msgs.IsArray() || msgs.Index <= 0 {
+		return nil, fmt.Errorf("appending rounds: %w: no messages array", ErrBadRequest)
+	}
+	var extra []byte
+	for _, r := range rounds {
+		b, err := json.Marshal(assistantMessage(r))
+		if err != nil {
+			return nil, fmt.Errorf("encoding assistant message: %w", err)
+		}
+		extra = append(append(extra, ','), b...)
+		for _, res := range r.Results {
+			b, err := json.Marshal(toolMessage{Role: "tool", ToolCallID: res.CallID, Content: res.Content})
+			if err != nil {
+				return nil, fmt.Errorf("encoding tool message: %w", err)
+			}
+			extra = append(append(extra, ','), b...)
+		}
+	}
+	end := msgs.Index + len(msgs.Raw) - 1 // the closing ']'
+	if len(msgs.Array()) == 0 {
+		extra = extra[1:]
+	}
+	out := make([]byte, 0, len(body)+len(extra))
+	out = append(out, body[:end]...)
+	out = append(out, extra...)
+	return append(out, body[end:]...), nil
+}
+
+type wireCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type wireAssistant struct {
+	Role      string     `json:"role"`
+	Content   *string    `json:"content"`
+	ToolCalls []wireCall `json:"tool_calls,omitempty"`
+}
+
+type toolMessage struct {
+	Role       string `json:"role"`
+	ToolCallID string `json:"tool_call_id"`
+	Content    string `json:"content"`
+}
+
+func assistantMessage(r Round) wireAssistant {
+	m := wireAssistant{Role: "assistant"}
+	if r.Content != "" {
+		c := r.Content
+		m.Content = &c
+	}
+	for _, c := range r.Calls {
+		w := wireCall{ID: c.ID, Type: "function"}
+		w.Function.Name, w.Function.Arguments = c.Name, c.Arguments
+		m.ToolCalls = append(m.ToolCalls, w)
+	}
+	return m
+}
+
+// ParseResponse reads a non-streamed Chat Completions response. Only the
+// first choice is read: the gateway passes n > 1 through untouched.
+func ParseResponse(body []byte) (*Response, error) {
+	if !gjson.ValidBytes(body) {
+		return nil, fmt.Errorf("upstream response is not valid JSON")
+	}
+	root := gjson.Parse(view(body))
+	if !root.IsObject() || !root.Get("choices").IsArray() {
+		return nil, fmt.Errorf("upstream response has no choices array")
+	}
+	msg := root.Get("choices.0.message")
+	r := &Response{
+		Body:         body,
+		ID:           root.Get("id").String(),
+		Created:      root.Get("created").Int(),
+		Content:      msg.Get("content").String(),
+		FinishReason: root.Get("choices.0.finish_reason").String(),
+		Usage:        root.Get("usage"),
+	}
+	msg.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
+		r.Calls = append(r.Calls, Call{
+			ID:        c.Get("id").String(),
+			Name:      c.Get("function.name").String(),
+			Arguments: c.Get("function.arguments").String(),
+		})
+		return true
+	})
+	return r, nil
+}
+
+// ClientResponse returns the body the client gets for the final round:
+// calls for which keep is false removed (a message left without calls ends
+// with "stop"), usage replaced by the sum over rounds, and id and created
+// set to the first round's so the turn reads as one completion.
+func ClientResponse(r *Response, keep func(Call) bool, usage []byte, id string, created int64) ([]byte, error) {
+	body := append([]byte(nil), r.Body...)
+	var err error
+	kept := make([]int, 0, len(r.Calls))
+	for i, c := range r.Calls {
+		if keep(c) {
+			kept = append(kept, i)
+		}
+	}
+	if len(kept) != len(r.Calls) {
+		const calls = "choices.0.message.tool_calls"
+		if len(kept) == 0 {
+			if body, err = sjson.DeleteBytes(body, calls); err != nil {
+				return nil, fmt.Errorf("removing tool calls: %w", err)
+			}
+			if r.FinishReason == "tool_calls" {
+				body, _ = sjson.SetBytes(body, "choices.0.finish_reason", "stop")
+			}
+		} else {
+			all := gjson.GetBytes(r.Body, calls).Array()
+			arr := []byte{'['}
+			for j, i := range kept {
+				if j > 0 {
+					arr = append(arr, ',')
+				}
+				arr = append(arr, all[i].Raw...)
+			}
+			arr = append(arr, ']')
+			if body, err = sjson.SetRawBytes(body, calls, arr); err != nil {
+				return nil, fmt.Errorf("rewriting tool calls: %w", err)
+			}
+		}
+	}
+	if usage != nil {
+		if body, err = sjson.SetRawBytes(body, "usage", usage); err != nil {
+			return nil, fmt.Errorf("setting usage: %w", err)
+		}
+	}
+	if id != "" && id != r.ID {
+		body, _ = sjson.SetBytes(body, "id", id)
+		body, _ = sjson.SetBytes(body, "created", created)
+	}
+	return body, nil
+}
+
+// AddUsage adds every number in u to the same path of acc and returns the
+// sum; acc nil starts from u. Fields only one side has are kept, so the sum
+// keeps whatever detail objects the upstream reports.
+func AddUsage(acc []byte, u gjson.Result) []byte {
+	if !u.IsObject() {
+		return acc
+	}
+	if acc == nil {
+		return []byte(u.Raw)
+	}
+	var walk func(prefix string, r gjson.Result)
+	walk = func(prefix string, r gjson.Result) {
+		r.ForEach(func(k, v gjson.Result) bool {
+			p := prefix + escapePath(k.String())
+			switch {
+			case v.IsObject():
+				walk(p+".", v)
+			case v.Type == gjson.Number:
+				prev := gjson.GetBytes(acc, p)
+				if prev.Type == gjson.Number {
+					acc, _ = sjson.SetBytes(acc, p, prev.Int()+v.Int())
+				} else if !prev.Exists() || prev.Type == gjson.Null {
+					acc, _ = sjson.SetRawBytes(acc, p, []byte(strconv.FormatInt(v.Int(), 10)))
+				}
+			}
+			return true
+		})
+	}
+	walk("", u)
+	return acc
+}
+
+// UsageTokens reads prompt and completion tokens of a usage object.
+func UsageTokens(u gjson.Result) (prompt, completion int64) {
+	return u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int()
+}
+
+func escapePath(k string) string {
+	out := make([]byte, 0, len(k))
+	for i := 0; i < len(k); i++ {
+		switch k[i] {
+		case '.', '*', '?', '|', '#', '@', '\\', '!', '=', '<', '>', '%':
+			out = append(out, '\\')
+		}
+		out = append(out, k[i])
+	}
+	return string(out)
+}

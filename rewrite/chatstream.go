@@ -1,0 +1,215 @@
+package rewrite
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// Done is the data of the event that ends a Chat Completions stream.
+const Done = "[DONE]"
+
+// Event is one chat.completion.chunk of a stream. Its strings alias Data.
+type Event struct {
+	Data    []byte
+	ID      string
+	Model   string
+	Created int64
+	// Choice is the choice index the delta belongs to; -1 when the chunk
+	// carries no choice (the usage chunk).
+	Choice int64
+	// Text is true when the delta carries anything for the client besides
+	// the role and tool calls: content, a refusal, reasoning text.
+	Text   bool
+	Calls  []CallDelta
+	Finish string
+	Usage  gjson.Result
+	Error  gjson.Result
+}
+
+// CallDelta is one streamed fragment of a tool call. Name and ID usually
+// arrive in the first fragment of a call, Args in the following ones.
+type CallDelta struct {
+	Index int64
+	ID    string
+	Name  string
+	Args  string
+	Raw   string
+}
+
+// ParseEvent reads one chunk. It returns an error for data that is not a
+// JSON object; the caller decides whether that ends the stream.
+func ParseEvent(data []byte) (*Event, error) {
+	if !gjson.ValidBytes(data) {
+		return nil, fmt.Errorf("stream chunk is not valid JSON")
+	}
+	root := gjson.Parse(view(data))
+	if !root.IsObject() {
+		return nil, fmt.Errorf("stream chunk is not a JSON object")
+	}
+	ev := &Event{
+		Data:    data,
+		ID:      root.Get("id").String(),
+		Model:   root.Get("model").String(),
+		Created: root.Get("created").Int(),
+		Choice:  -1,
+		Usage:   root.Get("usage"),
+		Error:   root.Get("error"),
+	}
+	ch := root.Get("choices.0")
+	if !ch.Exists() {
+		return ev, nil
+	}
+	ev.Choice = ch.Get("index").Int()
+	ev.Finish = ch.Get("finish_reason").String()
+	ch.Get("delta").ForEach(func(k, v gjson.Result) bool {
+		switch k.String() {
+		case "role":
+		case "tool_calls":
+			v.ForEach(func(_, c gjson.Result) bool {
+				ev.Calls = append(ev.Calls, CallDelta{
+					Index: c.Get("index").Int(),
+					ID:    c.Get("id").String(),
+					Name:  c.Get("function.name").String(),
+					Args:  c.Get("function.arguments").String(),
+					Raw:   c.Raw,
+				})
+				return true
+			})
+		default:
+			if v.Type != gjson.Null && v.String() != "" {
+				ev.Text = true
+			}
+		}
+		return true
+	})
+	return ev, nil
+}
+
+// EventEdit says how to change a chunk before the client sees it.
+type EventEdit struct {
+	// ID and Created replace the chunk's when ID is not empty.
+	ID      string
+	Created int64
+	// Calls replaces the delta's tool_calls (raw JSON objects) when
+	// SetCalls is true; an empty Calls removes the key.
+	Calls    []string
+	SetCalls bool
+	// DropUsage removes a usage object riding on a content chunk; the
+	// gateway sends one summed usage chunk of its own.
+	DropUsage bool
+}
+
+// EditEvent applies e to a chunk; it returns data itself when there is
+// nothing to change.
+func EditEvent(data []byte, e EventEdit) ([]byte, error) {
+	out := data
+	var err error
+	cloned := false
+	clone := func() {
+		if !cloned {
+			out = append([]byte(nil), out...)
+			cloned = true
+		}
+	}
+	if e.ID != "" && gjson.GetBytes(out, "id").String() != e.ID {
+		clone()
+		if out, err = sjson.SetBytes(out, "id", e.ID); err != nil {
+			return nil, fmt.Errorf("setting chunk id: %w", err)
+		}
+		if out, err = sjson.SetBytes(out, "created", e.Created); err != nil {
+			return nil, fmt.Errorf("setting chunk created: %w", err)
+		}
+	}
+	if e.SetCalls {
+		clone()
+		const p = "choices.0.delta.tool_calls"
+		if len(e.Calls) == 0 {
+			out, err = sjson.DeleteBytes(out, p)
+		} else {
+			out, err = sjson.SetRawBytes(out, p, joinArray(e.Calls))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rewriting chunk tool calls: %w", err)
+		}
+	}
+	if e.DropUsage && gjson.GetBytes(out, "usage").Exists() {
+		clone()
+		if out, err = sjson.DeleteBytes(out, "usage"); err != nil {
+			return nil, fmt.Errorf("removing chunk usage: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Reindex returns a tool-call delta with its index set to i.
+func Reindex(raw string, i int) string {
+	out, err := sjson.Set(raw, "index", i)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// CallDeltaJSON builds a complete tool-call delta, for a call whose
+// fragments were held back and must be sent as one.
+func CallDeltaJSON(index int, id, name, args string) string {
+	w := struct {
+		Index int `json:"index"`
+		wireCall
+	}{Index: index}
+	w.ID, w.Type = id, "function"
+	w.Function.Name, w.Function.Arguments = name, args
+	b, _ := json.Marshal(w)
+	return string(b)
+}
+
+// UsageEvent builds the one usage chunk the client gets when it asked for
+// stream usage: no choices, the summed usage.
+func UsageEvent(id string, created int64, model string, usage []byte) []byte {
+	b := []byte(`{"id":`)
+	b = strconv.AppendQuote(b, id)
+	b = append(b, `,"object":"chat.completion.chunk","created":`...)
+	b = strconv.AppendInt(b, created, 10)
+	b = append(b, `,"model":`...)
+	b = strconv.AppendQuote(b, model)
+	b = append(b, `,"choices":[],"usage":`...)
+	if len(usage) == 0 {
+		usage = []byte("null")
+	}
+	b = append(b, usage...)
+	return append(b, '}')
+}
+
+// FinishEvent builds a finish chunk for choice 0, used when the gateway must
+// end a turn itself (for example after swallowing the upstream's finish).
+func FinishEvent(id string, created int64, model, reason string) []byte {
+	b := []byte(`{"id":`)
+	b = strconv.AppendQuote(b, id)
+	b = append(b, `,"object":"chat.completion.chunk","created":`...)
+	b = strconv.AppendInt(b, created, 10)
+	b = append(b, `,"model":`...)
+	b = strconv.AppendQuote(b, model)
+	b = append(b, `,"choices":[{"index":0,"delta":{},"finish_reason":`...)
+	b = strconv.AppendQuote(b, reason)
+	return append(b, `}]}`...)
+}
+
+func joinArray(items []string) []byte {
+	n := 2
+	for _, it := range items {
+		n += len(it) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	return append(b, ']')
+}

@@ -1,0 +1,94 @@
+// Package session owns per-conversation state (the tools a session has
+// discovered and used, its recent tools and entity focus) and the stores
+// that keep it. It must not rank tools or know HTTP: the state is a cache,
+// never the truth, so a lost session costs at most a repeated search.
+package session
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"time"
+)
+
+// ErrNotFound is returned by Store.Get when the key has no state.
+var ErrNotFound = errors.New("session not found")
+
+// Store keeps session state. Implementations must be safe for concurrent
+// use; Get returns a copy the caller may change.
+type Store interface {
+	Get(ctx context.Context, key string) (State, error)
+	Put(ctx context.Context, key string, s State) error
+	Delete(ctx context.Context, key string) error
+}
+
+// State is what the gateway remembers of one conversation.
+type State struct {
+	// Active lists the tools the session has made visible (discovered by
+	// search, preselected, or called), in the order they joined: the order
+	// the upstream sees, so its prompt cache keeps its prefix.
+	Active []string `json:"active"`
+	// Recent lists the tools called most recently, most recent last.
+	Recent []string `json:"recent,omitempty"`
+	// Last is the last tool called, for transitions.
+	Last string `json:"last,omitempty"`
+	// Focus is the entity the session works on, if known.
+	Focus   string    `json:"focus,omitempty"`
+	Updated time.Time `json:"updated"`
+}
+
+// Clone returns a deep copy of s.
+func (s State) Clone() State {
+	s.Active = slices.Clone(s.Active)
+	s.Recent = slices.Clone(s.Recent)
+	return s
+}
+
+// Join appends names not yet active, keeping the join order. It reports
+// whether anything was added.
+func (s *State) Join(names ...string) bool {
+	added := false
+	for _, n := range names {
+		if n != "" && !slices.Contains(s.Active, n) {
+			s.Active = append(s.Active, n)
+			added = true
+		}
+	}
+	return added
+}
+
+// Touch records a call of name: it becomes the last and most recent tool.
+func (s *State) Touch(name string, keep int) {
+	s.Last = name
+	if i := slices.Index(s.Recent, name); i >= 0 {
+		s.Recent = slices.Delete(s.Recent, i, i+1)
+	}
+	s.Recent = append(s.Recent, name)
+	if keep > 0 && len(s.Recent) > keep {
+		s.Recent = slices.Delete(s.Recent, 0, len(s.Recent)-keep)
+	}
+}
+
+// Tenant returns an opaque label for a credential, so state is namespaced by
+// who asks without ever storing the credential itself.
+func Tenant(credential string) string {
+	sum := sha256.Sum256([]byte("toolgate-tenant\x00" + credential))
+	return hex.EncodeToString(sum[:8])
+}
+
+// Key returns the store key of a conversation: the client's explicit
+// session id when it sends one, otherwise a fingerprint of the
+// conversation's opening. Both are namespaced by tenant, so two tenants
+// never share a session, even with the same id.
+func Key(tenant, explicit, system, firstUser string) string {
+	if explicit != "" {
+		return tenant + ":id:" + explicit
+	}
+	h := sha256.New()
+	h.Write([]byte(system))
+	h.Write([]byte{0})
+	h.Write([]byte(firstUser))
+	return tenant + ":fp:" + hex.EncodeToString(h.Sum(nil)[:12])
+}
