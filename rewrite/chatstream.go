@@ -23,11 +23,13 @@ type Event struct {
 	Choice int64
 	// Text is true when the delta carries anything for the client besides
 	// the role and tool calls: content, a refusal, reasoning text.
-	Text   bool
-	Calls  []CallDelta
-	Finish string
-	Usage  gjson.Result
-	Error  gjson.Result
+	Text bool
+	// Content is the delta's text content, if any.
+	Content string
+	Calls   []CallDelta
+	Finish  string
+	Usage   gjson.Result
+	Error   gjson.Result
 }
 
 // CallDelta is one streamed fragment of a tool call. Name and ID usually
@@ -68,6 +70,9 @@ func ParseEvent(data []byte) (*Event, error) {
 	ch.Get("delta").ForEach(func(k, v gjson.Result) bool {
 		switch k.String() {
 		case "role":
+		case "content":
+			ev.Content = v.String()
+			ev.Text = ev.Content != ""
 		case "tool_calls":
 			v.ForEach(func(_, c gjson.Result) bool {
 				ev.Calls = append(ev.Calls, CallDelta{
@@ -101,6 +106,9 @@ type EventEdit struct {
 	// DropUsage removes a usage object riding on a content chunk; the
 	// gateway sends one summed usage chunk of its own.
 	DropUsage bool
+	// Finish replaces the choice's finish_reason when not empty; "null"
+	// clears it, for a round the gateway continues.
+	Finish string
 }
 
 // EditEvent applies e to a chunk; it returns data itself when there is
@@ -134,6 +142,18 @@ func EditEvent(data []byte, e EventEdit) ([]byte, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("rewriting chunk tool calls: %w", err)
+		}
+	}
+	if e.Finish != "" {
+		clone()
+		const p = "choices.0.finish_reason"
+		if e.Finish == "null" {
+			out, err = sjson.SetRawBytes(out, p, []byte("null"))
+		} else {
+			out, err = sjson.SetBytes(out, p, e.Finish)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rewriting chunk finish: %w", err)
 		}
 	}
 	if e.DropUsage && gjson.GetBytes(out, "usage").Exists() {

@@ -3,10 +3,150 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/selector"
+	"github.com/toolgate/toolgate/session"
 )
 
-// runServe is not built yet.
+// serveConfig is what serve reads from flags and the environment; flags win
+// over env, env over tools.yaml, tools.yaml over built-in defaults.
+type serveConfig struct {
+	listen, upstream, config string
+	logLevel                 string
+}
+
+func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c serveConfig
+	fs.StringVar(&c.listen, "listen", os.Getenv("GATEWAY_LISTEN"), "address to listen on (env GATEWAY_LISTEN; default 127.0.0.1:8080)")
+	fs.StringVar(&c.upstream, "upstream", os.Getenv("GATEWAY_UPSTREAM"), "upstream base URL ending in /v1 (env GATEWAY_UPSTREAM; default https://api.openai.com/v1)")
+	fs.StringVar(&c.config, "config", os.Getenv("GATEWAY_CONFIG"), "policy file (env GATEWAY_CONFIG; default ./tools.yaml when present)")
+	fs.StringVar(&c.logLevel, "log-level", envOr("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return c, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if c.config == "" {
+		if _, err := os.Stat("tools.yaml"); err == nil {
+			c.config = "tools.yaml"
+		}
+	}
+	return c, nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("%w: log level %q: %w", errUsage, level, err)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("serve: not implemented yet")
+	c, err := parseServe(args, stderr)
+	if err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, c.logLevel)
+	if err != nil {
+		return err
+	}
+	snap := policy.Default()
+	listen := firstNonEmpty(c.listen, snap.Gateway.Listen)
+	up, err := parseUpstream(firstNonEmpty(c.upstream, snap.Gateway.Upstream))
+	if err != nil {
+		return err
+	}
+	gw := &proxy.Gateway{
+		Upstream:  up,
+		Policy:    func() *policy.Snapshot { return snap },
+		Sessions:  session.NewMemory(snap.Sessions.MaxEntries, snap.Sessions.TTL),
+		Catalogs:  selector.NewCache(256),
+		Transport: newTransport(snap.Gateway),
+		Logger:    logger,
+	}
+	return serveHTTP(ctx, listen, gw.Handler(), logger, stdout)
+}
+
+// serveHTTP listens, serves until ctx ends, then drains in-flight requests.
+func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Logger, stdout io.Writer) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	fmt.Fprintf(stdout, "toolgate listening on http://%s\n", ln.Addr())
+	logger.Info("listening", "addr", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving: %w", err)
+	}
+	return nil
+}
+
+func parseUpstream(s string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimRight(s, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: upstream %q must be an http(s) URL such as https://api.openai.com/v1", errUsage, s)
+	}
+	return u, nil
+}
+
+// newTransport builds the upstream transport with the policy's connect and
+// first-byte timeouts.
+func newTransport(g policy.Gateway) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: g.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	t.ResponseHeaderTimeout = g.HeaderTimeout
+	t.MaxIdleConnsPerHost = 256
+	t.MaxIdleConns = 512
+	return t
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
 }

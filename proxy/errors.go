@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/toolgate/toolgate/rewrite"
+)
+
+// Sentinel errors of the proxy; writeError maps them to statuses.
+var (
+	// ErrUpstreamUnreachable: the upstream could not be connected to.
+	ErrUpstreamUnreachable = errors.New("upstream unreachable")
+	// ErrUpstreamTimeout: connect, first byte or idle timeout.
+	ErrUpstreamTimeout = errors.New("upstream timed out")
+	// ErrUpstreamBadResponse: a 2xx the gateway cannot read (not JSON,
+	// truncated, or a stream cut mid-way).
+	ErrUpstreamBadResponse = errors.New("upstream sent an unreadable response")
+	// ErrBodyTooLarge: the request body exceeds the configured limit.
+	ErrBodyTooLarge = errors.New("request body too large")
+)
+
+// apiError is the OpenAI-shaped error body.
+type apiError struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+}
+
+// classify maps an error to its status and OpenAI-shaped body.
+func classify(err error) (int, apiError) {
+	switch {
+	case errors.Is(err, ErrBodyTooLarge):
+		return http.StatusRequestEntityTooLarge, apiError{err.Error(), "invalid_request_error", "request_too_large"}
+	case errors.Is(err, rewrite.ErrBadRequest):
+		return http.StatusBadRequest, apiError{err.Error(), "invalid_request_error", "invalid_request"}
+	case errors.Is(err, ErrUpstreamTimeout), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout, apiError{err.Error(), "gateway_error", "upstream_timeout"}
+	case errors.Is(err, ErrUpstreamUnreachable):
+		return http.StatusBadGateway, apiError{err.Error(), "gateway_error", "upstream_unreachable"}
+	case errors.Is(err, ErrUpstreamBadResponse):
+		return http.StatusBadGateway, apiError{err.Error(), "gateway_error", "upstream_bad_response"}
+	default:
+		return http.StatusInternalServerError, apiError{"internal gateway error", "gateway_error", "internal_error"}
+	}
+}
+
+// errorBody encodes e as {"error": e}.
+func errorBody(e apiError) []byte {
+	b, _ := json.Marshal(struct {
+		Error apiError `json:"error"`
+	}{e})
+	return b
+}
+
+// writeError is the one place that turns an error into a response. A client
+// that went away only gets logged: nobody is listening.
+func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		g.logger().Debug("client went away", "path", r.URL.Path, "err", err)
+		return
+	}
+	status, body := classify(err)
+	level := slog.LevelWarn
+	if status >= 500 && status != http.StatusBadGateway && status != http.StatusGatewayTimeout {
+		level = slog.LevelError
+	}
+	g.logger().Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", status, "err", err)
+	writeJSONError(w, status, body)
+}
+
+func writeJSONError(w http.ResponseWriter, status int, e apiError) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Del("Content-Length")
+	w.WriteHeader(status)
+	_, _ = w.Write(errorBody(e))
+}
+
+// statusError is an upstream non-2xx answer, relayed to the client as is.
+type statusError struct {
+	resp *http.Response
+	body []byte
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("upstream answered %d", e.resp.StatusCode)
+}

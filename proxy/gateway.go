@@ -1,0 +1,155 @@
+// Package proxy owns the HTTP side of toolgate: the server's routes, the
+// upstream client, the tool_search loop and the stream relay. It must not
+// parse request or response JSON by hand (rewrite does), rank tools
+// (selector does) or read YAML (policy does).
+package proxy
+
+import (
+	"hash/maphash"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/selector"
+	"github.com/toolgate/toolgate/session"
+)
+
+// Gateway is the tool-routing reverse proxy. Set its fields, then serve
+// Handler(); fields must not change once it serves.
+type Gateway struct {
+	// Upstream is the API base URL, ending in /v1 (required).
+	Upstream *url.URL
+
+	// Policy returns the policy in force; it is called once per request, so
+	// a request finishes on the policy it started with. nil means
+	// policy.Default().
+	Policy func() *policy.Snapshot
+
+	// Sessions keeps session state (required; see session.NewMemory).
+	Sessions session.Store
+
+	// Catalogs caches compiled catalogs (required; see selector.NewCache).
+	Catalogs *selector.Cache
+
+	// Transport sends upstream requests. nil means http.DefaultTransport.
+	Transport http.RoundTripper
+
+	// Logger receives operational logs. nil means slog.Default().
+	Logger *slog.Logger
+
+	// Ready reports whether /healthz should answer 200. nil means always.
+	Ready func() bool
+
+	once     sync.Once
+	seed     maphash.Seed
+	pass     *httputil.ReverseProxy
+	handler  http.Handler
+	basePath string
+}
+
+func (g *Gateway) init() {
+	g.once.Do(func() {
+		g.seed = maphash.MakeSeed()
+		g.basePath = strings.TrimRight(g.Upstream.Path, "/")
+		g.pass = g.newPassthrough()
+		g.handler = g.routes()
+	})
+}
+
+// Handler returns the gateway's HTTP handler.
+func (g *Gateway) Handler() http.Handler {
+	g.init()
+	return g.handler
+}
+
+// ServeHTTP serves one request; it is Handler().ServeHTTP.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.Handler().ServeHTTP(w, r)
+}
+
+func (g *Gateway) logger() *slog.Logger {
+	if g.Logger != nil {
+		return g.Logger
+	}
+	return slog.Default()
+}
+
+func (g *Gateway) policy() *policy.Snapshot {
+	if g.Policy != nil {
+		if p := g.Policy(); p != nil {
+			return p
+		}
+	}
+	return policy.Default()
+}
+
+func (g *Gateway) transport() http.RoundTripper {
+	if g.Transport != nil {
+		return g.Transport
+	}
+	return http.DefaultTransport
+}
+
+// routes wires the gin router: health, chat completions under /v1 and under
+// the upstream's own prefix, and a plain reverse proxy for the rest of /v1.
+func (g *Gateway) routes() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, rec any) {
+		g.logger().Error("handler panicked", "path", c.Request.URL.Path, "panic", rec)
+		writeJSONError(c.Writer, http.StatusInternalServerError, apiError{"internal gateway error", "gateway_error", "internal_error"})
+	}))
+	r.GET("/healthz", func(c *gin.Context) {
+		if g.Ready != nil && !g.Ready() {
+			c.String(http.StatusServiceUnavailable, "starting\n")
+			return
+		}
+		c.String(http.StatusOK, "ok\n")
+	})
+	r.NoRoute(func(c *gin.Context) { g.dispatch(c.Writer, c.Request) })
+	return r
+}
+
+// dispatch routes what gin's static routes do not: chat completions under
+// any accepted prefix, and the passthrough.
+func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
+	rest, ok := g.apiPath(r.URL.Path)
+	if !ok {
+		writeJSONError(w, http.StatusNotFound, apiError{"unknown path " + r.URL.Path, "invalid_request_error", "not_found"})
+		return
+	}
+	if r.Method == http.MethodPost && rest == "/chat/completions" {
+		g.serveChat(w, r, rest)
+		return
+	}
+	g.pass.ServeHTTP(w, r)
+}
+
+// apiPath strips the API prefix the client used (/v1, or the upstream's own
+// base path) and returns the rest, e.g. "/chat/completions".
+func (g *Gateway) apiPath(p string) (string, bool) {
+	for _, prefix := range []string{g.basePath, "/v1"} {
+		if prefix == "" {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(p, prefix); ok && (rest == "" || rest[0] == '/') {
+			return rest, true
+		}
+	}
+	return "", false
+}
+
+// upstreamURL joins the upstream base with an API path such as "/models".
+func (g *Gateway) upstreamURL(rest, rawQuery string) *url.URL {
+	u := *g.Upstream
+	u.Path = g.basePath + rest
+	u.RawPath = ""
+	u.RawQuery = rawQuery
+	return &u
+}

@@ -1,0 +1,60 @@
+package proxy
+
+import (
+	"net/http"
+	"net/textproto"
+	"strings"
+)
+
+// hopHeaders are meaningful only for one connection (RFC 9110 7.6.1); they
+// are never forwarded in either direction.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// copyEndToEnd copies src into dst without hop-by-hop headers, the headers
+// named by Connection, or the names in skip (canonical form).
+func copyEndToEnd(dst, src http.Header, skip ...string) {
+	conn := connectionTokens(src)
+	for k, vv := range src {
+		if isHop(k) || conn[k] || contains(skip, k) {
+			continue
+		}
+		dst[k] = append(dst[k][:0:0], vv...)
+	}
+}
+
+func connectionTokens(h http.Header) map[string]bool {
+	var m map[string]bool
+	for _, v := range h.Values("Connection") {
+		for _, f := range strings.Split(v, ",") {
+			if f = textproto.TrimString(f); f != "" {
+				if m == nil {
+					m = map[string]bool{}
+				}
+				m[http.CanonicalHeaderKey(f)] = true
+			}
+		}
+	}
+	return m
+}
+
+func isHop(k string) bool { return contains(hopHeaders, k) }
+
+func contains(s []string, k string) bool {
+	for _, v := range s {
+		if v == k {
+			return true
+		}
+	}
+	return false
+}
+
+// requestSkip are client headers the gateway sets itself: the body changes
+// (length), the transport negotiates compression so responses stay readable.
+var requestSkip = []string{"Content-Length", "Accept-Encoding", "Host"}
+
+// responseSkip are upstream headers that stop being true once the gateway
+// has read and rewritten the body.
+var responseSkip = []string{"Content-Length", "Content-Encoding"}

@@ -1,0 +1,69 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/toolgate/toolgate/rewrite"
+)
+
+// maxResponseBody bounds a non-streamed upstream response.
+const maxResponseBody = 64 << 20
+
+// completeTurn runs the search loop for a non-streamed request: call the
+// upstream, answer tool_search (and denied calls) itself, re-issue with the
+// tools found, and return the client one response with only its own calls
+// and the usage of every round.
+func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest string, t *turn) {
+	ctx := r.Context()
+	defer t.save(context.WithoutCancel(ctx))
+	for round := 0; ; round++ {
+		body, err := rewrite.Build(t.req, t.tools(t.withSearch(round)), t.rounds)
+		if err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+		resp, err := g.send(ctx, r, sendOptions{rest: rest, body: body, retries: g.retries(t.snap)})
+		if err != nil {
+			g.fail(w, r, err)
+			return
+		}
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+		resp.Body.Close()
+		if err != nil {
+			g.writeError(w, r, fmt.Errorf("%w: reading: %w", ErrUpstreamBadResponse, upstreamErr(ctx, err)))
+			return
+		}
+		out, err := rewrite.ParseResponse(raw)
+		if err != nil {
+			g.writeError(w, r, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err))
+			return
+		}
+		if round == 0 {
+			t.id, t.created = out.ID, out.Created
+		}
+		t.usage = rewrite.AddUsage(t.usage, out.Usage)
+		internal, real := t.split(out.Calls)
+		results := t.answer(ctx, out.Calls)
+		last := len(internal) == 0 || len(real) > 0 || !t.withSearch(round)
+		if !last {
+			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, Calls: internal, Results: results})
+			continue
+		}
+		final, err := rewrite.ClientResponse(out, func(c rewrite.Call) bool { return !t.internal(c) }, t.usage, t.id, t.created)
+		if err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+		copyEndToEnd(w.Header(), resp.Header, responseSkip...)
+		setToolgateHeaders(w.Header(), t)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(final)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(final)
+		return
+	}
+}

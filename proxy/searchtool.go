@@ -1,0 +1,107 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/toolgate/toolgate/rewrite"
+	"github.com/toolgate/toolgate/selector"
+)
+
+// SearchToolName is the name of the tool the gateway answers itself.
+const SearchToolName = "tool_search"
+
+// maxSearchLimit bounds the limit a model may ask of one search.
+const maxSearchLimit = 10
+
+// searchTool returns the tool_search definition for a catalog: its
+// description names the catalog's areas so the model knows what it can find.
+func searchTool(total int, areas []string) string {
+	desc := fmt.Sprintf("Search the %d tools available to you and make the best matches callable. "+
+		"Only a few tools are loaded; call this whenever you need a capability that is not in your tool list, "+
+		"then call the tools it returns directly. Write the query as short English keywords naming the action "+
+		"and the object (e.g. \"create issue repository\", \"send message channel\"), even if the user writes "+
+		"in another language. For several independent needs, search once for each.", total)
+	if len(areas) > 0 {
+		desc += " Areas: " + strings.Join(areas, ", ") + "."
+	}
+	def := map[string]any{
+		"type": "function",
+		"function": map[string]any{
+			"name":        SearchToolName,
+			"description": desc,
+			"parameters": map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"query": map[string]any{"type": "string", "description": "English keywords for the capability you need."},
+					"limit": map[string]any{"type": "integer", "description": "How many tools to return (default 5, at most 10).", "minimum": 1, "maximum": maxSearchLimit},
+				},
+				"required":             []string{"query"},
+				"additionalProperties": false,
+			},
+		},
+	}
+	b, _ := json.Marshal(def)
+	return string(b)
+}
+
+// searchArgs reads tool_search arguments leniently: models sometimes send a
+// bare string or an unknown field; the query is what matters.
+type searchArgs struct {
+	Query string `json:"query"`
+	Limit int    `json:"limit"`
+}
+
+func parseSearchArgs(raw string) searchArgs {
+	var a searchArgs
+	if err := json.Unmarshal([]byte(raw), &a); err != nil {
+		var s string
+		if json.Unmarshal([]byte(raw), &s) == nil {
+			a.Query = s
+		} else {
+			a.Query = raw
+		}
+	}
+	a.Query = strings.TrimSpace(a.Query)
+	return a
+}
+
+// formatResults writes the tool message that answers a search: the tools
+// now callable, their one-line descriptions and hints, the workflow guidance
+// of their categories, the confidence, and how to search again.
+func formatResults(query string, res selector.Results, hints func(category string) string) string {
+	var b strings.Builder
+	if len(res.Items) == 0 {
+		fmt.Fprintf(&b, "No new tools matched %q. Try other English keywords (the action and the object), or answer without a tool.", query)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "Found %d tool(s) for %q; they are now in your tool list, call them directly:\n", len(res.Items), query)
+	var cats []string
+	for _, it := range res.Items {
+		fmt.Fprintf(&b, "- %s: %s", it.Name, rewrite.FirstLine(it.Description, 160))
+		if it.Hint != "" {
+			fmt.Fprintf(&b, " (hint: %s)", it.Hint)
+		}
+		b.WriteByte('\n')
+		if it.Category != "" && !contains(cats, it.Category) {
+			cats = append(cats, it.Category)
+		}
+	}
+	if hints != nil {
+		for _, c := range cats {
+			if h := strings.TrimSpace(hints(c)); h != "" {
+				fmt.Fprintf(&b, "\nGuidance for %s:\n%s\n", c, h)
+			}
+		}
+	}
+	switch {
+	case res.Confidence >= 0.6:
+		b.WriteString("\nConfidence: high.")
+	case res.Confidence >= 0.3:
+		b.WriteString("\nConfidence: medium; if none of these fits, search again with different keywords.")
+	default:
+		b.WriteString("\nConfidence: low; these may not fit. Search again with different or more specific keywords if needed.")
+	}
+	return b.String()
+}

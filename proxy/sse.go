@@ -1,0 +1,95 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// maxEventSize bounds one SSE event, so a hostile or broken upstream cannot
+// grow the gateway's memory without limit.
+const maxEventSize = 8 << 20
+
+// errEventTooLarge is returned for an event over maxEventSize.
+var errEventTooLarge = errors.New("stream event too large")
+
+// sseReader reads the data of server-sent events. Comments, event names and
+// ids are skipped: the Chat Completions stream carries everything in data.
+type sseReader struct {
+	br   *bufio.Reader
+	data []byte
+}
+
+func newSSEReader(r io.Reader) *sseReader {
+	return &sseReader{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Next returns the data of the next event (multi-line data joined with
+// "\n"). It returns io.EOF at a clean end, io.ErrUnexpectedEOF when the
+// stream ends inside an event. The slice is valid until the next call.
+func (s *sseReader) Next() ([]byte, error) {
+	s.data = s.data[:0]
+	have := false
+	for {
+		line, err := s.line()
+		if err != nil {
+			if err == io.EOF && have {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if len(line) == 0 {
+			if have {
+				return s.data, nil
+			}
+			continue
+		}
+		if line[0] == ':' {
+			continue
+		}
+		field, value, _ := bytes.Cut(line, []byte{':'})
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+		if string(field) != "data" {
+			continue
+		}
+		if have {
+			s.data = append(s.data, '\n')
+		}
+		if len(s.data)+len(value) > maxEventSize {
+			return nil, fmt.Errorf("%w: over %d bytes", errEventTooLarge, maxEventSize)
+		}
+		s.data = append(s.data, value...)
+		have = true
+	}
+}
+
+// line returns one line without its terminator (\n, \r\n or \r\n).
+func (s *sseReader) line() ([]byte, error) {
+	var long []byte
+	for {
+		frag, err := s.br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			if len(long)+len(frag) > maxEventSize {
+				return nil, fmt.Errorf("%w: line over %d bytes", errEventTooLarge, maxEventSize)
+			}
+			long = append(long, frag...)
+			continue
+		}
+		if err != nil {
+			if err == io.EOF && len(frag)+len(long) > 0 {
+				// A last line without a newline ends the event it is in.
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if long != nil {
+			frag = append(long, frag...)
+		}
+		frag = bytes.TrimRight(frag, "\r\n")
+		return frag, nil
+	}
+}

@@ -1,0 +1,369 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolgate/toolgate/rewrite"
+)
+
+// streamTurn runs the search loop for a streamed request. Text reaches the
+// client as it arrives; tool_search is swallowed and the next round streams
+// on under the first round's id, so the client sees one completion with one
+// finish, one usage chunk (if asked) and one [DONE].
+func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string, t *turn) {
+	ctx := r.Context()
+	defer t.save(context.WithoutCancel(ctx))
+	s := &relay{w: w, rc: http.NewResponseController(w), t: t}
+	for round := 0; ; round++ {
+		body, err := rewrite.Build(t.req, t.tools(t.withSearch(round)), t.rounds)
+		if err != nil {
+			s.fail(g, r, err)
+			return
+		}
+		retries := 0
+		if !s.started {
+			retries = g.retries(t.snap)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		resp, err := g.send(rctx, r, sendOptions{rest: rest, body: body, stream: true, retries: retries})
+		if err != nil {
+			cancel()
+			s.fail(g, r, err)
+			return
+		}
+		res, err := s.round(rctx, resp, round, idle(t.snap.Gateway.IdleTimeout), cancel)
+		resp.Body.Close()
+		cancel()
+		if err != nil {
+			s.fail(g, r, err)
+			return
+		}
+		internal, real := t.split(res.calls)
+		results := t.answer(ctx, res.calls)
+		if len(internal) > 0 && len(real) == 0 && t.withSearch(round) {
+			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, Calls: internal, Results: results})
+			continue
+		}
+		s.end()
+		return
+	}
+}
+
+func idle(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 2 * time.Minute
+	}
+	return d
+}
+
+// relay is the client side of one streamed turn.
+type relay struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	t  *turn
+
+	started  bool   // SSE headers sent
+	role     []byte // the first role-only chunk, held until something follows
+	sentRole bool
+	finished bool // a finish chunk reached the client
+	next     int  // the next tool-call index the client sees
+	model    string
+}
+
+// callState follows one upstream tool call through its fragments.
+type callState struct {
+	id, name string
+	args     strings.Builder
+	internal bool
+	client   int  // index the client sees, for real calls
+	held     bool // fragments arrived before the name and were held back
+	sent     bool
+}
+
+// roundResult is what one upstream stream said.
+type roundResult struct {
+	content string
+	calls   []rewrite.Call
+}
+
+// round relays one upstream stream to the client.
+func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleTimeout time.Duration, cancel context.CancelFunc) (roundResult, error) {
+	t := s.t
+	body := newIdleReader(resp.Body, idleTimeout, cancel)
+	defer body.stop()
+	sse := newSSEReader(body)
+	var (
+		res     roundResult
+		content strings.Builder
+		order   []int64
+		states  = map[int64]*callState{}
+		done    bool
+	)
+	for !done {
+		data, err := sse.Next()
+		if err != nil {
+			if body.expired() {
+				return res, fmt.Errorf("%w: no stream data for %s", ErrUpstreamTimeout, idleTimeout)
+			}
+			if errors.Is(err, io.EOF) && s.finishedRound(states) {
+				break
+			}
+			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				return res, err
+			}
+			return res, fmt.Errorf("%w: stream ended early: %w", ErrUpstreamBadResponse, err)
+		}
+		if string(data) == rewrite.Done {
+			break
+		}
+		ev, err := rewrite.ParseEvent(data)
+		if err != nil {
+			return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
+		}
+		if ev.Error.Exists() {
+			return res, &inBandError{data: append([]byte(nil), data...)}
+		}
+		if t.id == "" {
+			t.id, t.created = ev.ID, ev.Created
+		}
+		if s.model == "" {
+			s.model = ev.Model
+		}
+		if ev.Usage.IsObject() {
+			t.usage = rewrite.AddUsage(t.usage, ev.Usage)
+		}
+		if ev.Choice < 0 {
+			continue // the usage chunk: the client gets one summed at the end
+		}
+		content.WriteString(ev.Content)
+		edit := rewrite.EventEdit{ID: t.id, Created: t.created, DropUsage: ev.Usage.Exists()}
+		var calls []string
+		for _, cd := range ev.Calls {
+			st := states[cd.Index]
+			if st == nil {
+				st = &callState{}
+				states[cd.Index] = st
+				order = append(order, cd.Index)
+			}
+			if cd.ID != "" {
+				st.id = cd.ID
+			}
+			st.args.WriteString(cd.Args)
+			if st.name == "" && cd.Name != "" {
+				st.name = cd.Name
+				st.internal = t.internal(rewrite.Call{Name: cd.Name})
+				if !st.internal {
+					st.client = s.next
+					s.next++
+				}
+			}
+			switch {
+			case st.name == "":
+				st.held = true
+				edit.SetCalls = true
+			case st.internal:
+				edit.SetCalls = true
+			case st.held && !st.sent:
+				calls = append(calls, rewrite.CallDeltaJSON(st.client, st.id, st.name, st.args.String()))
+				edit.SetCalls = true
+			default:
+				if int64(st.client) != cd.Index {
+					edit.SetCalls = true
+				}
+				calls = append(calls, rewrite.Reindex(cd.Raw, st.client))
+			}
+			if st.name != "" && !st.internal {
+				st.sent = true
+			}
+		}
+		edit.Calls = calls
+		emitFinish := false
+		if ev.Finish != "" {
+			internalN, realN := count(states)
+			switch {
+			case realN > 0:
+				emitFinish = true
+			case internalN > 0 && t.withSearch(round):
+				edit.Finish = "null"
+			case internalN > 0:
+				edit.Finish, emitFinish = "stop", true
+			default:
+				emitFinish = true
+			}
+		}
+		if !ev.Text && len(calls) == 0 && !emitFinish {
+			if !s.sentRole && s.role == nil && len(ev.Calls) == 0 {
+				s.role, _ = rewrite.EditEvent(append([]byte(nil), data...), edit)
+			}
+			continue
+		}
+		out, err := rewrite.EditEvent(data, edit)
+		if err != nil {
+			return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
+		}
+		if err := s.emit(resp, out); err != nil {
+			return res, err
+		}
+		if emitFinish {
+			s.finished = true
+		}
+	}
+	res.content = content.String()
+	for _, i := range order {
+		st := states[i]
+		res.calls = append(res.calls, rewrite.Call{ID: st.id, Name: st.name, Arguments: st.args.String()})
+	}
+	return res, nil
+}
+
+// finishedRound reports whether a stream that ended without [DONE] had
+// nonetheless finished: some servers omit the marker.
+func (s *relay) finishedRound(map[int64]*callState) bool { return s.finished }
+
+func count(states map[int64]*callState) (internal, real int) {
+	for _, st := range states {
+		switch {
+		case st.name == "":
+		case st.internal:
+			internal++
+		default:
+			real++
+		}
+	}
+	return internal, real
+}
+
+// emit writes one event, committing the SSE headers with the first one (and
+// the held role chunk before it), and flushes.
+func (s *relay) emit(resp *http.Response, data []byte) error {
+	if !s.started {
+		h := s.w.Header()
+		if resp != nil {
+			copyEndToEnd(h, resp.Header, responseSkip...)
+		}
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		setToolgateHeaders(h, s.t)
+		s.w.WriteHeader(http.StatusOK)
+		s.started = true
+	}
+	if !s.sentRole && s.role != nil {
+		s.sentRole = true
+		if err := s.write(s.role); err != nil {
+			return err
+		}
+	}
+	s.sentRole = true
+	return s.write(data)
+}
+
+func (s *relay) write(data []byte) error {
+	if _, err := fmt.Fprintf(s.w, "data: %s\n\n", data); err != nil {
+		return fmt.Errorf("writing to client: %w", context.Canceled)
+	}
+	_ = s.rc.Flush()
+	return nil
+}
+
+// end closes a successful turn: a finish chunk if none reached the client,
+// the summed usage chunk when the client asked for it, and [DONE].
+func (s *relay) end() {
+	t := s.t
+	if !s.finished {
+		if err := s.emit(nil, rewrite.FinishEvent(t.id, t.created, s.model, "stop")); err != nil {
+			return
+		}
+	}
+	if t.req.IncludeUsage {
+		if err := s.emit(nil, rewrite.UsageEvent(t.id, t.created, s.model, t.usage)); err != nil {
+			return
+		}
+	}
+	_ = s.emit(nil, []byte(rewrite.Done))
+}
+
+// fail reports err: before the stream started, as a real status; after,
+// as an error event that ends the stream without [DONE], so the client
+// never mistakes a broken turn for a complete one.
+func (s *relay) fail(g *Gateway, r *http.Request, err error) {
+	if !s.started {
+		var ib *inBandError
+		if errors.As(err, &ib) {
+			writeJSONError(s.w, http.StatusBadGateway, apiError{"upstream stream error: " + string(ib.data), "gateway_error", "upstream_stream_error"})
+			return
+		}
+		g.fail(s.w, r, err)
+		return
+	}
+	if r.Context().Err() != nil {
+		g.logger().Debug("client went away mid-stream", "err", err)
+		return
+	}
+	g.logger().Warn("stream failed after start", "err", err)
+	var ib *inBandError
+	if errors.As(err, &ib) {
+		_ = s.write(ib.data)
+		return
+	}
+	var se *statusError
+	if errors.As(err, &se) {
+		_ = s.write(errorBody(apiError{fmt.Sprintf("upstream answered %d: %s", se.resp.StatusCode, truncate(se.body, 500)), "upstream_error", "upstream_status"}))
+		return
+	}
+	_, e := classify(err)
+	_ = s.write(errorBody(e))
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}
+
+// inBandError is an error event the upstream sent inside its stream.
+type inBandError struct{ data []byte }
+
+func (e *inBandError) Error() string { return "upstream stream error: " + truncate(e.data, 200) }
+
+// idleReader cancels the upstream request when no data arrives for d.
+type idleReader struct {
+	r       io.Reader
+	d       time.Duration
+	timer   *time.Timer
+	fired   atomic.Bool
+	stopped atomic.Bool
+}
+
+func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelFunc) *idleReader {
+	ir := &idleReader{r: r, d: d}
+	ir.timer = time.AfterFunc(d, func() {
+		if !ir.stopped.Load() {
+			ir.fired.Store(true)
+			cancel()
+		}
+	})
+	return ir
+}
+
+func (ir *idleReader) Read(p []byte) (int, error) {
+	n, err := ir.r.Read(p)
+	if n > 0 {
+		ir.timer.Reset(ir.d)
+	}
+	return n, err
+}
+
+func (ir *idleReader) expired() bool { return ir.fired.Load() }
+
+func (ir *idleReader) stop() {
+	ir.stopped.Store(true)
+	ir.timer.Stop()
+}

@@ -1,0 +1,327 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/rewrite"
+	"github.com/toolgate/toolgate/selector"
+	"github.com/toolgate/toolgate/session"
+)
+
+// Reasons a tool is in the active set, for the decision log.
+const (
+	reasonCore       = "core"
+	reasonChoice     = "tool_choice"
+	reasonHistory    = "history"
+	reasonSession    = "session"
+	reasonPreselect  = "preselected"
+	reasonDiscovered = "discovered"
+)
+
+// recentKeep bounds the session's list of recently called tools.
+const recentKeep = 8
+
+// turn is one client request handled by the search loop: the catalog, the
+// session, the active set and the rounds the gateway answered itself.
+type turn struct {
+	g    *Gateway
+	in   *http.Request
+	snap *policy.Snapshot
+	req  *rewrite.Request
+
+	byName  map[string]*rewrite.Tool
+	cat     *selector.Catalog
+	key     string
+	st      session.State
+	pinned  map[string]bool   // core, tool_choice and history: never evicted
+	reasons map[string]string // why each active tool is there
+	visible map[string]bool   // policy decisions, memoised for the turn
+
+	searchDef string
+	rounds    []rewrite.Round
+	usage     []byte
+	id        string
+	created   int64
+	searches  int
+	misses    int
+}
+
+func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Snapshot, req *rewrite.Request) (*turn, error) {
+	t := &turn{
+		g: g, in: in, snap: snap, req: req,
+		byName:  make(map[string]*rewrite.Tool, len(req.Tools)),
+		pinned:  map[string]bool{},
+		reasons: map[string]string{},
+		visible: map[string]bool{},
+	}
+	for i := range req.Tools {
+		t.byName[req.Tools[i].Name] = &req.Tools[i]
+	}
+	key := strconv.FormatUint(maphash.String(g.seed, req.ToolsRaw.Raw), 36) + ":" + strconv.FormatUint(snap.Generation(), 36)
+	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) { return snap.Catalog(req.Tools) })
+	if err != nil {
+		return nil, fmt.Errorf("compiling catalog: %w", err)
+	}
+	t.cat = cat
+	t.searchDef = searchTool(len(req.Tools), cat.Areas(8))
+
+	t.key = session.Key(session.Tenant(credential(in)), in.Header.Get("X-Session-ID"), req.System, req.FirstUser)
+	st, err := g.Sessions.Get(ctx, t.key)
+	if err != nil && !errors.Is(err, session.ErrNotFound) {
+		// The session is a cache: losing it costs a search, not the request.
+		g.logger().Warn("loading session", "err", err)
+	}
+	t.st = st
+	t.seedActive(ctx)
+	return t, nil
+}
+
+// credential is what identifies the tenant: the client's Authorization, or
+// the api-key header some clients send instead.
+func credential(r *http.Request) string {
+	if a := r.Header.Get("Authorization"); a != "" {
+		return a
+	}
+	return r.Header.Get("Api-Key")
+}
+
+// isVisible applies the policy (deny, allow, risk gating) to one of the
+// client's tools; names the client did not send are never visible.
+func (t *turn) isVisible(name string) bool {
+	if v, ok := t.visible[name]; ok {
+		return v
+	}
+	_, known := t.byName[name]
+	v := known && t.snap.Decide(name, t.req.LastUser).Visible
+	t.visible[name] = v
+	return v
+}
+
+func (t *turn) isActive(name string) bool { return t.reasons[name] != "" }
+
+func (t *turn) join(name, reason string) {
+	if !t.isVisible(name) {
+		return
+	}
+	t.st.Join(name)
+	if t.reasons[name] == "" || reason == reasonCore || reason == reasonChoice || reason == reasonHistory {
+		t.reasons[name] = reason
+	}
+	if reason == reasonCore || reason == reasonChoice || reason == reasonHistory {
+		t.pinned[name] = true
+	}
+}
+
+// seedActive builds the active set before the first upstream call: core,
+// the tool_choice target, tools called in the history (the history is the
+// truth, whatever the session remembers), the session's tools and, in
+// hybrid and preselect modes on a user turn, the preselected tools.
+func (t *turn) seedActive(ctx context.Context) {
+	for _, tool := range t.req.Tools {
+		if t.snap.Decide(tool.Name, t.req.LastUser).Core {
+			t.join(tool.Name, reasonCore)
+		}
+	}
+	if t.req.ToolChoice != "" {
+		t.join(t.req.ToolChoice, reasonChoice)
+	}
+	for _, n := range t.req.Called {
+		t.join(n, reasonHistory)
+		t.st.Touch(n, recentKeep)
+	}
+	for _, n := range t.req.CalledTail {
+		t.st.Touch(n, recentKeep)
+	}
+	for _, n := range slices.Clone(t.st.Active) {
+		t.join(n, reasonSession)
+	}
+	mode := t.snap.Gateway.Mode
+	if t.req.UserTurn && (mode == policy.ModeHybrid || mode == policy.ModePreselect) && t.snap.Gateway.Preselect > 0 {
+		res, err := t.cat.Search(ctx, t.query(t.req.LastUser, t.snap.Gateway.Preselect))
+		if err != nil {
+			t.g.logger().Warn("preselecting tools", "err", err)
+		}
+		for _, it := range res.Items {
+			t.join(it.Name, reasonPreselect)
+		}
+	}
+	t.bound()
+}
+
+// query builds a selector query that skips what is active or hidden.
+func (t *turn) query(text string, limit int) selector.Query {
+	return selector.Query{
+		Text:    text,
+		Limit:   limit,
+		Exclude: func(n string) bool { return t.isActive(n) || !t.isVisible(n) },
+		Focus:   t.st.Focus,
+		Last:    t.st.Last,
+		Recent:  t.st.Recent,
+	}
+}
+
+// bound keeps the active set within max_active: tools that were found but
+// never used go first, oldest first, then the least recently used; pinned
+// tools stay.
+func (t *turn) bound() {
+	max := t.snap.Gateway.MaxActive
+	if max <= 0 {
+		return
+	}
+	for t.count() > max {
+		victim := ""
+		for _, n := range t.st.Active {
+			if !t.pinned[n] && t.isActive(n) && !slices.Contains(t.st.Recent, n) {
+				victim = n
+				break
+			}
+		}
+		if victim == "" {
+			for _, n := range t.st.Recent {
+				if !t.pinned[n] && t.isActive(n) {
+					victim = n
+					break
+				}
+			}
+		}
+		if victim == "" {
+			return
+		}
+		t.st.Active = slices.DeleteFunc(t.st.Active, func(s string) bool { return s == victim })
+		delete(t.reasons, victim)
+	}
+}
+
+func (t *turn) count() int {
+	n := 0
+	for _, name := range t.st.Active {
+		if t.isActive(name) {
+			n++
+		}
+	}
+	return n
+}
+
+// tools returns the upstream tools array: tool_search first (unless
+// withSearch is false), then the active tools in the order they joined.
+func (t *turn) tools(withSearch bool) []string {
+	out := make([]string, 0, len(t.st.Active)+1)
+	if withSearch {
+		out = append(out, t.searchDef)
+	}
+	for _, n := range t.st.Active {
+		if tool := t.byName[n]; tool != nil && t.isActive(n) {
+			out = append(out, tool.Raw)
+		}
+	}
+	return out
+}
+
+// activeNames lists the active tools in upstream order.
+func (t *turn) activeNames() []string {
+	var out []string
+	for _, n := range t.st.Active {
+		if t.isActive(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// withSearch reports whether round i offers tool_search: never in preselect
+// mode, and not in the last round the bound allows.
+func (t *turn) withSearch(round int) bool {
+	if t.snap.Gateway.Mode == policy.ModePreselect {
+		return false
+	}
+	return round < t.maxRounds()
+}
+
+func (t *turn) maxRounds() int {
+	if n := t.snap.Gateway.MaxRounds; n > 0 {
+		return n
+	}
+	return 4
+}
+
+// internal reports whether the gateway answers call c itself: tool_search,
+// and calls of tools the policy hides (which must never reach the client).
+func (t *turn) internal(c rewrite.Call) bool {
+	if c.Name == SearchToolName {
+		return true
+	}
+	_, known := t.byName[c.Name]
+	return known && !t.isVisible(c.Name)
+}
+
+// answer runs the internal calls of a round and returns their results; the
+// tools found join the active set. Real calls are recorded for recency.
+func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolResult {
+	var results []rewrite.ToolResult
+	for _, c := range calls {
+		switch {
+		case c.Name == SearchToolName:
+			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: t.search(ctx, c.Arguments)})
+		case t.internal(c):
+			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
+				"Error: the tool %q is not available (blocked by policy). Do not call it again; use another tool or answer without it.", c.Name)})
+		default:
+			if _, known := t.byName[c.Name]; known && !t.isActive(c.Name) {
+				t.misses++
+			}
+			t.st.Touch(c.Name, recentKeep)
+		}
+	}
+	t.bound()
+	return results
+}
+
+func (t *turn) search(ctx context.Context, raw string) string {
+	t.searches++
+	a := parseSearchArgs(raw)
+	if a.Query == "" {
+		return "Error: tool_search needs a non-empty \"query\" of English keywords."
+	}
+	limit := a.Limit
+	if limit <= 0 {
+		limit = 5
+	}
+	limit = min(limit, maxSearchLimit)
+	res, err := t.cat.Search(ctx, t.query(a.Query, limit))
+	if err != nil {
+		t.g.logger().Warn("searching tools", "query", a.Query, "err", err)
+		return "Error: the search failed; try again with other keywords."
+	}
+	for _, it := range res.Items {
+		t.join(it.Name, reasonDiscovered)
+	}
+	return formatResults(a.Query, res, t.snap.Hints)
+}
+
+// save stores the session; a failure costs a later search, so it is logged,
+// not returned.
+func (t *turn) save(ctx context.Context) {
+	if err := t.g.Sessions.Put(ctx, t.key, t.st); err != nil {
+		t.g.logger().Warn("saving session", "err", err)
+	}
+}
+
+// split separates a round's calls into those the gateway answers and those
+// the client gets.
+func (t *turn) split(calls []rewrite.Call) (internal, real []rewrite.Call) {
+	for _, c := range calls {
+		if t.internal(c) {
+			internal = append(internal, c)
+		} else {
+			real = append(real, c)
+		}
+	}
+	return internal, real
+}

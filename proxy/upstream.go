@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// maxErrorBody bounds how much of an upstream error body is read to relay.
+const maxErrorBody = 1 << 20
+
+// sendOptions says how one upstream call is made.
+type sendOptions struct {
+	rest    string // API path, e.g. "/chat/completions"
+	body    []byte
+	retries int // extra attempts on a 5xx, only while nothing reached the client
+	stream  bool
+}
+
+// send makes one upstream call for the client request in. A 2xx comes back
+// as a response whose body the caller must close; any other status as a
+// *statusError holding the upstream's body; transport failures as
+// ErrUpstreamTimeout or ErrUpstreamUnreachable.
+func (g *Gateway) send(ctx context.Context, in *http.Request, o sendOptions) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := g.sendOnce(ctx, in, o)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			return resp, nil
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		if resp.StatusCode >= 500 && attempt < o.retries {
+			g.logger().Warn("upstream 5xx, retrying", "status", resp.StatusCode, "attempt", attempt+1)
+			if err := sleepCtx(ctx, retryDelay(resp)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		return nil, &statusError{resp: resp, body: body}
+	}
+}
+
+func (g *Gateway) sendOnce(ctx context.Context, in *http.Request, o sendOptions) (*http.Response, error) {
+	u := g.upstreamURL(o.rest, in.URL.RawQuery)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(o.body))
+	if err != nil {
+		return nil, fmt.Errorf("building upstream request: %w", err)
+	}
+	copyEndToEnd(req.Header, in.Header, requestSkip...)
+	g.setAuth(req.Header, in)
+	req.Header.Set("Content-Type", "application/json")
+	if o.stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	resp, err := g.transport().RoundTrip(req)
+	if err != nil {
+		return nil, upstreamErr(ctx, err)
+	}
+	return resp, nil
+}
+
+// setAuth replaces the client's credential with the configured upstream key,
+// when there is one; otherwise the client's Authorization passes through.
+func (g *Gateway) setAuth(h http.Header, in *http.Request) {
+	if key := g.policy().Gateway.UpstreamKey; key != "" {
+		h.Set("Authorization", "Bearer "+key)
+	}
+}
+
+// retryDelay honours a short Retry-After, else waits a moment.
+func retryDelay(resp *http.Response) time.Duration {
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 && s <= 2 {
+		return time.Duration(s) * time.Second
+	}
+	return 100 * time.Millisecond
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// relayStatus writes an upstream non-2xx answer to the client unchanged:
+// status, headers (Retry-After, rate limits, request id) and body.
+func relayStatus(w http.ResponseWriter, e *statusError) {
+	copyEndToEnd(w.Header(), e.resp.Header, responseSkip...)
+	w.Header().Set("Content-Length", strconv.Itoa(len(e.body)))
+	w.WriteHeader(e.resp.StatusCode)
+	_, _ = w.Write(e.body)
+}
