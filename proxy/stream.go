@@ -46,6 +46,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 			return
 		}
 		internal, real := t.split(res.calls)
+		g.logger().Debug("stream round", "round", round, "calls", len(res.calls), "internal", len(internal), "real", len(real))
 		results := t.answer(ctx, res.calls)
 		if len(internal) > 0 && len(real) == 0 && t.withSearch(round) {
 			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, Calls: internal, Results: results})
@@ -130,11 +131,12 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 		if ev.Error.Exists() {
 			return res, &inBandError{data: append([]byte(nil), data...)}
 		}
+		// ev aliases the reader's buffer: clone what outlives this event.
 		if t.id == "" {
-			t.id, t.created = ev.ID, ev.Created
+			t.id, t.created = strings.Clone(ev.ID), ev.Created
 		}
 		if s.model == "" {
-			s.model = ev.Model
+			s.model = strings.Clone(ev.Model)
 		}
 		if ev.Usage.IsObject() {
 			t.usage = rewrite.AddUsage(t.usage, ev.Usage)
@@ -153,11 +155,11 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 				order = append(order, cd.Index)
 			}
 			if cd.ID != "" {
-				st.id = cd.ID
+				st.id = strings.Clone(cd.ID)
 			}
 			st.args.WriteString(cd.Args)
 			if st.name == "" && cd.Name != "" {
-				st.name = cd.Name
+				st.name = strings.Clone(cd.Name)
 				st.internal = t.internal(rewrite.Call{Name: cd.Name})
 				if !st.internal {
 					st.client = s.next

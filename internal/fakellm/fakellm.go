@@ -1,0 +1,220 @@
+// Package fakellm is a scripted OpenAI-compatible upstream that behaves like
+// a tool-calling model: given tasks (a prompt and the tool steps it needs),
+// it calls each step's tool when that tool is in the request, calls
+// tool_search with the step's keywords when it is not, and answers in text
+// when the steps are done. It refuses more than MaxTools tools, as OpenAI
+// does. Tests, `gateway demo` and `gateway bench` use it; it must never be
+// wired into serve.
+package fakellm
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// Step is one tool call a task needs.
+type Step struct {
+	Tool  string          `json:"tool"`
+	Query string          `json:"query"`
+	Args  json.RawMessage `json:"args"`
+}
+
+// Task is one scripted conversation, matched by its prompt (the first user
+// message).
+type Task struct {
+	Name   string `json:"name"`
+	Prompt string `json:"prompt"`
+	Steps  []Step `json:"steps"`
+	Answer string `json:"answer"`
+}
+
+// Record is what the model saw in one request.
+type Record struct {
+	Tools      int
+	ToolsBytes int
+	BodyBytes  int
+	Stream     bool
+	Names      []string
+	Body       []byte
+}
+
+// Model is the scripted upstream. Set its fields before serving.
+type Model struct {
+	Tasks []Task
+	// MaxTools refuses requests with more tools (0 means 128).
+	MaxTools int
+	// ChunkDelay is slept between streamed chunks.
+	ChunkDelay time.Duration
+	// MaxSearches is how many tool_search calls the model makes for one step
+	// before it gives up (0 means 2).
+	MaxSearches int
+	// Keep records every request's body when true.
+	Keep bool
+
+	seq     atomic.Int64
+	mu      sync.Mutex
+	records []Record
+}
+
+// Records returns what the model saw, in order.
+func (m *Model) Records() []Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Record(nil), m.records...)
+}
+
+// Reset forgets the records.
+func (m *Model) Reset() {
+	m.mu.Lock()
+	m.records = nil
+	m.mu.Unlock()
+}
+
+// ServeHTTP answers POST /chat/completions (under any prefix) and
+// GET /models.
+func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models"):
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"fake-model","object":"model","created":1700000000,"owned_by":"toolgate"}]}`)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
+		m.chat(w, r)
+	default:
+		writeErr(w, http.StatusNotFound, "unknown path "+r.URL.Path, "not_found")
+	}
+}
+
+func writeErr(w http.ResponseWriter, status int, msg, code string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": nil, "code": code}})
+	_, _ = w.Write(b)
+}
+
+func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil || !gjson.ValidBytes(body) {
+		writeErr(w, http.StatusBadRequest, "We could not parse the JSON body of your request.", "invalid_json")
+		return
+	}
+	req := gjson.ParseBytes(body)
+	tools := req.Get("tools").Array()
+	max := m.MaxTools
+	if max == 0 {
+		max = 128
+	}
+	if len(tools) > max {
+		writeErr(w, http.StatusBadRequest, fmt.Sprintf("Invalid 'tools': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", max, len(tools)), "array_above_max_length")
+		return
+	}
+	rec := Record{Tools: len(tools), ToolsBytes: len(req.Get("tools").Raw), BodyBytes: len(body), Stream: req.Get("stream").Bool()}
+	avail := map[string]bool{}
+	for _, t := range tools {
+		n := t.Get("function.name").String()
+		avail[n] = true
+		rec.Names = append(rec.Names, n)
+	}
+	if m.Keep {
+		rec.Body = body
+	}
+	m.mu.Lock()
+	m.records = append(m.records, rec)
+	m.mu.Unlock()
+
+	reply := m.decide(req, avail)
+	reply.promptTokens = int64(len(body) / 4)
+	if rec.Stream {
+		m.stream(w, r, reply, req.Get("stream_options.include_usage").Bool())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-Id", "req_fake")
+	_, _ = w.Write(reply.json(m))
+}
+
+// decide plays the model's turn from the conversation so far.
+func (m *Model) decide(req gjson.Result, avail map[string]bool) reply {
+	msgs := req.Get("messages").Array()
+	var first string
+	var called []string
+	searches := 0
+	for _, msg := range msgs {
+		switch msg.Get("role").String() {
+		case "user":
+			if first == "" {
+				first = text(msg.Get("content"))
+			}
+		case "assistant":
+			msg.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
+				n := c.Get("function.name").String()
+				if n == "tool_search" {
+					searches++
+				} else {
+					called = append(called, n)
+					searches = 0
+				}
+				return true
+			})
+		}
+	}
+	task := m.find(first)
+	if task == nil {
+		return reply{content: "Hello! How can I help?"}
+	}
+	done := 0
+	for _, n := range called {
+		if done < len(task.Steps) && n == task.Steps[done].Tool {
+			done++
+		}
+	}
+	if done == len(task.Steps) {
+		return reply{content: task.Answer}
+	}
+	step := task.Steps[done]
+	limit := m.MaxSearches
+	if limit == 0 {
+		limit = 2
+	}
+	switch {
+	case avail[step.Tool]:
+		args := string(step.Args)
+		if args == "" {
+			args = "{}"
+		}
+		return reply{call: &call{name: step.Tool, args: args}}
+	case avail["tool_search"] && searches < limit:
+		q, _ := json.Marshal(map[string]string{"query": step.Query})
+		return reply{call: &call{name: "tool_search", args: string(q)}}
+	default:
+		return reply{content: "I could not find a tool to " + step.Query + "."}
+	}
+}
+
+func (m *Model) find(prompt string) *Task {
+	for i := range m.Tasks {
+		if m.Tasks[i].Prompt == prompt {
+			return &m.Tasks[i]
+		}
+	}
+	return nil
+}
+
+func text(c gjson.Result) string {
+	if c.Type == gjson.String {
+		return c.String()
+	}
+	var parts []string
+	c.ForEach(func(_, p gjson.Result) bool {
+		parts = append(parts, p.Get("text").String())
+		return true
+	})
+	return strings.Join(parts, "\n")
+}

@@ -1,0 +1,207 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/internal/fakellm"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/selector"
+	"github.com/toolgate/toolgate/session"
+)
+
+// newTestGateway starts a gateway in front of upstream and returns its base
+// URL (ending in /v1).
+func newTestGateway(t *testing.T, upstream http.Handler, opts ...func(*Gateway)) string {
+	t.Helper()
+	up := httptest.NewServer(upstream)
+	t.Cleanup(up.Close)
+	u, _ := url.Parse(up.URL + "/v1")
+	snap := policy.Default()
+	g := &Gateway{
+		Upstream: u,
+		Policy:   func() *policy.Snapshot { return snap },
+		Sessions: session.NewMemory(100, 0),
+		Catalogs: selector.NewCache(8),
+		Logger:   slog.New(slog.NewTextHandler(testLogOut(), &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	for _, o := range opts {
+		o(g)
+	}
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1"
+}
+
+// domainTools are realistic tools the tests' catalog is built from.
+var domainTools = []struct{ name, desc string }{
+	{"repo_create_issue", "Create a new issue in a repository with a title and body."},
+	{"repo_list_issues", "List open issues of a repository, optionally filtered by label."},
+	{"repo_create_pull_request", "Open a pull request from a branch into the default branch."},
+	{"repo_merge_pull_request", "Merge an open pull request."},
+	{"repo_delete_branch", "Delete a branch from a repository."},
+	{"fs_read_file", "Read the contents of a file from the local workspace."},
+	{"fs_write_file", "Write text to a file, creating it if needed."},
+	{"fs_delete_file", "Delete a file from the local workspace."},
+	{"browser_navigate", "Open a URL in the browser tab."},
+	{"browser_screenshot", "Take a screenshot of the current browser page."},
+	{"chat_post_message", "Send a message to a chat channel."},
+	{"chat_list_channels", "List the chat channels the bot can see."},
+	{"cms_create_page", "Create a new page in the website CMS."},
+	{"cms_publish_page", "Publish a draft page of the website."},
+	{"calendar_create_event", "Create a calendar event with attendees."},
+	{"mail_send", "Send an email to one or more recipients."},
+}
+
+// testCatalog returns n tools: the domain tools, then filler tools that
+// match nothing the tests ask for.
+func testCatalog(n int) []map[string]any {
+	var out []map[string]any
+	for i := 0; i < n; i++ {
+		name, desc := fmt.Sprintf("util_gadget_%02d", i), fmt.Sprintf("Compute the quantum flux of gadget number %d.", i)
+		if i < len(domainTools) {
+			name, desc = domainTools[i].name, domainTools[i].desc
+		}
+		out = append(out, map[string]any{"type": "function", "function": map[string]any{
+			"name": name, "description": desc,
+			"parameters": map[string]any{"type": "object", "properties": map[string]any{
+				"id": map[string]any{"type": "string", "description": "Identifier of the target."}}},
+		}})
+	}
+	return out
+}
+
+// twoStepTask needs an issue created, then a chat message sent.
+var twoStepTask = fakellm.Task{
+	Name:   "issue then chat",
+	Prompt: "File a bug about the login crash and tell the team in chat.",
+	Steps: []fakellm.Step{
+		{Tool: "repo_create_issue", Query: "create issue repository", Args: json.RawMessage(`{"id":"acme/web"}`)},
+		{Tool: "chat_post_message", Query: "send message chat channel", Args: json.RawMessage(`{"id":"eng"}`)},
+	},
+	Answer: "Filed the bug and told the team.",
+}
+
+// chatRequest builds a request body.
+func chatRequest(t *testing.T, msgs []map[string]any, tools []map[string]any, stream bool, extra map[string]any) []byte {
+	t.Helper()
+	body := map[string]any{"model": "gpt-test", "messages": msgs}
+	if tools != nil {
+		body["tools"] = tools
+	}
+	if stream {
+		body["stream"] = true
+	}
+	for k, v := range extra {
+		body[k] = v
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func post(t *testing.T, base string, body []byte, hdr map[string]string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sk-test")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// streamReply is what a client assembled from one streamed response.
+type streamReply struct {
+	content    string
+	calls      []gjson.Result // assembled {index,id,name,arguments}
+	ids        map[string]bool
+	finishes   []string
+	usage      []gjson.Result
+	dones      int
+	comments   int
+	indexes    []int64
+	raw        []string
+	errorEvent bool
+}
+
+func readStream(t *testing.T, r io.Reader) streamReply {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := streamReply{ids: map[string]bool{}}
+	type acc struct{ id, name, args string }
+	var calls []*acc
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, ":") {
+			rep.comments++
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		rep.raw = append(rep.raw, data)
+		if data == "[DONE]" {
+			rep.dones++
+			continue
+		}
+		ev := gjson.Parse(data)
+		if ev.Get("error").Exists() {
+			rep.errorEvent = true
+			continue
+		}
+		rep.ids[ev.Get("id").String()] = true
+		if u := ev.Get("usage"); u.IsObject() {
+			rep.usage = append(rep.usage, u)
+		}
+		ch := ev.Get("choices.0")
+		rep.content += ch.Get("delta.content").String()
+		if f := ch.Get("finish_reason").String(); f != "" {
+			rep.finishes = append(rep.finishes, f)
+		}
+		ch.Get("delta.tool_calls").ForEach(func(_, c gjson.Result) bool {
+			i := int(c.Get("index").Int())
+			rep.indexes = append(rep.indexes, int64(i))
+			for len(calls) <= i {
+				calls = append(calls, &acc{})
+			}
+			if id := c.Get("id").String(); id != "" {
+				calls[i].id = id
+			}
+			calls[i].name += c.Get("function.name").String()
+			calls[i].args += c.Get("function.arguments").String()
+			return true
+		})
+	}
+	for _, c := range calls {
+		j, _ := json.Marshal(map[string]string{"id": c.id, "name": c.name, "arguments": c.args})
+		rep.calls = append(rep.calls, gjson.ParseBytes(j))
+	}
+	return rep
+}
+
+func testLogOut() io.Writer {
+	if os.Getenv("TOOLGATE_TEST_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
+}

@@ -1,0 +1,154 @@
+package proxy
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/internal/fakellm"
+)
+
+// agentRun is what a plain HTTP agent loop saw while completing a task.
+type agentRun struct {
+	answer      string
+	calls       []string // tool calls the client received, in order
+	clientUsage int64    // prompt tokens the client was billed, summed
+	turns       int
+}
+
+// runAgent plays an unchanged agent: it sends the full catalog every turn,
+// executes every tool call it gets with a canned result, and stops at text.
+func runAgent(t *testing.T, base string, task fakellm.Task, tools []map[string]any, stream bool, hdr map[string]string) agentRun {
+	t.Helper()
+	msgs := []map[string]any{
+		{"role": "system", "content": "You are a helpful agent."},
+		{"role": "user", "content": task.Prompt},
+	}
+	var run agentRun
+	for turn := 0; turn < 10; turn++ {
+		run.turns++
+		extra := map[string]any{}
+		if stream {
+			extra["stream_options"] = map[string]any{"include_usage": true}
+		}
+		resp := post(t, base, chatRequest(t, msgs, tools, stream, extra), hdr)
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("turn %d: status %d: %s", turn, resp.StatusCode, b)
+		}
+		var content string
+		var calls []gjson.Result
+		if stream {
+			rep := readStream(t, resp.Body)
+			if rep.dones != 1 || len(rep.finishes) != 1 || len(rep.ids) != 1 || len(rep.usage) != 1 {
+				t.Fatalf("turn %d: stream shape: %d [DONE], finishes %v, ids %v, %d usage chunks", turn, rep.dones, rep.finishes, rep.ids, len(rep.usage))
+			}
+			content, calls = rep.content, rep.calls
+			run.clientUsage += rep.usage[0].Get("prompt_tokens").Int()
+		} else {
+			b, _ := io.ReadAll(resp.Body)
+			body := gjson.ParseBytes(b)
+			content = body.Get("choices.0.message.content").String()
+			body.Get("choices.0.message.tool_calls").ForEach(func(_, c gjson.Result) bool {
+				j, _ := json.Marshal(map[string]string{"id": c.Get("id").String(), "name": c.Get("function.name").String(), "arguments": c.Get("function.arguments").String()})
+				calls = append(calls, gjson.ParseBytes(j))
+				return true
+			})
+			run.clientUsage += body.Get("usage.prompt_tokens").Int()
+		}
+		resp.Body.Close()
+		if len(calls) == 0 {
+			run.answer = content
+			return run
+		}
+		var tcs []map[string]any
+		for _, c := range calls {
+			run.calls = append(run.calls, c.Get("name").String())
+			tcs = append(tcs, map[string]any{"id": c.Get("id").String(), "type": "function",
+				"function": map[string]any{"name": c.Get("name").String(), "arguments": c.Get("arguments").String()}})
+		}
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": nil, "tool_calls": tcs})
+		for _, c := range calls {
+			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": c.Get("id").String(), "content": `{"ok":true}`})
+		}
+	}
+	t.Fatal("agent did not finish in 10 turns")
+	return run
+}
+
+func TestAgentCompletesMultiStepTaskThroughTheGateway(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stream bool
+	}{
+		{"a non-streamed agent completes every step", false},
+		{"a streamed agent completes every step", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, MaxTools: 20}
+			base := newTestGateway(t, model)
+			tools := testCatalog(40)
+			run := runAgent(t, base, twoStepTask, tools, tc.stream, nil)
+
+			if run.answer != twoStepTask.Answer {
+				t.Errorf("answer = %q, want %q", run.answer, twoStepTask.Answer)
+			}
+			want := []string{"repo_create_issue", "chat_post_message"}
+			if strings.Join(run.calls, ",") != strings.Join(want, ",") {
+				t.Errorf("client saw calls %v, want %v", run.calls, want)
+			}
+			recs := model.Records()
+			var upstreamPrompt int64
+			for i, r := range recs {
+				if r.Tools == 0 || r.Names[0] != SearchToolName {
+					t.Errorf("upstream request %d: tools %v, want tool_search first", i, r.Names)
+				}
+				if r.Tools > 12 {
+					t.Errorf("upstream request %d carried %d of the catalog's %d tools", i, r.Tools, len(tools))
+				}
+				upstreamPrompt += int64(r.BodyBytes / 4)
+			}
+			if run.clientUsage != upstreamPrompt {
+				t.Errorf("client was billed %d prompt tokens, upstream counted %d", run.clientUsage, upstreamPrompt)
+			}
+		})
+	}
+}
+
+func TestSearchRoundIsInvisibleToTheClient(t *testing.T) {
+	// The preselection cannot find "chat" from this prompt, so the model must
+	// search; the client must only ever see its own tools.
+	task := fakellm.Task{
+		Prompt: "Let everyone know the deploy finished.",
+		Steps:  []fakellm.Step{{Tool: "chat_post_message", Query: "send message chat channel", Args: json.RawMessage(`{}`)}},
+		Answer: "Done.",
+	}
+	for _, stream := range []bool{false, true} {
+		name := map[bool]string{false: "without streaming the search call never reaches the client", true: "with streaming the search call never reaches the client"}[stream]
+		t.Run(name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{task}, Keep: true}
+			base := newTestGateway(t, model)
+			run := runAgent(t, base, task, testCatalog(30), stream, nil)
+			for _, c := range run.calls {
+				if c == SearchToolName {
+					t.Fatalf("client received a %s call", SearchToolName)
+				}
+			}
+			recs := model.Records()
+			searched := false
+			for _, r := range recs {
+				searched = searched || strings.Contains(string(r.Body), `"name":"tool_search","arguments"`)
+			}
+			if !searched {
+				t.Fatalf("the model never had to search; the test no longer covers the search round")
+			}
+			if len(run.calls) != 1 || run.calls[0] != "chat_post_message" {
+				t.Errorf("client calls = %v, want [chat_post_message]", run.calls)
+			}
+		})
+	}
+}
