@@ -1,0 +1,94 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+func TestBadRequestsGetOpenAIShapedErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		msg        string
+	}{
+		{"malformed JSON is a 400", `{"model":"m","messages":[`, 400, "not valid JSON"},
+		{"a body that is not an object is a 400", `[1,2]`, 400, "JSON object"},
+		{"missing messages is a 400", `{"model":"m"}`, 400, "messages"},
+		{"tools that is not an array is a 400", `{"model":"m","messages":[],"tools":{"a":1}}`, 400, "tools must be an array"},
+		{"a tool without a name is a 400", `{"model":"m","messages":[],"tools":[{"type":"function","function":{}}]}`, 400, "no function name"},
+		{"duplicate tool names are a 400", `{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"a"}}]}`, 400, "duplicate"},
+		{"deep nesting is a 400", `{"model":"m","messages":[],"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, 400, "nesting"},
+		{"invalid UTF-8 is a 400", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}", 400, "UTF-8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := newTestGateway(t, &recorder{answer: plainAnswer})
+			resp := post(t, base, []byte(tc.body), nil)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			e := gjson.GetBytes(b, "error")
+			if resp.StatusCode != tc.status || !strings.Contains(e.Get("message").String(), tc.msg) || !e.Get("type").Exists() || !e.Get("code").Exists() {
+				t.Errorf("status %d body %s; want %d with an error object mentioning %q", resp.StatusCode, b, tc.status, tc.msg)
+			}
+		})
+	}
+}
+
+func TestUpstreamFaultsReachTheClientHonestly(t *testing.T) {
+	big := func(stream bool) []byte {
+		return chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(30), stream, nil)
+	}
+	t.Run("a 429 keeps its status, body and Retry-After", func(t *testing.T) {
+		up := &recorder{status: 429, answer: `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`, header: map[string]string{"Retry-After": "7", "X-Ratelimit-Remaining-Requests": "0"}}
+		base := newTestGateway(t, up)
+		for _, stream := range []bool{false, true} {
+			resp := post(t, base, big(stream), nil)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "7" || resp.Header.Get("X-Ratelimit-Remaining-Requests") != "0" || string(b) != up.answer {
+				t.Errorf("stream=%v: %d %v %s", stream, resp.StatusCode, resp.Header, b)
+			}
+		}
+	})
+	t.Run("a 500 is retried once and then relayed", func(t *testing.T) {
+		var calls atomic.Int32
+		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			w.WriteHeader(500)
+			_, _ = io.WriteString(w, `{"error":{"message":"boom","type":"server_error","code":null}}`)
+		})
+		base := newTestGateway(t, up)
+		resp := post(t, base, big(false), nil)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 500 || calls.Load() != 2 || !strings.Contains(string(b), "boom") {
+			t.Errorf("status %d after %d upstream calls, body %s; want 500 after 2", resp.StatusCode, calls.Load(), b)
+		}
+	})
+	t.Run("a 200 that is not JSON is a 502", func(t *testing.T) {
+		base := newTestGateway(t, &recorder{answer: "<html>oops</html>"})
+		resp := post(t, base, big(false), nil)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 502 || gjson.GetBytes(b, "error.code").String() != "upstream_bad_response" {
+			t.Errorf("%d %s", resp.StatusCode, b)
+		}
+	})
+	t.Run("an unreachable upstream is a 502", func(t *testing.T) {
+		dead, _ := url.Parse("http://127.0.0.1:1/v1")
+		base := newTestGateway(t, &recorder{}, func(g *Gateway) { g.Upstream = dead })
+		for _, stream := range []bool{false, true} {
+			resp := post(t, base, big(stream), nil)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 502 || gjson.GetBytes(b, "error.code").String() != "upstream_unreachable" {
+				t.Errorf("stream=%v: %d %s", stream, resp.StatusCode, b)
+			}
+		}
+	})
+}

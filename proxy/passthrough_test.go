@@ -1,0 +1,101 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// recorder is an upstream that remembers the last request and answers with
+// a fixed body.
+type recorder struct {
+	mu     sync.Mutex
+	path   string
+	auth   string
+	body   []byte
+	status int
+	answer string
+	header map[string]string
+}
+
+func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	rc.path, rc.auth, rc.body = r.URL.Path, r.Header.Get("Authorization"), b
+	rc.mu.Unlock()
+	for k, v := range rc.header {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if rc.status != 0 {
+		w.WriteHeader(rc.status)
+	}
+	_, _ = io.WriteString(w, rc.answer)
+}
+
+const plainAnswer = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
+
+func TestRequestsThatDoNotPayPassThroughUnchanged(t *testing.T) {
+	msgs := []map[string]any{{"role": "user", "content": "hello"}}
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"a request with 3 tools reaches the upstream byte for byte", chatRequest(t, msgs, testCatalog(3), false, nil)},
+		{"a request without tools reaches the upstream byte for byte", chatRequest(t, msgs, nil, false, nil)},
+		{"a request with n=2 reaches the upstream byte for byte", chatRequest(t, msgs, testCatalog(40), false, map[string]any{"n": 2})},
+		{"a request with legacy functions reaches the upstream byte for byte", chatRequest(t, msgs, nil, false, map[string]any{"functions": []any{map[string]any{"name": "f"}}})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &recorder{answer: plainAnswer}
+			base := newTestGateway(t, up)
+			resp := post(t, base, tc.body, nil)
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !bytes.Equal(up.body, tc.body) {
+				t.Errorf("upstream body differs:\n got %s\nwant %s", up.body, tc.body)
+			}
+			if string(got) != plainAnswer {
+				t.Errorf("client body = %s", got)
+			}
+			if up.auth != "Bearer sk-test" {
+				t.Errorf("upstream Authorization = %q, want the client's", up.auth)
+			}
+		})
+	}
+}
+
+func TestOtherAPIRoutesAreProxied(t *testing.T) {
+	up := &recorder{answer: `{"object":"list","data":[{"id":"gpt-test"}]}`, header: map[string]string{"X-Request-Id": "req_9"}}
+	base := newTestGateway(t, up)
+	req, _ := http.NewRequest(http.MethodGet, base+"/models?limit=2", nil)
+	req.Header.Set("Authorization", "Bearer sk-abc")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || gjson.GetBytes(b, "data.0.id").String() != "gpt-test" {
+		t.Fatalf("GET /v1/models: %d %s", resp.StatusCode, b)
+	}
+	if up.path != "/v1/models" || up.auth != "Bearer sk-abc" || resp.Header.Get("X-Request-Id") != "req_9" {
+		t.Errorf("upstream path %q auth %q; client X-Request-Id %q", up.path, up.auth, resp.Header.Get("X-Request-Id"))
+	}
+}
+
+func TestHealthzAnswersOK(t *testing.T) {
+	base := newTestGateway(t, &recorder{})
+	resp, err := http.Get(base[:len(base)-3] + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz = %d", resp.StatusCode)
+	}
+}

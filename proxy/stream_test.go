@@ -1,0 +1,181 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// replay is an upstream that answers each request with the next recorded
+// stream from testdata.
+type replay struct {
+	mu     sync.Mutex
+	files  []string
+	bodies [][]byte
+}
+
+func (rp *replay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	b := make([]byte, r.ContentLength)
+	_, _ = r.Body.Read(b)
+	rp.bodies = append(rp.bodies, b)
+	if len(rp.files) == 0 {
+		http.Error(w, `{"error":{"message":"no more recordings"}}`, http.StatusInternalServerError)
+		return
+	}
+	data, err := os.ReadFile(filepath.Join("testdata", "streams", rp.files[0]))
+	rp.files = rp.files[1:]
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Request-Id", "req_recorded")
+	_, _ = w.Write(data)
+}
+
+func TestRecordedStreamsReplayAsOneCompletion(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		withUsage bool
+	}{
+		{"a client that asks for usage gets one summed usage chunk", true},
+		{"a client that does not ask for usage gets none", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &replay{files: []string{"search_round1.sse", "search_round2.sse"}}
+			base := newTestGateway(t, up)
+			extra := map[string]any{}
+			if tc.withUsage {
+				extra["stream_options"] = map[string]any{"include_usage": true}
+			}
+			msgs := []map[string]any{{"role": "user", "content": "Ping the team and open a ticket."}}
+			resp := post(t, base, chatRequest(t, msgs, testCatalog(30), true, extra), nil)
+			defer resp.Body.Close()
+			if got := resp.Header.Get("X-Request-Id"); got != "req_recorded" {
+				t.Errorf("X-Request-Id = %q, want the upstream's", got)
+			}
+			rep := readStream(t, resp.Body)
+			if rep.content != "Let me check." {
+				t.Errorf("content = %q", rep.content)
+			}
+			if len(rep.ids) != 1 || !rep.ids["chatcmpl-R1"] {
+				t.Errorf("chunk ids = %v, want only the first round's", rep.ids)
+			}
+			var names []string
+			for _, c := range rep.calls {
+				names = append(names, c.Get("name").String())
+			}
+			if strings.Join(names, ",") != "chat_post_message,repo_create_issue" {
+				t.Errorf("client calls = %v (indexes %v), want chat_post_message at 0 and repo_create_issue at 1", names, rep.indexes)
+			}
+			if len(rep.calls) == 2 && rep.calls[0].Get("arguments").String() != `{"id": "eng"}` {
+				t.Errorf("first call arguments = %s", rep.calls[0].Get("arguments"))
+			}
+			if len(rep.finishes) != 1 || rep.finishes[0] != "tool_calls" {
+				t.Errorf("finishes = %v, want exactly [tool_calls]", rep.finishes)
+			}
+			if rep.dones != 1 || rep.comments != 0 {
+				t.Errorf("[DONE] events = %d, comment lines = %d; want 1 and 0", rep.dones, rep.comments)
+			}
+			if !tc.withUsage {
+				if len(rep.usage) != 0 {
+					t.Errorf("got %d usage chunks, want none", len(rep.usage))
+				}
+				return
+			}
+			if len(rep.usage) != 1 {
+				t.Fatalf("got %d usage chunks, want 1", len(rep.usage))
+			}
+			u := rep.usage[0]
+			for path, want := range map[string]int64{"prompt_tokens": 1802, "completion_tokens": 60, "total_tokens": 1862, "prompt_tokens_details.cached_tokens": 768} {
+				if got := u.Get(path).Int(); got != want {
+					t.Errorf("usage %s = %d, want %d (sum over rounds)", path, got, want)
+				}
+			}
+			// The second upstream request carries the search round.
+			if len(up.bodies) != 2 {
+				t.Fatalf("upstream saw %d requests, want 2", len(up.bodies))
+			}
+			second := gjson.ParseBytes(up.bodies[1])
+			if !second.Get(`messages.#(role=="tool").content`).Exists() || second.Get("stream_options.include_usage").Bool() != true {
+				t.Errorf("second upstream request lacks the search result or the usage request: %s", up.bodies[1])
+			}
+		})
+	}
+}
+
+func TestStreamedTextReachesTheClientWhileTheUpstreamGenerates(t *testing.T) {
+	release := make(chan struct{})
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		_, _ = w.Write([]byte("data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hello\"},\"finish_reason\":null}]}\n\n"))
+		_ = rc.Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = w.Write([]byte("data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
+	})
+	base := newTestGateway(t, up)
+	msgs := []map[string]any{{"role": "user", "content": "hi"}}
+	resp := post(t, base, chatRequest(t, msgs, testCatalog(30), true, nil), nil)
+	defer resp.Body.Close()
+	got := make(chan string, 1)
+	go func() {
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				got <- ""
+				return
+			}
+			if strings.Contains(line, "Hello") {
+				got <- line
+				return
+			}
+		}
+	}()
+	select {
+	case line := <-got:
+		if line == "" {
+			t.Fatal("stream ended before the first text arrived")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first text did not reach the client while the upstream was still generating")
+	}
+	close(release)
+}
+
+func TestStreamCutByTheUpstreamEndsWithAnErrorEvent(t *testing.T) {
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"partial\"},\"finish_reason\":null}]}\n\n"))
+		// The handler returns: the connection ends without a finish or [DONE].
+	})
+	base := newTestGateway(t, up)
+	msgs := []map[string]any{{"role": "user", "content": "hi"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions", strings.NewReader(string(chatRequest(t, msgs, testCatalog(30), true, nil))))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rep := readStream(t, resp.Body)
+	if rep.content != "partial" || !rep.errorEvent || rep.dones != 0 {
+		t.Errorf("content %q, error event %v, [DONE] %d: want the partial text, an error event and no [DONE]", rep.content, rep.errorEvent, rep.dones)
+	}
+}
