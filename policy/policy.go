@@ -119,3 +119,18 @@ func (s *Snapshot) Source() string { return s.source }
 // Profile returns the name of the profile applied by ForRequest ("" for the
 // base policy; "profiles[i]" for an unnamed one), for logs.
 func (s *Snapshot) Profile() string { return s.profile }
+
+// Stats counts what a snapshot holds, for summaries and logs.
+type Stats struct {
+	Core, Deny, Allow, Tools, Bundles, Anchors, Hints, Profiles int
+}
+
+// Stats returns the counts of this snapshot's rules (profiles are counted,
+// not summed in).
+func (s *Snapshot) Stats() Stats {
+	return Stats{
+		Core: len(s.core), Deny: len(s.deny), Allow: len(s.allow),
+		Tools: len(s.tools) + len(s.toolGlobs), Bundles: len(s.bundles),
+		Anchors: len(s.anchors), Hints: len(s.hints), Profiles: len(s.profiles),
+	}
+}
