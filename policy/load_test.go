@@ -102,10 +102,10 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{`3:12: pin[1]: no bundle named "gti"`},
 		},
 		{
-			name: "hints and text together are ambiguous",
-			src:  "categories:\n  c:\n    hints: hints/c.md\n    text: inline\n",
+			name:  "hints and text together are ambiguous",
+			src:   "categories:\n  c:\n    hints: hints/c.md\n    text: inline\n",
 			extra: map[string]string{"hints/c.md": "x"},
-			want: []string{"4:11: categories.c.text: set hints (a file) or text, not both"},
+			want:  []string{"4:11: categories.c.text: set hints (a file) or text, not both"},
 		},
 		{
 			name: "a transition probability above one is an error",
