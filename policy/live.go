@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -113,6 +114,9 @@ func (l *Live) Watch(ctx context.Context) error {
 			if watched[dir] {
 				continue
 			}
+			if _, err := os.Stat(dir); err != nil && dir != filepath.Dir(l.path) {
+				continue // not there yet; its creation is an event in the parent, and the reload retries
+			}
 			if err := w.Add(dir); err != nil {
 				// A hints directory may not exist yet; the config directory must.
 				if dir == filepath.Dir(l.path) {
@@ -182,7 +186,8 @@ func (l *Live) relevant(name string) bool {
 		return true
 	}
 	dir := filepath.Dir(name)
-	if dir == filepath.Join(filepath.Dir(l.path), "hints") {
+	hintsDir := filepath.Join(filepath.Dir(l.path), "hints")
+	if dir == hintsDir || name == hintsDir {
 		return true
 	}
 	// Kubernetes mounts swap a "..data" symlink rather than the file.
