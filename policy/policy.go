@@ -1,10 +1,17 @@
 // Package policy owns tools.yaml: its schema, strict decoding, validation with
-// file:line:col errors, defaults, glob matching, hints and hot reload. It must
-// not know HTTP: callers ask it questions with plain values and get a
-// validated, immutable Snapshot.
+// file:line:col errors, defaults, glob matching, per-client profiles, risk
+// gating, category hints and hot reload. It must not know HTTP: callers ask it
+// questions with plain values (a tool name, the user's text, a model, a key
+// label) and get answers from a validated, immutable Snapshot. It does not
+// rank tools (selector does) and does not hold session state (session does).
 package policy
 
-import "time"
+import (
+	"regexp"
+	"time"
+
+	"github.com/toolgate/toolgate/selector"
+)
 
 // Mode says how the gateway exposes tools to the model.
 type Mode string
@@ -17,11 +24,13 @@ const (
 	ModePassthrough Mode = "passthrough" // forward tools unchanged
 )
 
-// Gateway holds the gateway settings of tools.yaml.
+// Gateway holds the gateway settings of tools.yaml, defaults applied. Flags
+// and environment variables override Listen and Upstream in cmd/gateway;
+// policy does not read them.
 type Gateway struct {
 	Listen         string
 	Upstream       string
-	UpstreamKey    string
+	UpstreamKey    string // environment references already expanded
 	Mode           Mode
 	MinTools       int
 	MaxRounds      int
@@ -32,37 +41,96 @@ type Gateway struct {
 	HeaderTimeout  time.Duration // first byte
 	IdleTimeout    time.Duration // between stream chunks
 	RequestTimeout time.Duration
+	Retries        int
 }
 
 // Sessions holds the session store settings.
 type Sessions struct {
 	TTL        time.Duration
 	MaxEntries int
+	Store      string // "memory" or a redis:// URL
 }
 
-// Snapshot is one validated, immutable policy. Safe for concurrent use.
+// Search holds the search settings: result size, ensemble weights and
+// embeddings.
+type Search struct {
+	Limit      int
+	Weights    selector.Weights
+	Embeddings Embeddings
+}
+
+// Embeddings holds the embeddings settings. An empty URL means the
+// upstream's; an empty Key means the upstream key (or the client's); an
+// empty CacheDir means the user cache dir. Policy does not resolve those
+// fallbacks because they depend on flags it does not see.
+type Embeddings struct {
+	Provider string // "offline", "openai" or "off"
+	URL      string
+	Model    string
+	Key      string // environment references already expanded
+	CacheDir string // absolute, or "" for the default
+}
+
+// Snapshot is one validated, immutable policy: what Load returns and Live
+// publishes. Safe for concurrent use; never modified after Load returns, so
+// a request can keep the snapshot it started with across a reload. The
+// exported fields are read-only by convention.
 type Snapshot struct {
 	Gateway  Gateway
 	Sessions Sessions
+	Search   Search
+
+	source  string
+	gen     uint64
+	profile string // the profile applied, "" for the base policy
+
+	core, deny, allow globs
+	pinned            []Bundle
+	gate              int            // riskLevel at or above which tools need write intent; 0 = off
+	writeIntent       *regexp.Regexp // never nil
+	destructiveNames  *regexp.Regexp // nil: no inference from names
+
+	tools       map[string]selector.Meta // exact names
+	toolGlobs   []toolGlob               // longest pattern first
+	anchors     []anchorRule
+	transitions map[string]map[string]float64
+	bundles     []Bundle // sorted by name
+	hints       map[string]string
+	profiles    []profileRule
+	hintPaths   []string // every hints file the load read, for Live to watch
 }
 
 // Default returns the built-in policy: what runs with no tools.yaml at all.
+// Every call returns an equal snapshot with Generation 0.
 func Default() *Snapshot {
-	return &Snapshot{
-		Gateway: Gateway{
-			Listen:         "127.0.0.1:8080",
-			Upstream:       "https://api.openai.com/v1",
-			Mode:           ModeHybrid,
-			MinTools:       12,
-			MaxRounds:      4,
-			MaxActive:      32,
-			Preselect:      5,
-			BodyLimit:      32 << 20,
-			ConnectTimeout: 10 * time.Second,
-			HeaderTimeout:  120 * time.Second,
-			IdleTimeout:    120 * time.Second,
-			RequestTimeout: 10 * time.Minute,
-		},
-		Sessions: Sessions{TTL: time.Hour, MaxEntries: 10000},
+	s, _ := compile(defaultDocument(), compileEnv{source: "built-in"})
+	return s
+}
+
+// Generation identifies this effective snapshot within the process: it
+// differs after every successful load and between the profiles of one
+// load, so a cache keyed on it (the compiled catalog) never serves a tool
+// list built under another policy. It is not ordered; compare with ==.
+func (s *Snapshot) Generation() uint64 { return s.gen }
+
+// Source returns the file the snapshot was loaded from, or "built-in".
+func (s *Snapshot) Source() string { return s.source }
+
+// Profile returns the name of the profile applied by ForRequest ("" for the
+// base policy; "profiles[i]" for an unnamed one), for logs.
+func (s *Snapshot) Profile() string { return s.profile }
+
+// Stats counts what a snapshot holds, for summaries and logs.
+type Stats struct {
+	Core, Deny, Allow, Tools, Bundles, Anchors, Hints, Profiles int
+}
+
+// Stats returns the counts of this snapshot's rules (profiles are counted,
+// not summed in).
+func (s *Snapshot) Stats() Stats {
+	return Stats{
+		Core: len(s.core), Deny: len(s.deny), Allow: len(s.allow),
+		Tools: len(s.tools) + len(s.toolGlobs), Bundles: len(s.bundles),
+		Anchors: len(s.anchors), Hints: len(s.hints), Profiles: len(s.profiles),
 	}
 }

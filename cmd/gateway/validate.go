@@ -3,10 +3,58 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
-// runValidate is not built yet.
+// runValidate checks a policy file the way the gateway would load it and
+// prints either a one-line summary or every problem as FILE:LINE:COL:
+// message. It does not start anything or contact the upstream.
 func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("validate: not implemented yet")
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config := fs.String("config", os.Getenv("GATEWAY_CONFIG"), "policy file to check (env GATEWAY_CONFIG; default tools.yaml)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	path := *config
+	if path == "" && fs.NArg() == 1 {
+		path = fs.Arg(0) // "gateway validate tools.yaml" reads naturally too
+	} else if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if path == "" {
+		path = "tools.yaml"
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	snap, err := policy.Load(path)
+	if err != nil {
+		var perr *policy.Errors
+		if !errors.As(err, &perr) {
+			return fmt.Errorf("validating %s: %w", path, err)
+		}
+		for _, p := range perr.Problems {
+			fmt.Fprintln(stderr, p.String())
+		}
+		fmt.Fprintf(stderr, "%s: %d problem(s)\n", path, len(perr.Problems))
+		return errSilent
+	}
+	fmt.Fprintln(stdout, summary(snap))
+	return nil
+}
+
+// summary is the one line validate prints for a good file.
+func summary(s *policy.Snapshot) string {
+	st := s.Stats()
+	return fmt.Sprintf("%s: ok (mode %s, upstream %s, %d core, %d deny, %d allow, %d tools, %d bundles, %d anchors, %d categories with hints, %d profiles)",
+		s.Source(), s.Gateway.Mode, s.Gateway.Upstream, st.Core, st.Deny, st.Allow, st.Tools, st.Bundles, st.Anchors, st.Hints, st.Profiles)
 }

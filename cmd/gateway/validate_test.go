@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name       string
+		args       []string
+		wantErr    error
+		wantStdout string
+		wantStderr []string
+	}{
+		{
+			name:       "a good file exits 0 with a one-line summary",
+			args:       []string{"--config", write("good.yaml", "core: [github_*]\ndeny: ['*delete*']\n")},
+			wantStdout: "good.yaml: ok (mode hybrid",
+		},
+		{
+			name:       "the shipped tools.yaml is valid",
+			args:       []string{"--config", filepath.Join("..", "..", "tools.yaml")},
+			wantStdout: "tools.yaml: ok",
+		},
+		{
+			name:       "a syntax error names the file and line",
+			args:       []string{"--config", write("syntax.yaml", "core: [a\n")},
+			wantErr:    errSilent,
+			wantStderr: []string{"syntax.yaml:1:7: "},
+		},
+		{
+			name:       "an unknown enum value names the file and line",
+			args:       []string{"--config", write("enum.yaml", "tools:\n  delete_repo:\n    risk: catastrophic\n")},
+			wantErr:    errSilent,
+			wantStderr: []string{`enum.yaml:3:11: tools.delete_repo.risk: unknown risk "catastrophic"`},
+		},
+		{
+			name:       "every problem is printed",
+			args:       []string{"--config", write("many.yaml", "gateway:\n  mode: fast\nwat: 1\n")},
+			wantErr:    errSilent,
+			wantStderr: []string{"many.yaml:2:9: gateway.mode", `many.yaml:3:1: unknown key "wat"`, "2 problem(s)"},
+		},
+		{
+			name:    "a missing file is an error",
+			args:    []string{"--config", filepath.Join(dir, "absent.yaml")},
+			wantErr: errSilent,
+		},
+		{
+			name:    "stray arguments are a usage error",
+			args:    []string{"--config", "a.yaml", "b.yaml"},
+			wantErr: errUsage,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := runValidate(context.Background(), tt.args, &stdout, &stderr)
+			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v (stderr %q)", err, tt.wantErr, stderr.String())
+			}
+			if tt.wantStdout != "" && (!strings.Contains(stdout.String(), tt.wantStdout) || strings.Count(stdout.String(), "\n") != 1) {
+				t.Errorf("stdout %q, want one line containing %q", stdout.String(), tt.wantStdout)
+			}
+			for _, w := range tt.wantStderr {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr %q lacks %q", stderr.String(), w)
+				}
+			}
+			if err != nil && exitCode(err, &bytes.Buffer{}) == 0 {
+				t.Error("a failure maps to exit 0")
+			}
+		})
+	}
+}

@@ -1,0 +1,108 @@
+package policy
+
+import "testing"
+
+func TestDecide(t *testing.T) {
+	const src = `
+core: ["github_*", "read_file"]
+deny: ["*delete*"]
+bundles:
+  web: {tools: ["browser_*"]}
+pin: [web]
+tools:
+  github_merge_pr: {risk: destructive}
+  drop_table: {risk: destructive}
+  archive_page: {risk: moderate}
+`
+	s := mustLoad(t, src, nil)
+	tests := []struct {
+		name, tool, user string
+		want             Decision
+	}{
+		{"a denied tool is hidden even when the user asks for it", "delete_file", "please delete the file",
+			Decision{Rule: `deny "*delete*"`}},
+		{"deny is case-insensitive", "DeleteRepo", "delete it", Decision{Rule: `deny "*delete*"`}},
+		{"deny beats core", "github_delete_repo", "delete the repo", Decision{Rule: `deny "*delete*"`}},
+		{"a core glob makes a tool core", "github_create_issue", "", Decision{Visible: true, Core: true, Rule: `core "github_*"`}},
+		{"an exact core name makes a tool core", "read_file", "", Decision{Visible: true, Core: true, Rule: `core "read_file"`}},
+		{"a pinned bundle makes its tools core", "browser_click", "", Decision{Visible: true, Core: true, Rule: `pin "web"`}},
+		{"an unlisted tool is visible by default", "send_mail", "", Decision{Visible: true, Rule: "default"}},
+		{"a destructive tool is hidden without write intent", "drop_table", "how many rows are in users?",
+			Decision{Rule: "risk destructive without write intent"}},
+		{"a destructive tool is shown with write intent", "drop_table", "Drop the users table", Decision{Visible: true, Rule: "default"}},
+		{"risk gating applies to core tools too", "github_merge_pr", "what is in PR 4?",
+			Decision{Rule: "risk destructive without write intent"}},
+		{"a core destructive tool is core once the user asks to change", "github_merge_pr", "merge PR 4",
+			Decision{Visible: true, Core: true, Rule: `core "github_*"`}},
+		{"a moderate tool is not gated by the default gate", "archive_page", "show the page", Decision{Visible: true, Rule: "default"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := s.Decide(tt.tool, tt.user); got != tt.want {
+				t.Errorf("Decide(%q, %q) = %+v, want %+v", tt.tool, tt.user, got, tt.want)
+			}
+			if got := s.Decider(tt.user)(tt.tool); got != tt.want {
+				t.Errorf("Decider(%q)(%q) = %+v, want %+v", tt.user, tt.tool, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecideWithAllowAndGates(t *testing.T) {
+	tests := []struct {
+		name, src, tool, user string
+		want                  Decision
+	}{
+		{"a tool outside allow is hidden", "allow: [fs_*]\n", "web_get", "", Decision{Rule: "not in allow"}},
+		{"a tool inside allow names the allow rule", "allow: [fs_*]\n", "fs_read", "", Decision{Visible: true, Rule: `allow "fs_*"`}},
+		{"deny beats allow", "allow: [fs_*]\ndeny: [fs_rm]\n", "fs_rm", "rm it", Decision{Rule: `deny "fs_rm"`}},
+		{"gate moderate hides moderate tools without intent", "risk: {gate: moderate}\ntools:\n  archive: {risk: moderate}\n",
+			"archive", "list pages", Decision{Rule: "risk moderate without write intent"}},
+		{"gate off shows destructive tools without intent", "risk: {gate: off}\ntools:\n  nuke: {risk: destructive}\n",
+			"nuke", "hello", Decision{Visible: true, Rule: "default"}},
+		{"destructive_names infers risk from the name", "risk: {destructive_names: '(?i)purge'}\n",
+			"cache_purge", "show the cache", Decision{Rule: "risk destructive without write intent"}},
+		{"an explicit safe risk beats destructive_names", "risk: {destructive_names: '(?i)purge'}\ntools:\n  cache_purge: {risk: safe}\n",
+			"cache_purge", "show the cache", Decision{Visible: true, Rule: "default"}},
+		{"a custom write_intent pattern decides intent", "risk: {write_intent: '(?i)\\bplease do\\b'}\ntools:\n  nuke: {risk: destructive}\n",
+			"nuke", "delete everything", Decision{Rule: "risk destructive without write intent"}},
+		{"a glob tools entry gives its risk", "tools:\n  \"*_destroy\": {risk: destructive}\n",
+			"vm_destroy", "list vms", Decision{Rule: "risk destructive without write intent"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustLoad(t, tt.src, nil)
+			if got := s.Decide(tt.tool, tt.user); got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHiddenIgnoresTheUserTurn(t *testing.T) {
+	s := mustLoad(t, "deny: ['*delete*']\ntools:\n  nuke: {risk: destructive}\n", nil)
+	if hidden, rule := s.Hidden("delete_x"); !hidden || rule != `deny "*delete*"` {
+		t.Errorf("Hidden(delete_x) = %v %q", hidden, rule)
+	}
+	if hidden, _ := s.Hidden("nuke"); hidden {
+		t.Error("risk gating leaked into Hidden")
+	}
+}
+
+func BenchmarkDecide650(b *testing.B) {
+	s, err := parse("bench.yaml", []byte("core: [github_*, fs_*]\ndeny: ['*delete*', '*drop*']\ntools:\n  nuke: {risk: destructive}\n"), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, 650)
+	for i := range names {
+		names[i] = "server_tool_name_" + string(rune('a'+i%26))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		d := s.Decider("please list my repositories")
+		for _, n := range names {
+			_ = d(n)
+		}
+	}
+}

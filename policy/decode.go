@@ -1,0 +1,368 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// decoder walks the YAML syntax tree into a Document so that every unknown
+// key and every wrongly typed value is reported with its own position, not
+// only the first. Scalars and their type errors are decoded by go-yaml
+// (strict); the walk only steers it field by field and remembers where each
+// value was written, so validation can point at it.
+type decoder struct {
+	probs   *problems
+	anchors map[string]ast.Node
+	// pos maps a value's path ("gateway.mode", "deny[2]", "tools.x.risk")
+	// to where it was written. A path is present only if the file set it.
+	pos map[string]Pos
+	// nodes maps a list item's path to its node, so profiles can be
+	// decoded a second time onto the base document.
+	nodes map[string]ast.Node
+}
+
+// parseFile parses src and returns the body of its only document, nil for
+// an empty file.
+func parseFile(src []byte, probs *problems) (ast.Node, map[string]ast.Node, bool) {
+	f, err := parser.ParseBytes(src, 0)
+	if err != nil {
+		var ye yaml.Error
+		if errors.As(err, &ye) {
+			probs.add(tokenPos(ye), "%s", ye.GetMessage())
+		} else {
+			probs.add(Pos{}, "parsing YAML: %v", err)
+		}
+		return nil, nil, false
+	}
+	var body ast.Node
+	n := 0
+	for _, d := range f.Docs {
+		if d == nil || d.Body == nil {
+			continue
+		}
+		if _, isComment := d.Body.(*ast.CommentGroupNode); isComment {
+			continue
+		}
+		n++
+		if n == 1 {
+			body = d.Body
+			continue
+		}
+		probs.add(nodePos(d.Body), "only one YAML document is allowed; remove this one or the '---' before it")
+	}
+	anchors := map[string]ast.Node{}
+	if body != nil {
+		ast.Walk(anchorCollector(anchors), body)
+	}
+	return body, anchors, n <= 1
+}
+
+type anchorCollector map[string]ast.Node
+
+func (a anchorCollector) Visit(n ast.Node) ast.Visitor {
+	if an, ok := n.(*ast.AnchorNode); ok && an.Name != nil {
+		a[an.Name.GetToken().Value] = an.Value
+	}
+	return a
+}
+
+func tokenPos(ye yaml.Error) Pos {
+	if tk := ye.GetToken(); tk != nil && tk.Position != nil {
+		return Pos{Line: tk.Position.Line, Col: tk.Position.Column}
+	}
+	return Pos{}
+}
+
+func nodePos(n ast.Node) Pos {
+	if n == nil {
+		return Pos{}
+	}
+	if tk := n.GetToken(); tk != nil && tk.Position != nil {
+		return Pos{Line: tk.Position.Line, Col: tk.Position.Column}
+	}
+	return Pos{}
+}
+
+// resolve strips anchors, tags and aliases so the walk sees the value.
+func (d *decoder) resolve(n ast.Node) ast.Node {
+	for range 32 { // bounds alias chains, including cyclic ones
+		switch v := n.(type) {
+		case *ast.AnchorNode:
+			n = v.Value
+		case *ast.TagNode:
+			n = v.Value
+		case *ast.AliasNode:
+			target, ok := d.anchors[v.Value.GetToken().Value]
+			if !ok {
+				d.probs.add(nodePos(v), "unknown alias %q", v.Value.GetToken().Value)
+				return nil
+			}
+			n = target
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+// pairs returns the key/value pairs of a mapping node, or ok=false after
+// reporting that the node is not a mapping.
+func (d *decoder) pairs(n ast.Node, path string) ([]*ast.MappingValueNode, bool) {
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		return m.Values, true
+	case *ast.MappingValueNode:
+		return []*ast.MappingValueNode{m}, true
+	}
+	d.probs.add(nodePos(n), "%s must be a mapping (key: value), not %s", describe(path), kindOf(n))
+	return nil, false
+}
+
+func keyString(k ast.MapKeyNode) string {
+	var n ast.Node = k
+	if mk, ok := n.(*ast.MappingKeyNode); ok {
+		n = mk.Value
+	}
+	if s, ok := n.(*ast.StringNode); ok {
+		return s.Value
+	}
+	if tk := n.GetToken(); tk != nil {
+		return tk.Value
+	}
+	return n.String()
+}
+
+// decode sets dst (addressable) from n. Struct fields and map entries not
+// in n keep their current values, which is how defaults and profile
+// overrides layer.
+func (d *decoder) decode(n ast.Node, dst reflect.Value, path string) {
+	n = d.resolve(n)
+	if n == nil {
+		return
+	}
+	if path != "" {
+		d.pos[path] = nodePos(n)
+	}
+	if _, isNull := n.(*ast.NullNode); isNull {
+		return // "key:" with nothing after it keeps the default
+	}
+	switch dst.Kind() {
+	case reflect.Struct:
+		if dst.Type().PkgPath() == "time" {
+			d.leaf(n, dst, path)
+			return
+		}
+		d.decodeStruct(n, dst, path)
+	case reflect.Map:
+		d.decodeMap(n, dst, path)
+	case reflect.Slice:
+		d.decodeSlice(n, dst, path)
+	default:
+		d.leaf(n, dst, path)
+	}
+}
+
+func (d *decoder) decodeStruct(n ast.Node, dst reflect.Value, path string) {
+	pairs, ok := d.pairs(n, path)
+	if !ok {
+		return
+	}
+	fields := yamlFields(dst.Type())
+	seen := map[string]bool{}
+	for _, kv := range pairs {
+		if kv.Key.IsMergeKey() {
+			d.probs.add(nodePos(kv.Key), "merge keys (<<) are not supported; write the keys out")
+			continue
+		}
+		key := keyString(kv.Key)
+		if seen[key] {
+			d.probs.add(nodePos(kv.Key), "duplicate key %q in %s", key, describe(path))
+			continue
+		}
+		seen[key] = true
+		idx, ok := fields[key]
+		if !ok {
+			d.probs.add(nodePos(kv.Key), "unknown key %q in %s (known keys: %s)", key, describe(path), knownKeys(fields))
+			continue
+		}
+		d.decode(kv.Value, dst.FieldByIndex(idx), join(path, key))
+	}
+}
+
+func (d *decoder) decodeMap(n ast.Node, dst reflect.Value, path string) {
+	pairs, ok := d.pairs(n, path)
+	if !ok {
+		return
+	}
+	if dst.IsNil() {
+		dst.Set(reflect.MakeMap(dst.Type()))
+	}
+	seen := map[string]bool{}
+	for _, kv := range pairs {
+		if kv.Key.IsMergeKey() {
+			d.probs.add(nodePos(kv.Key), "merge keys (<<) are not supported; write the keys out")
+			continue
+		}
+		key := keyString(kv.Key)
+		if seen[key] {
+			d.probs.add(nodePos(kv.Key), "duplicate key %q in %s", key, describe(path))
+			continue
+		}
+		seen[key] = true
+		if key == "" {
+			d.probs.add(nodePos(kv.Key), "empty key in %s", describe(path))
+			continue
+		}
+		// Decode onto a copy of the existing entry so a profile's
+		// tools.x.hint keeps the base's tools.x.keywords.
+		elem := reflect.New(dst.Type().Elem()).Elem()
+		if old := dst.MapIndex(reflect.ValueOf(key)); old.IsValid() {
+			elem.Set(cloneValue(old))
+		}
+		p := join(path, key)
+		d.pos[p+"#key"] = nodePos(kv.Key)
+		d.decode(kv.Value, elem, p)
+		dst.SetMapIndex(reflect.ValueOf(key), elem)
+	}
+}
+
+func (d *decoder) decodeSlice(n ast.Node, dst reflect.Value, path string) {
+	seq, ok := n.(*ast.SequenceNode)
+	if !ok {
+		d.probs.add(nodePos(n), "%s must be a list, not %s", describe(path), kindOf(n))
+		return
+	}
+	out := reflect.MakeSlice(dst.Type(), len(seq.Values), len(seq.Values))
+	for i, v := range seq.Values {
+		p := path + "[" + strconv.Itoa(i) + "]"
+		if d.nodes != nil {
+			d.nodes[p] = v
+		}
+		d.decode(v, out.Index(i), p)
+	}
+	dst.Set(out) // a list replaces, never appends to, the list it overrides
+}
+
+// leaf decodes a scalar with go-yaml's strict decoder.
+func (d *decoder) leaf(n ast.Node, dst reflect.Value, path string) {
+	switch n.(type) {
+	case *ast.MappingNode, *ast.MappingValueNode, *ast.SequenceNode:
+		d.probs.add(nodePos(n), "%s must be a single value, not %s", describe(path), kindOf(n))
+		return
+	}
+	tmp := reflect.New(dst.Type())
+	if err := yaml.NodeToValue(n, tmp.Interface(), yaml.Strict()); err != nil {
+		var ye yaml.Error
+		msg := err.Error()
+		if errors.As(err, &ye) {
+			msg = ye.GetMessage()
+		}
+		d.probs.add(nodePos(n), "%s: %s", describe(path), msg)
+		return
+	}
+	dst.Set(tmp.Elem())
+}
+
+// yamlFields maps yaml key -> field index, flattening ",inline" fields.
+func yamlFields(t reflect.Type) map[string][]int {
+	out := map[string][]int{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if opts == "inline" {
+			for k, idx := range yamlFields(f.Type) {
+				if _, shadowed := out[k]; !shadowed {
+					out[k] = append([]int{i}, idx...)
+				}
+			}
+			continue
+		}
+		if name == "" || name == "-" {
+			continue
+		}
+		out[name] = []int{i}
+	}
+	return out
+}
+
+func knownKeys(fields map[string][]int) string {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ", ")
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func describe(path string) string {
+	if path == "" {
+		return "the top level"
+	}
+	return path
+}
+
+func kindOf(n ast.Node) string {
+	switch n.(type) {
+	case *ast.MappingNode, *ast.MappingValueNode:
+		return "a mapping"
+	case *ast.SequenceNode:
+		return "a list"
+	case *ast.NullNode:
+		return "null"
+	}
+	return fmt.Sprintf("the value %s", strings.TrimSpace(n.String()))
+}
+
+// cloneValue deep-copies maps and slices so decoding a profile onto the
+// base never writes through into the base.
+func cloneValue(v reflect.Value) reflect.Value {
+	switch v.Kind() {
+	case reflect.Map:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeMapWithSize(v.Type(), v.Len())
+		it := v.MapRange()
+		for it.Next() {
+			out.SetMapIndex(it.Key(), cloneValue(it.Value()))
+		}
+		return out
+	case reflect.Slice:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			out.Index(i).Set(cloneValue(v.Index(i)))
+		}
+		return out
+	case reflect.Struct:
+		out := reflect.New(v.Type()).Elem()
+		out.Set(v)
+		for i := range v.NumField() {
+			if out.Field(i).CanSet() {
+				out.Field(i).Set(cloneValue(v.Field(i)))
+			}
+		}
+		return out
+	}
+	return v
+}

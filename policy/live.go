@@ -1,0 +1,203 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// debounce collapses the burst of events one save produces (editors write,
+// chmod, rename) into one reload.
+const debounce = 200 * time.Millisecond
+
+// Live holds the current policy and replaces it when the file changes. A
+// reload that fails keeps the last good snapshot serving and logs every
+// problem; requests that already hold a snapshot finish on it. Safe for
+// concurrent use.
+type Live struct {
+	// OnReload, if set, is called after every reload attempt with its error
+	// (nil on success), e.g. to count reloads and failures. Set it before
+	// Watch; it runs on the reloading goroutine and must not block. Nil by
+	// default.
+	OnReload func(err error)
+
+	path   string
+	logger *slog.Logger
+	cur    atomic.Pointer[Snapshot]
+	mu     sync.Mutex // serialises reloads so generations and logs stay in order
+}
+
+// NewLive loads path once and returns a Live serving it. An empty path
+// serves Default() and never reloads. It fails if the initial file is bad:
+// a gateway should not start on a policy it cannot read. It does not start
+// watching; call Watch.
+func NewLive(path string, logger *slog.Logger) (*Live, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	snap, err := Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading policy: %w", err)
+	}
+	l := &Live{path: path, logger: logger}
+	l.cur.Store(snap)
+	return l, nil
+}
+
+// Current returns the snapshot to use for a request. It never returns nil
+// and never blocks.
+func (l *Live) Current() *Snapshot {
+	return l.cur.Load()
+}
+
+// Reload loads the file again and, if it is valid, publishes it; for
+// SIGHUP and for Watch. On failure the current snapshot stays and the error
+// (an *Errors when the file is bad) is returned and logged.
+func (l *Live) Reload() error {
+	if l.path == "" {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	snap, err := Load(l.path)
+	if err != nil {
+		var perr *Errors
+		if errors.As(err, &perr) {
+			for _, p := range perr.Problems {
+				l.logger.Error("policy reload rejected; keeping the last good policy", "problem", p.String())
+			}
+		} else {
+			l.logger.Error("policy reload failed; keeping the last good policy", "err", err)
+		}
+		if l.OnReload != nil {
+			l.OnReload(err)
+		}
+		return fmt.Errorf("reloading policy %s: %w", l.path, err)
+	}
+	l.cur.Store(snap)
+	l.logger.Info("policy reloaded", "file", l.path, "generation", snap.Generation(), "profiles", len(snap.profiles))
+	if l.OnReload != nil {
+		l.OnReload(nil)
+	}
+	return nil
+}
+
+// Watch reloads the policy whenever the file or a hints file changes, until
+// ctx ends; then it returns nil after releasing the watcher, leaving no
+// goroutine behind. It watches directories, not files, so editors that save
+// by writing a new file and renaming it over the old one are seen. A
+// failing reload is logged and Watch goes on. It returns an error only if
+// watching cannot start. Do not call it twice at once.
+func (l *Live) Watch(ctx context.Context) error {
+	if l.path == "" {
+		<-ctx.Done()
+		return nil
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watching policy: %w", err)
+	}
+	defer w.Close()
+	watched := map[string]bool{}
+	rewatch := func() error {
+		want := l.watchDirs()
+		for dir := range want {
+			if watched[dir] {
+				continue
+			}
+			if _, err := os.Stat(dir); err != nil && dir != filepath.Dir(l.path) {
+				continue // not there yet; its creation is an event in the parent, and the reload retries
+			}
+			if err := w.Add(dir); err != nil {
+				// A hints directory may not exist yet; the config directory must.
+				if dir == filepath.Dir(l.path) {
+					return fmt.Errorf("watching %s: %w", dir, err)
+				}
+				l.logger.Warn("not watching hints directory", "dir", dir, "err", err)
+				continue
+			}
+			watched[dir] = true
+		}
+		for dir := range watched {
+			if !want[dir] {
+				_ = w.Remove(dir) // it may be gone already; nothing to undo
+				delete(watched, dir)
+			}
+		}
+		return nil
+	}
+	if err := rewatch(); err != nil {
+		return err
+	}
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if l.relevant(ev.Name) {
+				timer.Reset(debounce)
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			l.logger.Warn("policy watcher error", "err", err)
+		case <-timer.C:
+			_ = l.Reload() // logged and reported through OnReload
+			if err := rewatch(); err != nil {
+				l.logger.Warn("policy watcher", "err", err)
+			}
+		}
+	}
+}
+
+// watchDirs returns the config file's directory, its hints/ directory and
+// the directory of every hints file the current snapshot uses.
+func (l *Live) watchDirs() map[string]bool {
+	dir := filepath.Dir(l.path)
+	out := map[string]bool{dir: true, filepath.Join(dir, "hints"): true}
+	for _, f := range l.Current().hintFiles() {
+		out[filepath.Dir(f)] = true
+	}
+	return out
+}
+
+// relevant filters out events for files the policy does not read, such as
+// an editor's swap files next to tools.yaml.
+func (l *Live) relevant(name string) bool {
+	name = filepath.Clean(name)
+	if name == filepath.Clean(l.path) {
+		return true
+	}
+	dir := filepath.Dir(name)
+	hintsDir := filepath.Join(filepath.Dir(l.path), "hints")
+	if dir == hintsDir || name == hintsDir {
+		return true
+	}
+	// Kubernetes mounts swap a "..data" symlink rather than the file.
+	if dir == filepath.Dir(filepath.Clean(l.path)) && strings.HasPrefix(filepath.Base(name), "..") {
+		return true
+	}
+	for _, f := range l.Current().hintFiles() {
+		if f == name || filepath.Dir(f) == dir {
+			return true
+		}
+	}
+	return false
+}

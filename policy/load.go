@@ -1,0 +1,148 @@
+package policy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+
+	"github.com/goccy/go-yaml/ast"
+)
+
+// Load reads, decodes, validates and compiles the policy file at path. An
+// empty path means no file: Load returns Default(). On failure the error is
+// an *Errors listing every problem found as FILE:LINE:COL: message; Load
+// never returns a partially applied policy. It does not watch the file
+// (Live does).
+func Load(path string) (*Snapshot, error) {
+	return load(path, newGeneration())
+}
+
+// newGeneration returns a fresh base generation: random, so independent
+// loads never collide without package state, with the top bit set so it is
+// never Default's 0, and the low bits free for profile indexes.
+func newGeneration() uint64 {
+	return (rand.Uint64() | 1<<63) &^ maxProfiles
+}
+
+func load(path string, gen uint64) (*Snapshot, error) {
+	if path == "" {
+		return Default(), nil
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Errors{Problems: []Problem{{File: path, Msg: fmt.Sprintf("reading policy: %v", errNoPath(err))}}}
+	}
+	return parse(path, src, gen)
+}
+
+// parse is Load after the file is read; the fuzz target drives it directly.
+func parse(path string, src []byte, gen uint64) (*Snapshot, error) {
+	probs := &problems{file: path}
+	body, anchors, ok := parseFile(src, probs)
+	if !ok || len(probs.list) > 0 {
+		return nil, probs.err()
+	}
+	d := &decoder{probs: probs, anchors: anchors, pos: map[string]Pos{}, nodes: map[string]ast.Node{}}
+	doc := defaultDocument()
+	var root reflect.Value = reflect.ValueOf(&doc).Elem()
+	if body != nil {
+		d.decode(body, root, "")
+	}
+	elementDefaults(&doc, d.pos, "")
+	dir := filepath.Dir(path)
+	v := &validator{probs: probs, pos: d.pos, dir: dir, hints: map[string]string{}}
+	baseBundles := map[string]bool{}
+	for name := range doc.Bundles {
+		baseBundles[name] = true
+	}
+	v.document(&doc, "", baseBundles)
+	for i := range doc.Profiles {
+		names := maps(baseBundles, doc.Profiles[i].Bundles)
+		v.profile(i, &doc.Profiles[i], names)
+	}
+	if err := probs.err(); err != nil {
+		return nil, err
+	}
+
+	profiles := doc.Profiles
+	doc.Profiles = nil
+	env := compileEnv{source: path, dir: dir, gen: gen, hints: v.hints}
+	snap, err := compile(doc, env)
+	if err != nil {
+		return nil, fmt.Errorf("compiling %s: %w", path, err)
+	}
+	for i, ps := range profiles {
+		eff, err := overlayProfile(doc, d, i, anchors)
+		if err != nil {
+			return nil, fmt.Errorf("applying profiles[%d] of %s: %w", i, path, err)
+		}
+		penv := env
+		penv.gen = gen | uint64(i+1)
+		penv.profile = ps.Name
+		if penv.profile == "" {
+			penv.profile = "profiles[" + strconv.Itoa(i) + "]"
+		}
+		psnap, err := compile(eff, penv)
+		if err != nil {
+			return nil, fmt.Errorf("compiling profiles[%d] of %s: %w", i, path, err)
+		}
+		snap.profiles = append(snap.profiles, profileRule{
+			name:   penv.profile,
+			key:    optionalGlob(ps.Match.Key),
+			model:  optionalGlob(ps.Match.Model),
+			header: headerGlobs(ps.Match.Header),
+			snap:   psnap,
+		})
+	}
+	return snap, nil
+}
+
+// overlayProfile decodes profiles[i] again, this time onto a copy of the
+// base document, so that settings merge field by field and maps by key. Its
+// problems were reported by the first pass; this pass discards them.
+func overlayProfile(base Document, first *decoder, i int, anchors map[string]ast.Node) (Document, error) {
+	node, ok := first.nodes["profiles["+strconv.Itoa(i)+"]"]
+	if !ok {
+		return Document{}, fmt.Errorf("profile node not found")
+	}
+	ps := ProfileSpec{Document: cloneValue(reflect.ValueOf(base)).Interface().(Document)}
+	d := &decoder{probs: &problems{}, anchors: anchors, pos: map[string]Pos{}}
+	d.decode(node, reflect.ValueOf(&ps).Elem(), "")
+	eff := ps.Document
+	elementDefaults(&eff, d.pos, "")
+	// deny only grows: a profile must not be able to expose what the base
+	// policy forbids.
+	if _, set := d.pos["deny"]; set {
+		eff.Deny = append(slices.Clone(base.Deny), eff.Deny...)
+	}
+	eff.Profiles = nil
+	return eff, nil
+}
+
+func maps(a map[string]bool, b map[string]BundleSpec) map[string]bool {
+	out := make(map[string]bool, len(a)+len(b))
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+// elementDefaults fills defaults inside list items, which start from zero
+// values because a list replaces the list it overrides.
+func elementDefaults(doc *Document, pos map[string]Pos, prefix string) {
+	for i := range doc.Anchors {
+		if _, set := pos[fmt.Sprintf("%s[%d].boost", join(prefix, "anchors"), i)]; !set {
+			doc.Anchors[i].Boost = 1
+		}
+	}
+	for i := range doc.Profiles {
+		elementDefaults(&doc.Profiles[i].Document, pos, "profiles["+strconv.Itoa(i)+"]")
+	}
+}

@@ -1,0 +1,283 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadReportsProblemsWithPositions(t *testing.T) {
+	tests := []struct {
+		name  string
+		src   string
+		extra map[string]string
+		want  []string // "LINE:COL: substring of the message", in order
+	}{
+		{
+			name: "an unclosed flow list is a syntax error at the bracket",
+			src:  "core: [a, b\n",
+			want: []string{"1:7: sequence end token ']' not found"},
+		},
+		{
+			name: "a tab indentation is a syntax error on its line",
+			src:  "gateway:\n\tmode: search\n",
+			want: []string{"2:"},
+		},
+		{
+			name: "an unknown top-level key names the key and its column",
+			src:  "core: []\nmodes: search\n",
+			want: []string{`2:1: unknown key "modes" in the top level`},
+		},
+		{
+			name: "an unknown nested key is reported where it is written",
+			src:  "gateway:\n  timeouts:\n    conect: 1s\n",
+			want: []string{`3:5: unknown key "conect" in gateway.timeouts`},
+		},
+		{
+			name: "risk catastrophic is a bad enum at the value",
+			src:  "tools:\n  delete_repo:\n    risk: catastrophic\n",
+			want: []string{`3:11: tools.delete_repo.risk: unknown risk "catastrophic"`},
+		},
+		{
+			name: "an unknown mode is a bad enum",
+			src:  "gateway:\n  mode: hybird\n",
+			want: []string{`2:9: gateway.mode: unknown mode "hybird"`},
+		},
+		{
+			name: "an unterminated glob class is a bad glob",
+			src:  "deny:\n  - ok_*\n  - \"[abc\"\n",
+			want: []string{`3:5: deny[1]: bad glob "[abc"`},
+		},
+		{
+			name: "a bad anchor regex is reported at the pattern",
+			src:  "anchors:\n  - pattern: \"(open\"\n    tools: [x]\n",
+			want: []string{"2:14: anchors[0].pattern: bad regular expression"},
+		},
+		{
+			name: "a missing hints file is reported at the hints key's value",
+			src:  "categories:\n  code:\n    hints: hints/nope.md\n",
+			want: []string{"3:12: categories.code.hints: hints file hints/nope.md: no such file"},
+		},
+		{
+			name: "a wrongly typed value is reported at the value",
+			src:  "gateway:\n  min_tools: many\n",
+			want: []string{"2:14: gateway.min_tools:"},
+		},
+		{
+			name: "a bad duration is reported at the value",
+			src:  "sessions:\n  ttl: 5x\n",
+			want: []string{`2:8: sessions.ttl: time: unknown unit "x"`},
+		},
+		{
+			name: "a scalar where a list belongs is reported",
+			src:  "core: github_*\n",
+			want: []string{"1:7: core must be a list"},
+		},
+		{
+			name: "a duplicate key is reported at the second one",
+			src:  "gateway:\n  mode: search\n  mode: hybrid\n",
+			want: []string{`3:3: mapping key "mode" already defined at [2:3]`},
+		},
+		{
+			name: "every problem is reported, not just the first",
+			src:  "gateway:\n  mode: x\n  bogus: 1\ntools:\n  a:\n    risk: huge\ndeny: [\"[\"]\n",
+			want: []string{"2:9: gateway.mode", `3:3: unknown key "bogus"`, "6:11: tools.a.risk", "7:8: deny[0]"},
+		},
+		{
+			name: "a profile cannot set listen and its unknown keys are found",
+			src:  "profiles:\n  - match: {model: x}\n    gateway: {listen: ':1'}\n    colour: red\n",
+			want: []string{"3:23: profiles[0].gateway.listen: cannot be set per profile", `4:5: unknown key "colour" in profiles[0]`},
+		},
+		{
+			name: "a profile's bad enum is located inside the profile",
+			src:  "profiles:\n  - tools:\n      x: {risk: nuclear}\n",
+			want: []string{`3:17: profiles[0].tools.x.risk: unknown risk "nuclear"`},
+		},
+		{
+			name: "pinning an unknown bundle is an error",
+			src:  "bundles:\n  git: {tools: [git_*]}\npin: [git, gti]\n",
+			want: []string{`3:12: pin[1]: no bundle named "gti"`},
+		},
+		{
+			name:  "hints and text together are ambiguous",
+			src:   "categories:\n  c:\n    hints: hints/c.md\n    text: inline\n",
+			extra: map[string]string{"hints/c.md": "x"},
+			want:  []string{"4:11: categories.c.text: set hints (a file) or text, not both"},
+		},
+		{
+			name: "a transition probability above one is an error",
+			src:  "transitions:\n  a:\n    b: 1.5\n",
+			want: []string{"3:8: transitions.a.b: probability 1.5"},
+		},
+		{
+			name: "a bad upstream URL is an error",
+			src:  "gateway:\n  upstream: ftp://x/v1\n",
+			want: []string{"2:13: gateway.upstream: want an http:// or https:// URL"},
+		},
+		{
+			name: "two documents in one file are an error",
+			src:  "core: [a]\n---\ncore: [b]\n",
+			want: []string{"3:"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadString(t, tt.src, tt.extra)
+			if err == nil {
+				t.Fatal("Load accepted a bad file")
+			}
+			got := problemsOf(t, err)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d problems, want %d:\n%s", len(got), len(tt.want), strings.Join(got, "\n"))
+			}
+			for i, w := range tt.want {
+				pos, msg, _ := strings.Cut(w, ": ")
+				if !strings.HasPrefix(got[i], pos) || !strings.Contains(got[i], msg) {
+					t.Errorf("problem %d = %q, want position %s and %q", i, got[i], pos, msg)
+				}
+			}
+		})
+	}
+}
+
+func TestErrorsPrintOneFileLineColPerLine(t *testing.T) {
+	_, err := loadString(t, "gateway:\n  mode: x\ntools:\n  a: {risk: b}\n", nil)
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines, got %q", err.Error())
+	}
+	for _, l := range lines {
+		parts := strings.SplitN(l, ":", 4)
+		if len(parts) < 4 || !strings.HasSuffix(parts[0], "tools.yaml") || parts[1] == "" || parts[2] == "" {
+			t.Errorf("line %q is not FILE:LINE:COL: message", l)
+		}
+	}
+}
+
+func TestLoadOfAMissingFileNamesTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "absent.yaml")
+	_, err := Load(path)
+	var perr *Errors
+	if !errors.As(err, &perr) || !strings.HasPrefix(err.Error(), path+": reading policy") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Run("no file at all is the built-in policy", func(t *testing.T) {
+		s, err := Load("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Source() != "built-in" || s.Generation() != 0 {
+			t.Errorf("source %q generation %d", s.Source(), s.Generation())
+		}
+	})
+	t.Run("an empty file keeps every default", func(t *testing.T) {
+		s := mustLoad(t, "# nothing here\n", nil)
+		d := Default()
+		if s.Gateway != d.Gateway || s.Sessions != d.Sessions || s.Search != d.Search {
+			t.Errorf("empty file differs from Default:\n%+v\n%+v", s.Gateway, d.Gateway)
+		}
+	})
+	t.Run("the defaults are the documented ones", func(t *testing.T) {
+		g := Default().Gateway
+		want := Gateway{
+			Listen: "127.0.0.1:8080", Upstream: "https://api.openai.com/v1", Mode: ModeHybrid,
+			MinTools: 12, MaxRounds: 4, MaxActive: 32, Preselect: 5, BodyLimit: 32 << 20,
+			ConnectTimeout: 10 * time.Second, HeaderTimeout: 120 * time.Second,
+			IdleTimeout: 120 * time.Second, RequestTimeout: 10 * time.Minute, Retries: 1,
+		}
+		if g != want {
+			t.Errorf("got %+v\nwant %+v", g, want)
+		}
+		if s := Default().Sessions; s.TTL != time.Hour || s.MaxEntries != 10000 || s.Store != "memory" {
+			t.Errorf("sessions %+v", s)
+		}
+		if s := Default().Search; s.Limit != 5 || s.Weights.Lexical != 1 || s.Embeddings.Provider != "offline" {
+			t.Errorf("search %+v", s)
+		}
+	})
+	t.Run("setting one field keeps its siblings' defaults", func(t *testing.T) {
+		s := mustLoad(t, "gateway:\n  timeouts:\n    idle: 5s\n  mode: search\n", nil)
+		if s.Gateway.IdleTimeout != 5*time.Second || s.Gateway.ConnectTimeout != 10*time.Second || s.Gateway.Mode != ModeSearch || s.Gateway.MinTools != 12 {
+			t.Errorf("got %+v", s.Gateway)
+		}
+	})
+	t.Run("a key with no value keeps the default", func(t *testing.T) {
+		s := mustLoad(t, "gateway:\nsessions:\n  ttl:\n", nil)
+		if s.Gateway.Mode != ModeHybrid || s.Sessions.TTL != time.Hour {
+			t.Errorf("got %+v %+v", s.Gateway, s.Sessions)
+		}
+	})
+	t.Run("an environment reference fills the upstream key", func(t *testing.T) {
+		t.Setenv("TOOLGATE_TEST_KEY", "sk-test")
+		s := mustLoad(t, "gateway:\n  upstream_key: ${TOOLGATE_TEST_KEY}\n", nil)
+		if s.Gateway.UpstreamKey != "sk-test" {
+			t.Errorf("got %q", s.Gateway.UpstreamKey)
+		}
+	})
+	t.Run("anchors without a boost get boost 1", func(t *testing.T) {
+		s := mustLoad(t, "anchors:\n  - {pattern: x, tools: [a]}\n  - {pattern: y, tools: [a], boost: 2.5}\n", nil)
+		if s.anchors[0].boost != 1 || s.anchors[1].boost != 2.5 {
+			t.Errorf("boosts %v %v", s.anchors[0].boost, s.anchors[1].boost)
+		}
+	})
+	t.Run("yaml anchors and aliases are resolved", func(t *testing.T) {
+		s := mustLoad(t, "core: &c [a_*]\nbundles:\n  b: {tools: *c}\n", nil)
+		if !s.Bundles()[0].Match("a_x") {
+			t.Error("alias not resolved")
+		}
+	})
+}
+
+func TestGenerationChangesOnEveryLoad(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"tools.yaml": "profiles:\n  - match: {model: a}\n"})
+	a, err := Load(filepath.Join(dir, "tools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Load(filepath.Join(dir, "tools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa := a.ForRequest(Request{Model: "a"})
+	if a.Generation() == b.Generation() || a.Generation() == pa.Generation() || a.Generation() == 0 {
+		t.Errorf("generations a=%d b=%d profile=%d", a.Generation(), b.Generation(), pa.Generation())
+	}
+}
+
+func TestHintsAreLoadedRelativeToTheConfigFile(t *testing.T) {
+	s := mustLoad(t, "categories:\n  code:\n    hints: hints/code.md\n  web:\n    text: \"  Open the page first.  \"\n",
+		map[string]string{"hints/code.md": "\n# Code hosting\nSearch before creating an issue.\n"})
+	if got := s.Hints("code"); got != "# Code hosting\nSearch before creating an issue." {
+		t.Errorf("code hints %q", got)
+	}
+	if got := s.Hints("web"); got != "Open the page first." {
+		t.Errorf("web hints %q", got)
+	}
+	if got := s.Hints("nope"); got != "" {
+		t.Errorf("unknown category hints %q", got)
+	}
+}
+
+func TestShippedPolicyLoadsAndRunsTheDefaults(t *testing.T) {
+	s, err := Load(filepath.Join("..", "tools.yaml"))
+	if err != nil {
+		t.Fatalf("the shipped tools.yaml must be valid: %v", err)
+	}
+	if s.Gateway.Mode != ModeHybrid || s.Gateway.Upstream != "https://api.openai.com/v1" || s.Gateway.Listen != "127.0.0.1:8080" {
+		t.Errorf("shipped gateway %+v", s.Gateway)
+	}
+	for _, cat := range []string{"code", "files", "browser", "chat", "cms"} {
+		if s.Hints(cat) == "" {
+			t.Errorf("shipped policy has no hints for %s", cat)
+		}
+	}
+	if _, err := os.Stat(filepath.Join("..", "hints")); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,87 @@
+package policy
+
+import (
+	"slices"
+	"strings"
+)
+
+// Request is what ForRequest needs to know about a client request, with no
+// HTTP types.
+type Request struct {
+	// Key is a hash-free label of the client's credential (e.g. "team-a" or
+	// "sk-...abcd"), never the credential itself; "" if unknown.
+	Key string
+	// Model is the request's model.
+	Model string
+	// Header returns a request header's value ("" if absent); nil means no
+	// headers.
+	Header func(name string) string
+}
+
+type profileRule struct {
+	name   string
+	key    *glob // nil: any
+	model  *glob // nil: any
+	header []headerGlob
+	snap   *Snapshot
+}
+
+type headerGlob struct {
+	name string
+	g    glob
+}
+
+// ForRequest returns the effective snapshot for r: the snapshot of the first
+// profile whose match fits, or s itself when none does. The profile
+// snapshots are compiled at load time, so this only matches globs and never
+// allocates. It does not fall through to later profiles once one matches.
+func (s *Snapshot) ForRequest(r Request) *Snapshot {
+	for i := range s.profiles {
+		if s.profiles[i].matches(r) {
+			return s.profiles[i].snap
+		}
+	}
+	return s
+}
+
+func (p *profileRule) matches(r Request) bool {
+	if p.key != nil && !p.key.Match(r.Key) {
+		return false
+	}
+	if p.model != nil && !p.model.Match(r.Model) {
+		return false
+	}
+	for _, h := range p.header {
+		v := ""
+		if r.Header != nil {
+			v = r.Header(h.name)
+		}
+		if !h.g.Match(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func optionalGlob(s string) *glob {
+	if s == "" {
+		return nil
+	}
+	g, err := compileGlob(s)
+	if err != nil {
+		return nil
+	}
+	return &g
+}
+
+func headerGlobs(m map[string]string) []headerGlob {
+	out := make([]headerGlob, 0, len(m))
+	for name, pat := range m {
+		if g, err := compileGlob(pat); err == nil {
+			out = append(out, headerGlob{name: name, g: g})
+		}
+	}
+	// Deterministic order keeps matching cost and behaviour reproducible.
+	slices.SortFunc(out, func(a, b headerGlob) int { return strings.Compare(a.name, b.name) })
+	return out
+}

@@ -1,0 +1,101 @@
+package policy
+
+import (
+	"net/http"
+	"testing"
+)
+
+func TestForRequestPicksTheFirstMatchingProfile(t *testing.T) {
+	const src = `
+deny: ["*delete*"]
+core: [base_core]
+gateway: {mode: hybrid, preselect: 5}
+tools:
+  x: {keywords: [base], hint: base hint}
+profiles:
+  - name: mini
+    match: {model: "gpt-4o-mini*"}
+    gateway: {mode: preselect}
+    deny: ["*write*"]
+  - name: team-a
+    match: {key: "team-a*"}
+    core: [team_core]
+    tools:
+      x: {hint: team hint}
+  - name: ci
+    match: {header: {X-Agent: "ci-*"}, model: "gpt-*"}
+    risk: {gate: off}
+  - name: fallback
+    match: {}
+    search: {limit: 9}
+`
+	s := mustLoad(t, src, nil)
+	hdr := func(h http.Header) func(string) string { return h.Get }
+	tests := []struct {
+		name    string
+		req     Request
+		profile string
+	}{
+		{"a model glob selects its profile", Request{Model: "gpt-4o-mini-2024"}, "mini"},
+		{"the first match wins over later ones", Request{Model: "gpt-4o-mini", Key: "team-a-1"}, "mini"},
+		{"a key glob selects its profile", Request{Model: "gpt-4o", Key: "team-a-1"}, "team-a"},
+		{"all conditions of a match must hold", Request{Model: "claude", Header: hdr(http.Header{"X-Agent": {"ci-7"}})}, "fallback"},
+		{"a header glob with a model selects its profile", Request{Model: "gpt-4.1", Header: hdr(http.Header{"X-Agent": {"ci-7"}})}, "ci"},
+		{"an empty match catches the rest", Request{Model: "llama"}, "fallback"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := s.ForRequest(tt.req).Profile(); got != tt.profile {
+				t.Errorf("profile %q, want %q", got, tt.profile)
+			}
+		})
+	}
+
+	t.Run("a profile overrides one setting and keeps the rest", func(t *testing.T) {
+		p := s.ForRequest(Request{Model: "gpt-4o-mini"})
+		if p.Gateway.Mode != ModePreselect || p.Gateway.Preselect != 5 || s.Gateway.Mode != ModeHybrid {
+			t.Errorf("profile %+v base %+v", p.Gateway, s.Gateway)
+		}
+	})
+	t.Run("a profile's deny adds to the base deny", func(t *testing.T) {
+		p := s.ForRequest(Request{Model: "gpt-4o-mini"})
+		if p.Decide("delete_x", "delete").Visible || p.Decide("write_x", "write").Visible {
+			t.Error("profile deny did not add to base deny")
+		}
+		if !s.Decide("write_x", "write").Visible {
+			t.Error("the profile's deny leaked into the base")
+		}
+	})
+	t.Run("a profile's list replaces the base list", func(t *testing.T) {
+		p := s.ForRequest(Request{Key: "team-a"})
+		if !p.Decide("team_core", "").Core || p.Decide("base_core", "").Core {
+			t.Error("core not replaced")
+		}
+	})
+	t.Run("a profile's tool entry merges field by field", func(t *testing.T) {
+		p := s.ForRequest(Request{Key: "team-a"})
+		m, _ := p.Meta("x")
+		if m.Hint != "team hint" || len(m.Keywords) != 1 || m.Keywords[0] != "base" {
+			t.Errorf("profile meta %+v", m)
+		}
+		if bm, _ := s.Meta("x"); bm.Hint != "base hint" {
+			t.Errorf("the profile wrote through into the base: %+v", bm)
+		}
+	})
+	t.Run("profile snapshots are cached, not rebuilt per request", func(t *testing.T) {
+		a := s.ForRequest(Request{Model: "llama"})
+		b := s.ForRequest(Request{Model: "mistral"})
+		if a != b {
+			t.Error("two requests for one profile got different snapshots")
+		}
+		if allocs := testing.AllocsPerRun(100, func() { s.ForRequest(Request{Model: "llama", Key: "k"}) }); allocs > 2 {
+			t.Errorf("ForRequest allocates %v times", allocs)
+		}
+	})
+	t.Run("no profiles means the snapshot itself", func(t *testing.T) {
+		d := Default()
+		if d.ForRequest(Request{Model: "x"}) != d {
+			t.Error("ForRequest without profiles returned another snapshot")
+		}
+	})
+}

@@ -1,0 +1,273 @@
+package policy
+
+import "time"
+
+// Document is tools.yaml as written: the schema users edit. Every key is
+// optional; an absent key keeps its default (see defaultDocument and the
+// shipped tools.yaml). The field comments are the user documentation. Load
+// turns a Document into a Snapshot; nothing outside this package sees one.
+type Document struct {
+	// Gateway holds server, upstream and request-loop settings. Command-line
+	// flags and environment variables override listen and upstream.
+	Gateway GatewaySpec `yaml:"gateway"`
+	// Search holds ranking and embeddings settings for tool_search and
+	// pre-selection.
+	Search SearchSpec `yaml:"search"`
+	// Sessions holds the session store settings.
+	Sessions SessionsSpec `yaml:"sessions"`
+	// Core lists globs of tools that are always sent to the model.
+	Core []string `yaml:"core"`
+	// Deny lists globs of tools that are never sent upstream, never returned
+	// by search, and whose calls by the model are answered with a tool error
+	// instead of reaching the client. Deny beats every other rule, and a
+	// profile's deny adds to this list: a profile cannot un-deny a tool.
+	Deny []string `yaml:"deny"`
+	// Allow, when non-empty, lists globs of the only tools that may ever be
+	// visible; everything else is hidden as if denied.
+	Allow []string `yaml:"allow"`
+	// Pin lists bundle names whose tools are treated as core.
+	Pin []string `yaml:"pin"`
+	// Risk configures risk gating of tools by the user's intent.
+	Risk RiskSpec `yaml:"risk"`
+	// Bundles are named groups of tools that search can return whole and
+	// that pin can make core.
+	Bundles map[string]BundleSpec `yaml:"bundles"`
+	// Tools enriches tools by name so they are found and used well. A key is
+	// an exact tool name or a glob; an exact entry wins over globs, and among
+	// globs the longest pattern wins. Names that no client sends are fine.
+	Tools map[string]ToolSpec `yaml:"tools"`
+	// Anchors add a fixed boost to tools when the user's text matches a
+	// regular expression.
+	Anchors []AnchorSpec `yaml:"anchors"`
+	// Transitions seed P(next tool | last tool): tool -> next tool -> p in [0,1].
+	Transitions map[string]map[string]float64 `yaml:"transitions"`
+	// Categories attach workflow guidance to tool categories
+	// (tools.<name>.category); the text reaches the model with search
+	// results of that category.
+	Categories map[string]CategorySpec `yaml:"categories"`
+	// Profiles override any section above for some clients; the first whose
+	// match fits a request wins. Lists replace the base list (except deny,
+	// which adds), maps merge by key, and settings merge field by field.
+	Profiles []ProfileSpec `yaml:"profiles"`
+}
+
+// GatewaySpec is the gateway section.
+type GatewaySpec struct {
+	// Listen is the address to serve on. Default 127.0.0.1:8080.
+	Listen string `yaml:"listen"`
+	// Upstream is the base URL of the OpenAI-compatible API, ending in /v1.
+	// Default https://api.openai.com/v1.
+	Upstream string `yaml:"upstream"`
+	// UpstreamKey, when set, replaces the client's Authorization with this
+	// key. "$NAME" or "${NAME}" reads the environment variable NAME at load
+	// time. Default empty: the client's key passes through.
+	UpstreamKey string `yaml:"upstream_key"`
+	// Mode is search, preselect, hybrid (default) or passthrough.
+	Mode Mode `yaml:"mode"`
+	// MinTools is the smallest tools array the gateway rewrites; smaller
+	// ones go upstream unchanged (deny still applies). Default 12.
+	MinTools int `yaml:"min_tools"`
+	// MaxRounds bounds tool_search rounds per client request. Default 4.
+	MaxRounds int `yaml:"max_rounds"`
+	// MaxActive bounds the tools sent upstream besides tool_search. Default 32.
+	MaxActive int `yaml:"max_active"`
+	// Preselect is how many tools are preselected per user turn in hybrid and
+	// preselect modes. Default 5.
+	Preselect int `yaml:"preselect"`
+	// Timeouts bound the upstream exchange.
+	Timeouts TimeoutsSpec `yaml:"timeouts"`
+	// BodyLimit is the largest request body accepted, in bytes. Default
+	// 33554432 (32 MiB).
+	BodyLimit int64 `yaml:"body_limit"`
+	// Retries is how many times an idempotent upstream failure (connection
+	// refused, 502/503 before any byte) is retried. Default 1.
+	Retries int `yaml:"retries"`
+}
+
+// TimeoutsSpec holds durations written like 10s, 2m, 1h30m.
+type TimeoutsSpec struct {
+	// Connect bounds dialing the upstream. Default 10s.
+	Connect time.Duration `yaml:"connect"`
+	// FirstByte bounds the wait for response headers. Default 120s.
+	FirstByte time.Duration `yaml:"first_byte"`
+	// Idle bounds the silence between stream chunks. Default 120s.
+	Idle time.Duration `yaml:"idle"`
+	// Request bounds one whole client request, all rounds. Default 10m.
+	Request time.Duration `yaml:"request"`
+}
+
+// SearchSpec is the search section.
+type SearchSpec struct {
+	// Limit is the default number of tools a tool_search returns. Default 5.
+	Limit int `yaml:"limit"`
+	// Weights of the ranking ensemble; 0 switches a signal off.
+	Weights WeightsSpec `yaml:"weights"`
+	// Embeddings configures semantic search.
+	Embeddings EmbeddingsSpec `yaml:"embeddings"`
+}
+
+// WeightsSpec are the ensemble weights, each >= 0.
+type WeightsSpec struct {
+	Lexical    float64 `yaml:"lexical"`    // BM25F over names, descriptions, enrichment. Default 1.
+	Semantic   float64 `yaml:"semantic"`   // embeddings similarity. Default 0.5.
+	Focus      float64 `yaml:"focus"`      // tools of the session's current entity. Default 0.3.
+	Transition float64 `yaml:"transition"` // P(next | last tool). Default 0.5.
+	Recency    float64 `yaml:"recency"`    // recently used tools (sticky). Default 0.2.
+	Anchor     float64 `yaml:"anchor"`     // anchors' boosts are multiplied by this. Default 1.
+	Avoid      float64 `yaml:"avoid"`      // penalty when avoid_when matches. Default 0.5.
+	Related    float64 `yaml:"related"`    // score share of related tools riding along. Default 0.3.
+}
+
+// EmbeddingsSpec is search.embeddings.
+type EmbeddingsSpec struct {
+	// Provider is offline (default; bundled word vectors, no network), openai
+	// (any OpenAI-compatible /v1/embeddings endpoint) or off.
+	Provider string `yaml:"provider"`
+	// URL is the embeddings base URL ending in /v1. Default: the upstream.
+	URL string `yaml:"url"`
+	// Model is the embeddings model. Default text-embedding-3-small.
+	Model string `yaml:"model"`
+	// Key is the embeddings API key; "$NAME" reads the environment. Default:
+	// the upstream_key, else the client's key.
+	Key string `yaml:"key"`
+	// CacheDir holds embeddings on disk, relative to this file if not
+	// absolute. Default empty: the user cache dir (toolgate/embeddings).
+	CacheDir string `yaml:"cache_dir"`
+}
+
+// SessionsSpec is the sessions section.
+type SessionsSpec struct {
+	// TTL is how long an idle session is kept. Default 1h.
+	TTL time.Duration `yaml:"ttl"`
+	// MaxEntries bounds the in-process store (least recently used evicted).
+	// Default 10000.
+	MaxEntries int `yaml:"max_entries"`
+	// Store is "memory" (default) or a redis:// or rediss:// URL shared by
+	// several replicas.
+	Store string `yaml:"store"`
+}
+
+// RiskSpec is the risk section: risk gating.
+type RiskSpec struct {
+	// Gate is the lowest risk hidden unless the latest user turn shows write
+	// intent: off, moderate or destructive (default).
+	Gate string `yaml:"gate"`
+	// WriteIntent is a regular expression (RE2) over the latest user message;
+	// a match means the user asks to change something. Default: a built-in
+	// list of English change verbs (delete, remove, update, create, ...).
+	WriteIntent string `yaml:"write_intent"`
+	// DestructiveNames, when set, is a regular expression over tool names;
+	// tools with no risk in tools.<name> that match it count as destructive.
+	// Default empty: only tools marked risk: destructive are gated.
+	DestructiveNames string `yaml:"destructive_names"`
+}
+
+// BundleSpec is one entry of bundles.
+type BundleSpec struct {
+	// Description says what the bundle is for; search shows it.
+	Description string `yaml:"description"`
+	// Tools are globs of the bundle's tools.
+	Tools []string `yaml:"tools"`
+}
+
+// ToolSpec is tools.<name>: enrichment merged into the catalog.
+type ToolSpec struct {
+	Title     string   `yaml:"title"`      // a human title, indexed
+	Keywords  []string `yaml:"keywords"`   // words users say for this tool, indexed
+	Examples  []string `yaml:"examples"`   // example requests, indexed
+	Category  string   `yaml:"category"`   // links to categories.<name>
+	Entity    string   `yaml:"entity"`     // the thing it works on (issue, file, page): session focus
+	Related   []string `yaml:"related"`    // tools that may ride along in results
+	AvoidWhen []string `yaml:"avoid_when"` // phrases that make it the wrong choice
+	Risk      string   `yaml:"risk"`       // safe, moderate or destructive
+	Hint      string   `yaml:"hint"`       // a usage hint shown with the tool
+}
+
+// AnchorSpec is one entry of anchors.
+type AnchorSpec struct {
+	// Pattern is a regular expression (RE2) over the user's text; prefix
+	// (?i) for case-insensitive.
+	Pattern string `yaml:"pattern"`
+	// Tools are globs of the tools to boost.
+	Tools []string `yaml:"tools"`
+	// Boost is added to the tools' scores (times weights.anchor). Default 1.
+	Boost float64 `yaml:"boost"`
+}
+
+// CategorySpec is categories.<name>.
+type CategorySpec struct {
+	// Hints is a markdown file, relative to this file (e.g.
+	// hints/code-hosting.md), read at load time and on every reload.
+	Hints string `yaml:"hints"`
+	// Text is inline guidance, used instead of a file.
+	Text string `yaml:"text"`
+}
+
+// ProfileSpec is one entry of profiles: a match plus overrides of any
+// section except gateway.listen, sessions and profiles.
+type ProfileSpec struct {
+	// Name labels the profile in logs and decisions.
+	Name string `yaml:"name"`
+	// Match selects requests; every condition given must hold, and an empty
+	// match matches every request.
+	Match MatchSpec `yaml:"match"`
+	// Document holds the overrides, written at the profile's top level.
+	Document `yaml:",inline"`
+}
+
+// MatchSpec is profiles[].match; values are globs.
+type MatchSpec struct {
+	// Key matches the client's key label (never the key itself).
+	Key string `yaml:"key"`
+	// Model matches the request's model.
+	Model string `yaml:"model"`
+	// Header matches request headers by name.
+	Header map[string]string `yaml:"header"`
+}
+
+// defaultWriteIntent is deliberately broad: hiding a destructive tool the
+// user asked for costs a failed task, showing it when the user only asked to
+// read costs little more than the tokens.
+const defaultWriteIntent = `(?i)\b(delete|remove|drop|destroy|purge|erase|wipe|truncate|clear|clean|reset|revoke|kill|terminate|stop|cancel|close|archive|uninstall|unpublish|disable|deactivate|ban|block|kick|overwrite|replace|force|rm|rmdir|merge|move|rename|update|edit|modify|change|set|write|create|add|make|post|send|publish|push|commit|upload|install|deploy|approve|reject|transfer|pay|get rid of|undo|revert|restore)`
+
+// defaultDocument is the built-in policy as a Document; decoding a file
+// starts from it, so absent keys keep these values.
+func defaultDocument() Document {
+	return Document{
+		Gateway: GatewaySpec{
+			Listen:    "127.0.0.1:8080",
+			Upstream:  "https://api.openai.com/v1",
+			Mode:      ModeHybrid,
+			MinTools:  12,
+			MaxRounds: 4,
+			MaxActive: 32,
+			Preselect: 5,
+			Timeouts: TimeoutsSpec{
+				Connect:   10 * time.Second,
+				FirstByte: 120 * time.Second,
+				Idle:      120 * time.Second,
+				Request:   10 * time.Minute,
+			},
+			BodyLimit: 32 << 20,
+			Retries:   1,
+		},
+		Search: SearchSpec{
+			Limit: 5,
+			Weights: WeightsSpec{
+				Lexical: 1, Semantic: 0.5, Focus: 0.3, Transition: 0.5,
+				Recency: 0.2, Anchor: 1, Avoid: 0.5, Related: 0.3,
+			},
+			Embeddings: EmbeddingsSpec{Provider: "offline", Model: "text-embedding-3-small"},
+		},
+		Sessions: SessionsSpec{TTL: time.Hour, MaxEntries: 10000, Store: "memory"},
+		Risk:     RiskSpec{Gate: RiskDestructive, WriteIntent: defaultWriteIntent},
+	}
+}
+
+// Risk levels of tools.<name>.risk, and risk.gate's "off".
+const (
+	RiskSafe        = "safe"
+	RiskModerate    = "moderate"
+	RiskDestructive = "destructive"
+	riskOff         = "off"
+)

@@ -1,0 +1,277 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// maxProfiles bounds profiles; the low bits of a generation number index them.
+const maxProfiles = 1023
+
+// maxHintBytes bounds one hints file: its text goes into model context.
+const maxHintBytes = 256 << 10
+
+// validator checks a decoded Document. It checks only values the file set
+// (their paths are in pos): defaults are valid by construction, and a
+// profile's zero values mean "not overridden", not "zero".
+type validator struct {
+	probs *problems
+	pos   map[string]Pos
+	dir   string            // the config file's directory; hints are relative to it
+	hints map[string]string // resolved hints path -> text, filled as files are read
+}
+
+// at returns where path was written, and whether it was written at all.
+func (v *validator) at(path string) (Pos, bool) {
+	p, ok := v.pos[path]
+	return p, ok
+}
+
+func (v *validator) check(path string, ok bool, format string, args ...any) {
+	if ok {
+		return
+	}
+	if p, set := v.at(path); set {
+		v.probs.add(p, "%s: %s", path, fmt.Sprintf(format, args...))
+	}
+}
+
+// document validates doc written under prefix ("" or "profiles[3]").
+// bundles are the bundle names visible to it, for pin.
+func (v *validator) document(doc *Document, prefix string, bundles map[string]bool) {
+	p := func(s string) string { return join(prefix, s) }
+	g := doc.Gateway
+	if _, _, err := net.SplitHostPort(g.Listen); err != nil {
+		v.check(p("gateway.listen"), false, "want host:port such as 127.0.0.1:8080 (%v)", err)
+	}
+	v.httpURL(p("gateway.upstream"), g.Upstream)
+	v.check(p("gateway.mode"), validMode(g.Mode), "unknown mode %q; want search, preselect, hybrid or passthrough", g.Mode)
+	v.check(p("gateway.min_tools"), g.MinTools >= 0, "must be >= 0")
+	v.check(p("gateway.max_rounds"), g.MaxRounds >= 1 && g.MaxRounds <= 32, "must be between 1 and 32")
+	v.check(p("gateway.max_active"), g.MaxActive >= 1, "must be >= 1")
+	v.check(p("gateway.preselect"), g.Preselect >= 0, "must be >= 0")
+	v.check(p("gateway.body_limit"), g.BodyLimit > 0, "must be > 0 bytes")
+	v.check(p("gateway.retries"), g.Retries >= 0 && g.Retries <= 10, "must be between 0 and 10")
+	for name, d := range map[string]time.Duration{
+		"connect": g.Timeouts.Connect, "first_byte": g.Timeouts.FirstByte,
+		"idle": g.Timeouts.Idle, "request": g.Timeouts.Request,
+	} {
+		v.check(p("gateway.timeouts."+name), d > 0, "must be a positive duration such as 30s")
+	}
+
+	s := doc.Search
+	v.check(p("search.limit"), s.Limit >= 1 && s.Limit <= 50, "must be between 1 and 50")
+	w := s.Weights
+	for name, x := range map[string]float64{
+		"lexical": w.Lexical, "semantic": w.Semantic, "focus": w.Focus, "transition": w.Transition,
+		"recency": w.Recency, "anchor": w.Anchor, "avoid": w.Avoid, "related": w.Related,
+	} {
+		v.check(p("search.weights."+name), x >= 0 && !math.IsInf(x, 0) && !math.IsNaN(x), "must be a number >= 0")
+	}
+	e := s.Embeddings
+	v.check(p("search.embeddings.provider"), e.Provider == "offline" || e.Provider == "openai" || e.Provider == "off",
+		"unknown provider %q; want offline, openai or off", e.Provider)
+	if e.URL != "" {
+		v.httpURL(p("search.embeddings.url"), e.URL)
+	}
+
+	ss := doc.Sessions
+	v.check(p("sessions.ttl"), ss.TTL > 0, "must be a positive duration such as 1h")
+	v.check(p("sessions.max_entries"), ss.MaxEntries >= 1, "must be >= 1")
+	v.check(p("sessions.store"), validStore(ss.Store), "want memory or a redis:// or rediss:// URL")
+
+	v.globList(p("core"), doc.Core)
+	v.globList(p("deny"), doc.Deny)
+	v.globList(p("allow"), doc.Allow)
+	for i, name := range doc.Pin {
+		v.check(fmt.Sprintf("%s[%d]", p("pin"), i), bundles[name], "no bundle named %q", name)
+	}
+
+	r := doc.Risk
+	v.check(p("risk.gate"), r.Gate == riskOff || r.Gate == RiskModerate || r.Gate == RiskDestructive,
+		"unknown gate %q; want off, moderate or destructive", r.Gate)
+	v.regex(p("risk.write_intent"), r.WriteIntent, true)
+	v.regex(p("risk.destructive_names"), r.DestructiveNames, false)
+
+	for name, b := range doc.Bundles {
+		bp := join(p("bundles"), name)
+		v.globList(bp+".tools", b.Tools)
+		if len(b.Tools) == 0 {
+			v.check(bp+"#key", false, "bundle %q has no tools", name)
+		}
+	}
+	for name, t := range doc.Tools {
+		tp := join(p("tools"), name)
+		if isGlob(name) {
+			if _, err := compileGlob(name); err != nil {
+				v.check(tp+"#key", false, "%v", err)
+			}
+		}
+		v.check(tp+".risk", t.Risk == "" || riskLevel(t.Risk) > 0,
+			"unknown risk %q; want safe, moderate or destructive", t.Risk)
+	}
+	for i, a := range doc.Anchors {
+		ap := fmt.Sprintf("%s[%d]", p("anchors"), i)
+		if _, set := v.at(ap + ".pattern"); !set {
+			v.check(ap, false, "anchor needs a pattern")
+		}
+		v.regex(ap+".pattern", a.Pattern, true)
+		v.globList(ap+".tools", a.Tools)
+		if len(a.Tools) == 0 {
+			v.check(ap, false, "anchor needs tools")
+		}
+		v.check(ap+".boost", !math.IsInf(a.Boost, 0) && !math.IsNaN(a.Boost), "must be a finite number")
+	}
+	for from, next := range doc.Transitions {
+		for to, prob := range next {
+			v.check(join(join(p("transitions"), from), to), prob >= 0 && prob <= 1, "probability %v must be between 0 and 1", prob)
+		}
+	}
+	for name, c := range doc.Categories {
+		cp := join(p("categories"), name)
+		if c.Hints != "" && c.Text != "" {
+			v.check(cp+".text", false, "set hints (a file) or text, not both")
+			continue
+		}
+		if c.Hints != "" {
+			v.hintsFile(cp+".hints", c.Hints)
+		}
+	}
+}
+
+// profile validates profiles[i] as decoded on its own (zero values mean not
+// overridden); bundles are the names of the base and the profile's bundles.
+func (v *validator) profile(i int, ps *ProfileSpec, bundles map[string]bool) {
+	prefix := "profiles[" + strconv.Itoa(i) + "]"
+	if i >= maxProfiles {
+		v.check(prefix, false, "at most %d profiles are supported", maxProfiles)
+	}
+	v.check(prefix+".gateway.listen", false, "cannot be set per profile: the gateway listens once")
+	v.check(prefix+".sessions", false, "cannot be set per profile: the session store is shared")
+	v.check(prefix+".profiles", false, "profiles cannot nest")
+	for _, k := range []string{"key", "model"} {
+		val := ps.Match.Key
+		if k == "model" {
+			val = ps.Match.Model
+		}
+		if _, err := compileGlob(val); err != nil && val != "" {
+			v.check(prefix+".match."+k, false, "%v", err)
+		}
+	}
+	for h, val := range ps.Match.Header {
+		if _, err := compileGlob(val); err != nil {
+			v.check(prefix+".match.header."+h, false, "%v", err)
+		}
+	}
+	v.document(&ps.Document, prefix, bundles)
+}
+
+func (v *validator) httpURL(path, s string) {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		v.check(path, false, "not a URL: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		v.check(path, false, "want an http:// or https:// URL, got %q", s)
+	case u.Host == "":
+		v.check(path, false, "URL %q has no host", s)
+	}
+}
+
+func (v *validator) globList(path string, list []string) {
+	for i, s := range list {
+		if _, err := compileGlob(s); err != nil {
+			v.check(fmt.Sprintf("%s[%d]", path, i), false, "%v", err)
+		}
+	}
+}
+
+func (v *validator) regex(path, s string, required bool) {
+	if s == "" {
+		v.check(path, !required, "must not be empty")
+		return
+	}
+	if _, err := regexp.Compile(s); err != nil {
+		v.check(path, false, "bad regular expression: %v", err)
+	}
+}
+
+// hintsFile reads a category's hints file now, so a missing file fails the
+// load instead of a search later.
+func (v *validator) hintsFile(path, file string) {
+	full := resolvePath(v.dir, file)
+	if _, done := v.hints[full]; done {
+		return
+	}
+	fi, err := os.Stat(full)
+	if err != nil {
+		v.check(path, false, "hints file %s: %v", file, errNoPath(err))
+		return
+	}
+	if !fi.Mode().IsRegular() {
+		v.check(path, false, "hints file %s is not a regular file", file)
+		return
+	}
+	if fi.Size() > maxHintBytes {
+		v.check(path, false, "hints file %s is %d bytes; at most %d are allowed", file, fi.Size(), maxHintBytes)
+		return
+	}
+	b, err := os.ReadFile(full)
+	if err != nil {
+		v.check(path, false, "reading hints file %s: %v", file, errNoPath(err))
+		return
+	}
+	v.hints[full] = string(b)
+}
+
+// errNoPath drops the path an *os.PathError repeats, since the message
+// already names the file as written.
+func errNoPath(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+func resolvePath(dir, file string) string {
+	if filepath.IsAbs(file) {
+		return filepath.Clean(file)
+	}
+	return filepath.Join(dir, file)
+}
+
+func validMode(m Mode) bool {
+	switch m {
+	case ModeSearch, ModePreselect, ModeHybrid, ModePassthrough:
+		return true
+	}
+	return false
+}
+
+func validStore(s string) bool {
+	if s == "memory" {
+		return true
+	}
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "redis" || u.Scheme == "rediss") && u.Host != ""
+}
+
+// riskLevel orders risks; 0 is unknown or unset.
+func riskLevel(r string) int {
+	switch r {
+	case RiskSafe:
+		return 1
+	case RiskModerate:
+		return 2
+	case RiskDestructive:
+		return 3
+	}
+	return 0
+}
