@@ -71,6 +71,9 @@ type Query struct {
 	Focus   string                 // the session's entity focus, if any
 	Last    string                 // the last tool the session called
 	Recent  []string               // recently used tools, most recent last
+	// Learned holds the transitions observed online; nil means only the
+	// Config's seeded transitions count.
+	Learned *Transitions
 }
 
 // Result is one ranked tool.
