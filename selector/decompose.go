@@ -7,7 +7,7 @@ import (
 
 // partSplit finds the seams of a multi-part request: sentence ends and the
 // conjunctions people chain steps with ("..., then ...", "... and also ...").
-var partSplit = regexp.MustCompile(`(?i)(?:[.;!?。；！？]\s+|[,，]\s*(?:and\s+)?(?:then\s+)?|\s+(?:and\s+then|and\s+also|as\s+well\s+as|after\s+that|afterwards|then|also|plus|and)\s+)`)
+var partSplit = regexp.MustCompile(`(?i)(?:[.;!?。；！？]\s+|,?\s+(?:and\s+then|and\s+also|as\s+well\s+as|after\s+that|afterwards|additionally|then)\s+)`)
 
 // decompose splits a multi-part request ("create a page, add a hero and an
 // image") into sub-queries. Fragments too short to name a task on their own

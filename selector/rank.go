@@ -19,6 +19,9 @@ const (
 	// decomposeMinWords is the shortest fragment that counts as a task of
 	// its own in a multi-part request.
 	decomposeMinWords = 3
+	// partShare discounts a sub-query's normalised score against the
+	// whole query's.
+	partShare = 0.7
 )
 
 // DefaultWeights are the ensemble weights a Config without weights gets.
@@ -27,7 +30,7 @@ const (
 func DefaultWeights() Weights {
 	return Weights{
 		Lexical:    1.0,
-		Semantic:   0.35,
+		Semantic:   0.4,
 		Focus:      0.15,
 		Transition: 0.3,
 		Recency:    0.1,
@@ -108,11 +111,10 @@ func (c *Catalog) lexicalWithParts(text string) (map[int32]float64, map[int32]fl
 			continue
 		}
 		for d, h := range ph {
-			if s := h.score / m; s > lex[d] {
+			// A part's best tools join the whole query's at a discount, so
+			// they surface without letting a stray fragment take over.
+			if s := partShare * h.score / m; s > lex[d] {
 				lex[d] = s
-			}
-			if h.covered > cover[d] {
-				cover[d] = h.covered
 			}
 		}
 	}

@@ -61,6 +61,9 @@ type Config struct {
 	Weights     Weights
 	Anchors     []Anchor
 	Transitions map[string]map[string]float64 // last tool -> next tool -> P
+	// Embedder computes semantic vectors when Weights.Semantic > 0; nil
+	// means the offline word vectors embedded in the binary.
+	Embedder Embedder
 }
 
 // Query is one search.
