@@ -32,10 +32,10 @@ func DefaultWeights() Weights {
 		Lexical:    1.0,
 		Semantic:   0.4,
 		Focus:      0.15,
-		Transition: 0.3,
+		Transition: 0.6,
 		Recency:    0.1,
 		Anchor:     1.0,
-		Avoid:      0.5,
+		Avoid:      1.0,
 		Related:    0.5,
 	}
 }
