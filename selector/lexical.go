@@ -35,8 +35,8 @@ func (c *Catalog) queryTerms(text string, weight float64) weightedTerms {
 // (Robertson's form: field-weighted, length-normalised term frequencies
 // summed before one saturation) and adds an exact-name bonus when the query
 // spells a tool's full name. The map is keyed by document index.
-func (c *Catalog) lexical(qt weightedTerms, raw string) (map[int32]lexHit, float64) {
-	hits := make(map[int32]lexHit, 64)
+func (c *Catalog) lexical(qt weightedTerms, raw string) ([]lexHit, float64) {
+	hits := make([]lexHit, len(c.tools))
 	var mass float64
 	for term, qw := range qt {
 		ti := c.terms[term]
@@ -47,16 +47,14 @@ func (c *Catalog) lexical(qt weightedTerms, raw string) (map[int32]lexHit, float
 		mass += idf
 		for _, p := range ti.post {
 			wtf := float64(p.wtf)
-			h := hits[p.doc]
+			h := &hits[p.doc]
 			h.score += idf * wtf / (bm25K1 + wtf)
 			h.covered += idf
-			hits[p.doc] = h
 		}
 	}
 	if mass > 0 {
-		for d, h := range hits {
-			h.covered /= mass
-			hits[d] = h
+		for d := range hits {
+			hits[d].covered /= mass
 		}
 	}
 	// A query that names a tool verbatim ("use github.create_issue") wants
@@ -66,17 +64,15 @@ func (c *Catalog) lexical(qt weightedTerms, raw string) (map[int32]lexHit, float
 	}) {
 		tok = strings.Trim(strings.ToLower(tok), ".:-")
 		if d, ok := c.whole[tok]; ok && strings.ContainsAny(tok, "_.-:") {
-			h := hits[int32(d)]
-			h.score += 2 * fieldParams[fWhole].w
-			h.covered = 1
-			hits[int32(d)] = h
+			hits[d].score += 2 * fieldParams[fWhole].w
+			hits[d].covered = 1
 		}
 	}
 	return hits, mass
 }
 
 // maxScore returns the largest score in hits, or 0.
-func maxScore(hits map[int32]lexHit) float64 {
+func maxScore(hits []lexHit) float64 {
 	var m float64
 	for _, h := range hits {
 		if h.score > m {

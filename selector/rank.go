@@ -91,10 +91,10 @@ func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query)
 // text: the whole query's, or, for a multi-part request, the best of the
 // whole and each part's (so the best tool for every part reaches the top),
 // and the idf coverage of the best document.
-func (c *Catalog) lexicalWithParts(text string) (map[int32]float64, map[int32]float64) {
+func (c *Catalog) lexicalWithParts(text string) ([]float64, []float64) {
 	hits, _ := c.lexical(c.queryTerms(text, 1), text)
-	lex := make(map[int32]float64, len(hits))
-	cover := make(map[int32]float64, len(hits))
+	lex := make([]float64, len(hits))
+	cover := make([]float64, len(hits))
 	if m := maxScore(hits); m > 0 {
 		for d, h := range hits {
 			lex[d] = h.score / m
@@ -135,7 +135,7 @@ type scored struct {
 // rank runs the ensemble over the lexical candidates plus the tools the
 // session signals name, then cuts, adds related tools and computes the
 // confidence.
-func (c *Catalog) rank(ctx context.Context, q Query, lex, cover map[int32]float64) Results {
+func (c *Catalog) rank(ctx context.Context, q Query, lex, cover []float64) Results {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultLimit
@@ -359,7 +359,7 @@ func (c *Catalog) expand(patterns []string) []string {
 
 // confidence is high when the best tool covers most of the query's terms
 // and stands clear of the runner-up.
-func confidence(list []scored, cover map[int32]float64) float64 {
+func confidence(list []scored, cover []float64) float64 {
 	if len(list) == 0 || list[0].score <= 0 {
 		return 0
 	}
@@ -374,24 +374,57 @@ func confidence(list []scored, cover map[int32]float64) float64 {
 	return math.Round((0.7*cov+0.3*margin)*100) / 100
 }
 
-// topDocs returns the n documents with the highest scores, best first.
-func topDocs(scores map[int32]float64, n int) []int32 {
-	out := make([]int32, 0, len(scores))
+// topDocs returns the n documents with the highest positive scores, best
+// first, ties by document order. It keeps a size-n min-heap, so it costs
+// O(N log n) and allocates only the result.
+func topDocs(scores []float64, n int) []int32 {
+	h := make([]int32, 0, n)
+	less := func(a, b int32) bool { // a ranks below b
+		if scores[a] != scores[b] {
+			return scores[a] < scores[b]
+		}
+		return a > b
+	}
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			m := l
+			if r := l + 1; r < len(h) && less(h[r], h[l]) {
+				m = r
+			}
+			if !less(h[m], h[i]) {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
 	for d, s := range scores {
-		if s > 0 {
-			out = append(out, d)
+		if s <= 0 {
+			continue
+		}
+		if len(h) < n {
+			h = append(h, int32(d))
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !less(h[i], h[p]) {
+					break
+				}
+				h[i], h[p] = h[p], h[i]
+				i = p
+			}
+			continue
+		}
+		if n > 0 && less(h[0], int32(d)) {
+			h[0] = int32(d)
+			down(0)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if scores[out[i]] != scores[out[j]] {
-			return scores[out[i]] > scores[out[j]]
-		}
-		return out[i] < out[j]
-	})
-	if len(out) > n {
-		out = out[:n]
-	}
-	return out
+	sort.Slice(h, func(i, j int) bool { return less(h[j], h[i]) })
+	return h
 }
 
 // sortScored orders by score, then by name so ties are deterministic.

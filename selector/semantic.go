@@ -80,10 +80,10 @@ func (s *semantic) scores(ctx context.Context, c *Catalog, text string, n int) m
 		return nil
 	}
 	vecs := *vp
-	sims := make(map[int32]float64, len(vecs))
+	sims := make([]float64, len(vecs))
 	for i, v := range vecs {
 		if v != nil {
-			sims[int32(i)] = dot(qv, v)
+			sims[i] = dot(qv, v)
 		}
 	}
 	top := topDocs(sims, n)
