@@ -8,7 +8,7 @@ import (
 )
 
 // devDir is the shared dev sets, beside the repository root.
-const devDir = "../../../shared/eval"
+const devDir = "../../shared/eval"
 
 // TestDevSetsBeatTheBM25Floor guards against regressions: the selector must
 // stay above plain BM25 (the floor the dev README records) at recall@5.

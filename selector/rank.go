@@ -19,9 +19,6 @@ const (
 	// decomposeMinWords is the shortest fragment that counts as a task of
 	// its own in a multi-part request.
 	decomposeMinWords = 3
-	// partShare discounts a sub-query's normalised score against the
-	// whole query's.
-	partShare = 0.7
 )
 
 // DefaultWeights are the ensemble weights a Config without weights gets.
@@ -101,7 +98,7 @@ func (c *Catalog) lexicalWithParts(text string) ([]float64, []float64) {
 			cover[d] = h.covered
 		}
 	}
-	if c.w.decomposeOff() {
+	if c.w.Decompose <= 0 {
 		return lex, cover
 	}
 	for _, part := range decompose(text, decomposeMinWords) {
@@ -113,17 +110,13 @@ func (c *Catalog) lexicalWithParts(text string) ([]float64, []float64) {
 		for d, h := range ph {
 			// A part's best tools join the whole query's at a discount, so
 			// they surface without letting a stray fragment take over.
-			if s := partShare * h.score / m; s > lex[d] {
+			if s := c.w.Decompose * h.score / m; s > lex[d] {
 				lex[d] = s
 			}
 		}
 	}
 	return lex, cover
 }
-
-// decomposeOff reports whether query decomposition is disabled; it is a
-// method so the switch can later move into Weights without touching callers.
-func (w Weights) decomposeOff() bool { return false }
 
 // scored is one candidate during ranking.
 type scored struct {

@@ -47,6 +47,10 @@ type Weights struct {
 	Anchor     float64
 	Avoid      float64
 	Related    float64
+	// Decompose is the share of a sub-query's score a multi-part request's
+	// parts contribute (0 = no decomposition, the default: on the dev sets
+	// it cost 0.002-0.005 recall@5, so it is opt-in; 0.7 is a sane value).
+	Decompose float64
 }
 
 // Anchor boosts tools when the query matches Pattern.
