@@ -47,6 +47,10 @@ type Weights struct {
 	Anchor     float64
 	Avoid      float64
 	Related    float64
+	// Decompose is the share of a sub-query's score a multi-part request's
+	// parts contribute (0 = no decomposition, the default: on the dev sets
+	// it cost 0.002-0.005 recall@5, so it is opt-in; 0.7 is a sane value).
+	Decompose float64
 }
 
 // Anchor boosts tools when the query matches Pattern.
@@ -61,6 +65,9 @@ type Config struct {
 	Weights     Weights
 	Anchors     []Anchor
 	Transitions map[string]map[string]float64 // last tool -> next tool -> P
+	// Embedder computes semantic vectors when Weights.Semantic > 0; nil
+	// means the offline word vectors embedded in the binary.
+	Embedder Embedder
 }
 
 // Query is one search.
@@ -71,6 +78,9 @@ type Query struct {
 	Focus   string                 // the session's entity focus, if any
 	Last    string                 // the last tool the session called
 	Recent  []string               // recently used tools, most recent last
+	// Learned holds the transitions observed online; nil means only the
+	// Config's seeded transitions count.
+	Learned *Transitions
 }
 
 // Result is one ranked tool.

@@ -2,11 +2,74 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"text/tabwriter"
+
+	"github.com/toolgate/toolgate/selector"
 )
 
-// runEval is not built yet.
+// runEval measures a catalog's recall against a query set in the shared
+// format (gold, optional gold_alts, subset) and prints overall and
+// per-subset numbers.
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("eval: not implemented yet")
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	catalog := fs.String("catalog", "", "catalog file: {id: [tools]} or a tools array")
+	queries := fs.String("queries", "", "queries file (JSONL: id, catalog, query, gold, gold_alts, subset)")
+	config := fs.String("config", "", "tools.yaml with enrichment and weights (not wired yet)")
+	limit := fs.Int("limit", 10, "how many results to rank per query (recall@10 needs 10)")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if *catalog == "" || *queries == "" {
+		return fmt.Errorf("%w: eval needs --catalog and --queries", errUsage)
+	}
+	if *config != "" {
+		// TODO(integrator): load with policy.Load and pass its enrichment and
+		// weights into loadCatalogs once the policy package exists.
+		fmt.Fprintln(stderr, "note: --config is not wired yet; ranking without enrichment")
+	}
+	cats, err := loadCatalogs(ctx, *catalog)
+	if err != nil {
+		return err
+	}
+	qs, err := selector.LoadQueries(*queries)
+	if err != nil {
+		return err
+	}
+	rep, err := selector.Evaluate(ctx, qs, selector.SearchRanker(cats, max(*limit, 10)))
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "subset\tn\tR@1\tR@5\tR@10\tall@5")
+	row := func(name string, m selector.EvalMetrics) {
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\n", name, m.N, m.Recall1, m.Recall5, m.Recall10, m.All5)
+	}
+	row("ALL", rep.Overall)
+	if len(rep.BySubset) > 1 {
+		for _, s := range rep.Subsets() {
+			row("  "+s, rep.BySubset[s])
+		}
+	}
+	return tw.Flush()
+}
+
+// loadCatalogs reads and compiles every catalog of a catalog file.
+func loadCatalogs(ctx context.Context, path string) (map[string]*selector.Catalog, error) {
+	raw, err := selector.LoadCatalogFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cats := make(map[string]*selector.Catalog, len(raw))
+	for id, tools := range raw {
+		c, err := selector.Compile(ctx, tools, selector.Config{})
+		if err != nil {
+			return nil, fmt.Errorf("catalog %q: %w", id, err)
+		}
+		cats[id] = c
+	}
+	return cats, nil
 }

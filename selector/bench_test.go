@@ -1,0 +1,68 @@
+package selector
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// syntheticTools generates n tools over a fixed vocabulary of verbs,
+// objects and servers, with descriptions and parameters of realistic size.
+func syntheticTools(n int) []Tool {
+	r := rand.New(rand.NewPCG(1, uint64(n)))
+	verbs := []string{"create", "list", "get", "update", "delete", "search", "send", "upload", "merge", "publish", "archive", "share"}
+	objects := []string{"issue", "file", "page", "message", "channel", "branch", "image", "user", "comment", "invoice", "event", "record", "folder", "ticket", "report"}
+	servers := []string{"github", "fs", "browser", "slack", "cms", "drive", "jira", "calendar", "mail", "crm"}
+	words := []string{"quickly", "securely", "with", "filters", "pagination", "owner", "workspace", "metadata", "status", "draft", "version", "history", "permissions", "content", "title"}
+	out := make([]Tool, n)
+	for i := range out {
+		v, o, s := verbs[r.IntN(len(verbs))], objects[r.IntN(len(objects))], servers[r.IntN(len(servers))]
+		desc := fmt.Sprintf("%s a %s in %s", v, o, s)
+		for range 12 {
+			desc += " " + words[r.IntN(len(words))]
+		}
+		out[i] = Tool{
+			Name:        fmt.Sprintf("%s_%s_%s_%d", s, v, o, i),
+			Description: desc,
+			Params:      []Param{{Name: o + "_id", Description: "the " + o}, {Name: "query", Description: "text to match"}},
+		}
+	}
+	return out
+}
+
+// BenchmarkSearch measures one search. Budget: ≤ 0.5 ms and a few hundred
+// allocations at 2,000 tools (candidate maps and result signals).
+func BenchmarkSearch(b *testing.B) {
+	for _, n := range []int{200, 2000, 10000} {
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			c, err := Compile(context.Background(), syntheticTools(n), Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			q := Query{Text: "upload an image to the cms page and share it on slack", Limit: 5}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Search(context.Background(), q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCompile measures compiling a catalog. Budget: ≤ 80 ms at 500
+// tools; memory is reported per compile.
+func BenchmarkCompile(b *testing.B) {
+	for _, n := range []int{500, 2000} {
+		tools := syntheticTools(n)
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Compile(context.Background(), tools, Config{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,80 @@
+package selector
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+func TestCacheCompilesEachKeyOnce(t *testing.T) {
+	tools := testTools(t)
+	c := NewCache(2)
+	var builds atomic.Int32
+	build := func() ([]Tool, Config) {
+		builds.Add(1)
+		return tools, Config{}
+	}
+	t.Run("concurrent gets of one key share one compile", func(t *testing.T) {
+		var wg sync.WaitGroup
+		cats := make([]*Catalog, 8)
+		for i := range cats {
+			wg.Go(func() {
+				cat, err := c.Get(context.Background(), "k1", build)
+				if err != nil {
+					t.Error(err)
+				}
+				cats[i] = cat
+			})
+		}
+		wg.Wait()
+		if n := builds.Load(); n != 1 {
+			t.Errorf("built %d times, want 1", n)
+		}
+		for _, cat := range cats[1:] {
+			if cat != cats[0] {
+				t.Error("callers got different catalogs for one key")
+			}
+		}
+	})
+	t.Run("a later get is a hit", func(t *testing.T) {
+		before := c.Stats()
+		if _, err := c.Get(context.Background(), "k1", build); err != nil {
+			t.Fatal(err)
+		}
+		after := c.Stats()
+		if after.Hits != before.Hits+1 || builds.Load() != 1 {
+			t.Errorf("stats %+v -> %+v, builds %d", before, after, builds.Load())
+		}
+	})
+	t.Run("the least recently used catalog is evicted", func(t *testing.T) {
+		for _, k := range []string{"k2", "k3"} {
+			if _, err := c.Get(context.Background(), k, build); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n := builds.Load()
+		if _, err := c.Get(context.Background(), "k1", build); err != nil {
+			t.Fatal(err)
+		}
+		if builds.Load() != n+1 || c.Stats().Len != 2 {
+			t.Errorf("k1 was not recompiled after eviction (builds %d -> %d)", n, builds.Load())
+		}
+	})
+	t.Run("a failed compile is reported and not cached", func(t *testing.T) {
+		empty := func() ([]Tool, Config) { return nil, Config{} }
+		for range 2 {
+			if _, err := c.Get(context.Background(), "bad", empty); !errors.Is(err, ErrEmptyCatalog) {
+				t.Errorf("err = %v, want ErrEmptyCatalog", err)
+			}
+		}
+	})
+	t.Run("a cancelled caller stops waiting", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := c.Get(ctx, "k9", build); !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+	})
+}

@@ -1,0 +1,113 @@
+package selector
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeEmbeddings serves /embeddings with bag-of-letters vectors, counting
+// the texts it embeds; failing makes it answer 500.
+func fakeEmbeddings(t *testing.T, failing bool, embedded *atomic.Int32) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failing {
+			http.Error(w, `{"error":{"message":"down"}}`, http.StatusInternalServerError)
+			return
+		}
+		var req struct {
+			Input []string `json:"input"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		type item struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		var out struct {
+			Data []item `json:"data"`
+		}
+		for i, s := range req.Input {
+			embedded.Add(1)
+			v := make([]float32, 26)
+			for _, r := range strings.ToLower(s) {
+				if r >= 'a' && r <= 'z' {
+					v[r-'a']++
+				}
+			}
+			out.Data = append(out.Data, item{i, v})
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestOpenAIEmbedderCachesVectors(t *testing.T) {
+	var n atomic.Int32
+	srv := fakeEmbeddings(t, false, &n)
+	dir := t.TempDir()
+	mk := func() *OpenAIEmbedder {
+		e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: srv.URL, Model: "m", CacheDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	ctx := context.Background()
+	texts := []string{"read a file", "send a message"}
+	if _, err := mk().Embed(ctx, texts); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a second embedder reads the disk cache instead of the service", func(t *testing.T) {
+		before := n.Load()
+		v, err := mk().Embed(ctx, texts)
+		if err != nil || len(v) != 2 || len(v[0]) != 26 {
+			t.Fatalf("Embed = %d vectors, %v", len(v), err)
+		}
+		if n.Load() != before {
+			t.Errorf("service embedded %d more texts, want 0", n.Load()-before)
+		}
+	})
+}
+
+func TestRemoteSemanticDegradesToLexical(t *testing.T) {
+	tools := testTools(t)
+	for _, failing := range []bool{false, true} {
+		name := "a working service adds a semantic signal"
+		if failing {
+			name = "a failing service leaves a lexical search that still answers"
+		}
+		t.Run(name, func(t *testing.T) {
+			var n atomic.Int32
+			srv := fakeEmbeddings(t, failing, &n)
+			e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: srv.URL, Model: "m"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := compileTest(t, tools, Config{Embedder: e})
+			deadline := time.Now().Add(5 * time.Second)
+			for !failing && c.sem.vecs.Load() == nil && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			res, err := c.Search(context.Background(), Query{Text: "merge pull request"})
+			if err != nil {
+				t.Fatalf("search failed: %v", err)
+			}
+			if len(res.Items) == 0 || res.Items[0].Name != nthTool(t, compileTest(t, tools, Config{}), Query{Text: "merge pull request"}, 1) {
+				t.Errorf("top result %v differs from the lexical top", res.Items)
+			}
+			_, hasSem := res.Items[0].Signals["semantic"]
+			if hasSem == failing {
+				t.Errorf("semantic signal present = %v with failing = %v", hasSem, failing)
+			}
+		})
+	}
+}

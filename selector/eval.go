@@ -1,0 +1,220 @@
+package selector
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/rewrite"
+)
+
+// EvalQuery is one line of the shared query format.
+type EvalQuery struct {
+	ID       string              `json:"id"`
+	Catalog  string              `json:"catalog"`
+	Query    string              `json:"query"`
+	Gold     []string            `json:"gold"`
+	GoldAlts map[string][]string `json:"gold_alts"`
+	Subset   string              `json:"subset"`
+}
+
+// EvalMetrics are recall numbers averaged over queries.
+type EvalMetrics struct {
+	N        int
+	Recall1  float64
+	Recall5  float64
+	Recall10 float64
+	All5     float64 // share of queries with every gold tool in the top 5
+}
+
+// EvalReport is the result of Evaluate: overall and per subset.
+type EvalReport struct {
+	Overall  EvalMetrics
+	BySubset map[string]EvalMetrics
+}
+
+// LoadCatalogFile reads a catalog file: either the shared format
+// {catalog id: [OpenAI tools]} or a plain OpenAI tools array (returned under
+// the id ""). It carries no enrichment: Meta is empty.
+func LoadCatalogFile(path string) (map[string][]Tool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading catalog: %w", err)
+	}
+	if !gjson.ValidBytes(data) {
+		return nil, fmt.Errorf("reading catalog %s: invalid JSON", path)
+	}
+	root := gjson.ParseBytes(data)
+	out := map[string][]Tool{}
+	parse := func(id string, arr gjson.Result) error {
+		rts, err := rewrite.ParseTools(arr)
+		if err != nil {
+			return fmt.Errorf("parsing catalog %q in %s: %w", id, path, err)
+		}
+		tools := make([]Tool, len(rts))
+		for i, rt := range rts {
+			tools[i] = Tool{Name: rt.Name, Description: rt.Description}
+			for _, p := range rt.Params {
+				tools[i].Params = append(tools[i].Params, Param{Name: p.Name, Description: p.Description})
+			}
+		}
+		out[id] = tools
+		return nil
+	}
+	if root.IsArray() {
+		return out, parse("", root)
+	}
+	var ferr error
+	root.ForEach(func(k, v gjson.Result) bool {
+		ferr = parse(k.String(), v)
+		return ferr == nil
+	})
+	return out, ferr
+}
+
+// LoadQueries reads a JSONL file of EvalQuery lines.
+func LoadQueries(path string) ([]EvalQuery, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading queries: %w", err)
+	}
+	defer f.Close()
+	var out []EvalQuery
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for line := 1; sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var q EvalQuery
+		if err := json.Unmarshal(sc.Bytes(), &q); err != nil {
+			return nil, fmt.Errorf("reading queries %s:%d: %w", path, line, err)
+		}
+		out = append(out, q)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading queries %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// Ranker returns the top tool names for a query (at least 10 when the
+// catalog has them); Evaluate measures it.
+type Ranker func(ctx context.Context, q EvalQuery) ([]string, error)
+
+// SearchRanker ranks with Catalog.Search at limit k, picking the catalog by
+// the query's catalog id (or the only catalog).
+func SearchRanker(cats map[string]*Catalog, k int) Ranker {
+	return func(ctx context.Context, q EvalQuery) ([]string, error) {
+		c := cats[q.Catalog]
+		if c == nil && len(cats) == 1 {
+			for _, only := range cats {
+				c = only
+			}
+		}
+		if c == nil {
+			return nil, fmt.Errorf("query %s: unknown catalog %q", q.ID, q.Catalog)
+		}
+		res, err := c.Search(ctx, Query{Text: q.Query, Limit: k})
+		if err != nil {
+			return nil, err
+		}
+		names := make([]string, len(res.Items))
+		for i, it := range res.Items {
+			names[i] = it.Name
+		}
+		return names, nil
+	}
+}
+
+// Evaluate computes recall@1/5/10 and all@5 of rank over qs, overall and per
+// subset. A gold tool counts as found when it or one of its gold_alts is in
+// the cut.
+func Evaluate(ctx context.Context, qs []EvalQuery, rank Ranker) (EvalReport, error) {
+	type acc struct {
+		n               int
+		r1, r5, r10, a5 float64
+	}
+	total := &acc{}
+	subs := map[string]*acc{}
+	for _, q := range qs {
+		if len(q.Gold) == 0 {
+			continue
+		}
+		top, err := rank(ctx, q)
+		if err != nil {
+			return EvalReport{}, fmt.Errorf("evaluating: %w", err)
+		}
+		sub := subs[q.Subset]
+		if sub == nil {
+			sub = &acc{}
+			subs[q.Subset] = sub
+		}
+		for _, a := range []*acc{total, sub} {
+			a.n++
+			for _, k := range []int{1, 5, 10} {
+				hit := goldHits(q, top, k)
+				r := float64(hit) / float64(len(q.Gold))
+				switch k {
+				case 1:
+					a.r1 += r
+				case 5:
+					a.r5 += r
+					if hit == len(q.Gold) {
+						a.a5++
+					}
+				case 10:
+					a.r10 += r
+				}
+			}
+		}
+	}
+	m := func(a *acc) EvalMetrics {
+		n := float64(max(a.n, 1))
+		return EvalMetrics{N: a.n, Recall1: a.r1 / n, Recall5: a.r5 / n, Recall10: a.r10 / n, All5: a.a5 / n}
+	}
+	rep := EvalReport{Overall: m(total), BySubset: map[string]EvalMetrics{}}
+	for k, a := range subs {
+		rep.BySubset[k] = m(a)
+	}
+	return rep, nil
+}
+
+// Subsets returns the report's subset names in order.
+func (r EvalReport) Subsets() []string {
+	out := make([]string, 0, len(r.BySubset))
+	for k := range r.BySubset {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func goldHits(q EvalQuery, top []string, k int) int {
+	in := make(map[string]bool, k)
+	for i, n := range top {
+		if i >= k {
+			break
+		}
+		in[n] = true
+	}
+	hit := 0
+	for _, g := range q.Gold {
+		if in[g] {
+			hit++
+			continue
+		}
+		for _, a := range q.GoldAlts[g] {
+			if in[a] {
+				hit++
+				break
+			}
+		}
+	}
+	return hit
+}

@@ -1,0 +1,431 @@
+package selector
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path"
+	"sort"
+	"strings"
+)
+
+// Default cuts of a search.
+const (
+	defaultLimit = 5
+	// candidatePool is how many lexical candidates reach the ensemble: the
+	// other signals re-rank, they do not retrieve (except the tools they
+	// name themselves: anchors, transitions, recent tools).
+	candidatePool = 60
+	// decomposeMinWords is the shortest fragment that counts as a task of
+	// its own in a multi-part request.
+	decomposeMinWords = 3
+)
+
+// DefaultWeights are the ensemble weights a Config without weights gets.
+// The lexical score and the semantic similarity are normalised to 0..1 per
+// query, so the other weights read as "worth this share of a perfect match".
+func DefaultWeights() Weights {
+	return Weights{
+		Lexical:    1.0,
+		Semantic:   0.4,
+		Focus:      0.15,
+		Transition: 0.6,
+		Recency:    0.1,
+		Anchor:     1.0,
+		Avoid:      1.0,
+		Related:    0.5,
+	}
+}
+
+// Search ranks the catalog's tools for q. It never returns tools q.Exclude
+// rejects. A query without any matching term still gets the tools the
+// session signals (anchors, transitions, recency) point at, with a low
+// confidence. The error is non-nil only when ctx is done.
+func (c *Catalog) Search(ctx context.Context, q Query) (Results, error) {
+	if err := ctx.Err(); err != nil {
+		return Results{}, fmt.Errorf("searching catalog: %w", err)
+	}
+	lex, cover := c.lexicalWithParts(q.Text)
+	return c.rank(ctx, q, lex, cover), nil
+}
+
+// Preselect returns the k tools that best fit a conversation turn, for the
+// proxy to add to the active set before the first upstream call. texts are
+// the conversation's recent user messages, oldest first; the last one is the
+// latest turn and weighs most, earlier ones add context at a lower weight.
+// Session signals (focus, last tool, recency) come from q, whose Text and
+// Limit are ignored.
+func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query) (Results, error) {
+	if err := ctx.Err(); err != nil {
+		return Results{}, fmt.Errorf("preselecting tools: %w", err)
+	}
+	if len(texts) == 0 {
+		return Results{}, nil
+	}
+	latest := texts[len(texts)-1]
+	lex, cover := c.lexicalWithParts(latest)
+	if len(texts) > 1 {
+		// Context: earlier turns, each half as relevant as the next one.
+		qt := weightedTerms{}
+		w := 0.35
+		for i := len(texts) - 2; i >= 0 && w > 0.05; i-- {
+			qt.add(c.an.terms(texts[i]), w)
+			w /= 2
+		}
+		ctxHits, _ := c.lexical(qt, "")
+		if m := maxScore(ctxHits); m > 0 {
+			for d, h := range ctxHits {
+				lex[d] += 0.35 * h.score / m
+			}
+		}
+	}
+	q.Text = latest
+	q.Limit = k
+	return c.rank(ctx, q, lex, cover), nil
+}
+
+// lexicalWithParts returns each document's normalised lexical score for
+// text: the whole query's, or, for a multi-part request, the best of the
+// whole and each part's (so the best tool for every part reaches the top),
+// and the idf coverage of the best document.
+func (c *Catalog) lexicalWithParts(text string) ([]float64, []float64) {
+	hits, _ := c.lexical(c.queryTerms(text, 1), text)
+	lex := make([]float64, len(hits))
+	cover := make([]float64, len(hits))
+	if m := maxScore(hits); m > 0 {
+		for d, h := range hits {
+			lex[d] = h.score / m
+			cover[d] = h.covered
+		}
+	}
+	if c.w.Decompose <= 0 {
+		return lex, cover
+	}
+	for _, part := range decompose(text, decomposeMinWords) {
+		ph, _ := c.lexical(c.queryTerms(part, 1), part)
+		m := maxScore(ph)
+		if m == 0 {
+			continue
+		}
+		for d, h := range ph {
+			// A part's best tools join the whole query's at a discount, so
+			// they surface without letting a stray fragment take over.
+			if s := c.w.Decompose * h.score / m; s > lex[d] {
+				lex[d] = s
+			}
+		}
+	}
+	return lex, cover
+}
+
+// scored is one candidate during ranking.
+type scored struct {
+	doc   int32
+	score float64
+	sig   map[string]float64
+}
+
+// rank runs the ensemble over the lexical candidates plus the tools the
+// session signals name, then cuts, adds related tools and computes the
+// confidence.
+func (c *Catalog) rank(ctx context.Context, q Query, lex, cover []float64) Results {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	w := c.w
+	cands := topDocs(lex, candidatePool)
+	seen := make(map[int32]bool, len(cands)+8)
+	for _, d := range cands {
+		seen[d] = true
+	}
+	addCand := func(name string) {
+		if i, ok := c.byName[name]; ok && !seen[int32(i)] {
+			seen[int32(i)] = true
+			cands = append(cands, int32(i))
+		}
+	}
+
+	var sem map[int32]float64
+	if w.Semantic > 0 && c.sem != nil {
+		sem = c.sem.scores(ctx, c, q.Text, candidatePool)
+		for d := range sem {
+			if !seen[d] {
+				seen[d] = true
+				cands = append(cands, d)
+			}
+		}
+	}
+	var trans map[string]float64
+	if w.Transition > 0 && q.Last != "" {
+		trans = transitionProbs(c.cfg.Transitions[q.Last], q.Learned, q.Last)
+		for name := range trans {
+			addCand(name)
+		}
+	}
+	recent := map[string]float64{}
+	if w.Recency > 0 {
+		for i := len(q.Recent) - 1; i >= 0; i-- {
+			age := len(q.Recent) - 1 - i
+			if _, dup := recent[q.Recent[i]]; !dup {
+				recent[q.Recent[i]] = math.Pow(0.7, float64(age))
+				addCand(q.Recent[i])
+			}
+		}
+	}
+	anchored := map[string]float64{}
+	if w.Anchor > 0 {
+		for _, a := range c.cfg.Anchors {
+			if a.Pattern == nil || !a.Pattern.MatchString(q.Text) {
+				continue
+			}
+			boost := a.Boost
+			if boost == 0 {
+				boost = 1
+			}
+			for _, name := range c.expand(a.Tools) {
+				anchored[name] += boost
+				addCand(name)
+			}
+		}
+	}
+	var qwords map[string]bool
+	if w.Avoid > 0 {
+		qwords = map[string]bool{}
+		for _, t := range c.an.terms(q.Text) {
+			qwords[t] = true
+		}
+	}
+	focus := strings.ToLower(strings.TrimSpace(q.Focus))
+
+	list := make([]scored, 0, len(cands))
+	for _, d := range cands {
+		t := &c.tools[d]
+		if q.Exclude != nil && q.Exclude(t.Name) {
+			continue
+		}
+		s := scored{doc: d, sig: map[string]float64{}}
+		s.put("lexical", w.Lexical*lex[d])
+		if sem != nil {
+			s.put("semantic", w.Semantic*sem[d])
+		}
+		if focus != "" && w.Focus > 0 && c.matchesFocus(t, focus) {
+			s.put("focus", w.Focus)
+		}
+		if p := trans[t.Name]; p > 0 {
+			s.put("transition", w.Transition*p)
+		}
+		if r := recent[t.Name]; r > 0 {
+			s.put("recency", w.Recency*r)
+		}
+		if a := anchored[t.Name]; a > 0 {
+			s.put("anchor", w.Anchor*a)
+		}
+		if qwords != nil && c.avoids(t, qwords) {
+			s.put("avoid", -w.Avoid)
+		}
+		list = append(list, s)
+	}
+	sortScored(list, c)
+	if w.Related > 0 {
+		list = c.rideAlong(list, limit, w.Related, q.Exclude)
+	}
+	if len(list) > limit {
+		list = list[:limit]
+	}
+	res := Results{Items: make([]Result, len(list))}
+	for i, s := range list {
+		t := &c.tools[s.doc]
+		res.Items[i] = Result{
+			Name:        t.Name,
+			Description: c.first[s.doc],
+			Hint:        t.Meta.Hint,
+			Category:    t.Meta.Category,
+			Score:       s.score,
+			Signals:     s.sig,
+		}
+	}
+	res.Confidence = confidence(list, cover)
+	return res
+}
+
+func (s *scored) put(name string, v float64) {
+	if v == 0 {
+		return
+	}
+	s.sig[name] = v
+	s.score += v
+}
+
+// rideAlong inserts the related tools of the top results right after their
+// parent, at a share of the parent's score, unless already present.
+func (c *Catalog) rideAlong(list []scored, limit int, share float64, exclude func(string) bool) []scored {
+	top := min(limit, len(list))
+	present := make(map[int32]bool, len(list))
+	for _, s := range list {
+		present[s.doc] = true
+	}
+	var extra []scored
+	for _, s := range list[:top] {
+		for _, name := range c.tools[s.doc].Meta.Related {
+			i, ok := c.byName[name]
+			if !ok || (exclude != nil && exclude(name)) {
+				continue
+			}
+			d := int32(i)
+			v := share * s.score
+			if present[d] {
+				// Already a candidate: lift it if riding along scores more.
+				for j := range list {
+					if list[j].doc == d && list[j].score < v {
+						list[j].sig["related"] = v - list[j].score
+						list[j].score = v
+					}
+				}
+				continue
+			}
+			present[d] = true
+			extra = append(extra, scored{doc: d, score: v, sig: map[string]float64{"related": v}})
+		}
+	}
+	list = append(list, extra...)
+	sortScored(list, c)
+	return list
+}
+
+// matchesFocus reports whether a tool works on the session's entity: its
+// policy entity, or its name or category mentioning it.
+func (c *Catalog) matchesFocus(t *Tool, focus string) bool {
+	if strings.EqualFold(t.Meta.Entity, focus) {
+		return true
+	}
+	for _, w := range c.an.terms(t.Name) {
+		for _, f := range c.an.terms(focus) {
+			if w == f {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// avoids reports whether the query contains every term of one of the
+// tool's avoid_when phrases.
+func (c *Catalog) avoids(t *Tool, qwords map[string]bool) bool {
+	for _, phrase := range t.Meta.AvoidWhen {
+		terms := c.an.terms(phrase)
+		if len(terms) == 0 {
+			continue
+		}
+		all := true
+		for _, term := range terms {
+			if !qwords[term] {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// expand resolves exact names and path.Match globs against the catalog.
+func (c *Catalog) expand(patterns []string) []string {
+	var out []string
+	for _, p := range patterns {
+		if !strings.ContainsAny(p, "*?[") {
+			if _, ok := c.byName[p]; ok {
+				out = append(out, p)
+			}
+			continue
+		}
+		for _, t := range c.tools {
+			if ok, _ := path.Match(p, t.Name); ok {
+				out = append(out, t.Name)
+			}
+		}
+	}
+	return out
+}
+
+// confidence is high when the best tool covers most of the query's terms
+// and stands clear of the runner-up.
+func confidence(list []scored, cover []float64) float64 {
+	if len(list) == 0 || list[0].score <= 0 {
+		return 0
+	}
+	cov := cover[list[0].doc]
+	if _, ok := list[0].sig["anchor"]; ok {
+		cov = max(cov, 0.8)
+	}
+	margin := 1.0
+	if len(list) > 1 {
+		margin = 1 - list[1].score/list[0].score
+	}
+	return math.Round((0.7*cov+0.3*margin)*100) / 100
+}
+
+// topDocs returns the n documents with the highest positive scores, best
+// first, ties by document order. It keeps a size-n min-heap, so it costs
+// O(N log n) and allocates only the result.
+func topDocs(scores []float64, n int) []int32 {
+	h := make([]int32, 0, n)
+	less := func(a, b int32) bool { // a ranks below b
+		if scores[a] != scores[b] {
+			return scores[a] < scores[b]
+		}
+		return a > b
+	}
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			m := l
+			if r := l + 1; r < len(h) && less(h[r], h[l]) {
+				m = r
+			}
+			if !less(h[m], h[i]) {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	for d, s := range scores {
+		if s <= 0 {
+			continue
+		}
+		if len(h) < n {
+			h = append(h, int32(d))
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !less(h[i], h[p]) {
+					break
+				}
+				h[i], h[p] = h[p], h[i]
+				i = p
+			}
+			continue
+		}
+		if n > 0 && less(h[0], int32(d)) {
+			h[0] = int32(d)
+			down(0)
+		}
+	}
+	sort.Slice(h, func(i, j int) bool { return less(h[j], h[i]) })
+	return h
+}
+
+// sortScored orders by score, then by name so ties are deterministic.
+func sortScored(list []scored, c *Catalog) {
+	sort.SliceStable(list, func(i, j int) bool {
+		if list[i].score != list[j].score {
+			return list[i].score > list[j].score
+		}
+		return c.tools[list[i].doc].Name < c.tools[list[j].doc].Name
+	})
+}

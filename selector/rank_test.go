@@ -1,0 +1,294 @@
+package selector
+
+import (
+	"context"
+	"regexp"
+	"testing"
+)
+
+// testTools loads the hand-written catalog under testdata.
+func testTools(t *testing.T) []Tool {
+	t.Helper()
+	cats, err := LoadCatalogFile("testdata/catalog.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cats[""]
+}
+
+func compileTest(t *testing.T, tools []Tool, cfg Config) *Catalog {
+	t.Helper()
+	c, err := Compile(context.Background(), tools, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// rankOf returns the 1-based rank of name, or 0 when it is not returned.
+func rankOf(t *testing.T, c *Catalog, q Query, name string) int {
+	t.Helper()
+	q.Limit = c.Len()
+	res, err := c.Search(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, it := range res.Items {
+		if it.Name == name {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func TestLexicalFindsToolsByMeaningfulWords(t *testing.T) {
+	c := compileTest(t, testTools(t), Config{})
+	tests := []struct {
+		name, query, want string
+	}{
+		{"a paraphrase of the description finds the tool", "capture an image of the web page", "browser_screenshot"},
+		{"a camelCase identifier is split into words", "repoMergePullRequest", "repo_merge_pull_request"},
+		{"stemming matches plural and verb forms", "merging pull requests", "repo_merge_pull_request"},
+		{"the exact tool name wins", "use fs_move_file please", "fs_move_file"},
+		{"parameter descriptions count", "CSS selector click", "browser_click"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if r := rankOf(t, c, Query{Text: tt.query}, tt.want); r != 1 {
+				t.Errorf("%q: %s ranked %d, want 1", tt.query, tt.want, r)
+			}
+		})
+	}
+}
+
+// TestEverySignalChangesARanking switches each signal on and off and checks
+// that it moves the tool it is about in the expected direction.
+func TestEverySignalChangesARanking(t *testing.T) {
+	base := testTools(t)
+	withMeta := func(name string, m Meta) []Tool {
+		out := append([]Tool(nil), base...)
+		for i := range out {
+			if out[i].Name == name {
+				out[i].Meta = m
+			}
+		}
+		return out
+	}
+	off := func(f func(*Weights)) Weights {
+		w := DefaultWeights()
+		f(&w)
+		return w
+	}
+	tests := []struct {
+		name     string
+		tools    []Tool
+		cfg      Config
+		disable  func(*Weights)
+		query    Query
+		tool     string
+		wantRise bool // true: the signal lifts the tool; false: it sinks it
+	}{
+		{
+			name:    "entity focus lifts tools that work on the session's entity",
+			tools:   base,
+			disable: func(w *Weights) { w.Focus = 0 },
+			query:   Query{Text: "list everything", Focus: "channels"},
+			tool:    "chat_list_channels", wantRise: true,
+		},
+		{
+			name:    "recently used tools are sticky",
+			tools:   base,
+			disable: func(w *Weights) { w.Recency = 0 },
+			query:   Query{Text: "file", Recent: []string{"fs_delete_file"}},
+			tool:    "fs_delete_file", wantRise: true,
+		},
+		{
+			name:  "an anchor pattern lifts its tools",
+			tools: base,
+			cfg: Config{Anchors: []Anchor{{
+				Pattern: regexp.MustCompile(`(?i)\bPR\b`), Tools: []string{"repo_*pull_request*"}, Boost: 1,
+			}}},
+			disable: func(w *Weights) { w.Anchor = 0 },
+			query:   Query{Text: "show my PR"},
+			tool:    "repo_list_pull_requests", wantRise: true,
+		},
+		{
+			name:    "related tools ride along with a top result",
+			tools:   withMeta("cms_create_page", Meta{Related: []string{"cms_upload_media"}}),
+			disable: func(w *Weights) { w.Related = 0 },
+			query:   Query{Text: "create a new website page"},
+			tool:    "cms_upload_media", wantRise: true,
+		},
+		{
+			name:    "semantic similarity lifts a tool that shares no word with the query",
+			tools:   base,
+			disable: func(w *Weights) { w.Semantic = 0 },
+			query:   Query{Text: "photograph the site"},
+			tool:    "browser_screenshot", wantRise: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			on := tt.cfg
+			on.Weights = DefaultWeights()
+			offCfg := tt.cfg
+			offCfg.Weights = off(tt.disable)
+			rOn := rankOf(t, compileTest(t, tt.tools, on), tt.query, tt.tool)
+			rOff := rankOf(t, compileTest(t, tt.tools, offCfg), tt.query, tt.tool)
+			if rOff == 0 {
+				rOff = len(tt.tools) + 1
+			}
+			if rOn == 0 {
+				rOn = len(tt.tools) + 1
+			}
+			if tt.wantRise && rOn >= rOff {
+				t.Errorf("rank with signal %d, without %d: want higher with", rOn, rOff)
+			}
+			if !tt.wantRise && rOn <= rOff {
+				t.Errorf("rank with signal %d, without %d: want lower with", rOn, rOff)
+			}
+		})
+	}
+}
+
+// nthTool returns the tool ranked n for q with default weights, so tests
+// pick their subject from the ranking instead of hard-coding it.
+func nthTool(t *testing.T, c *Catalog, q Query, n int) string {
+	t.Helper()
+	q.Limit = n
+	res, err := c.Search(context.Background(), q)
+	if err != nil || len(res.Items) < n {
+		t.Fatalf("search %q: %v, %d items", q.Text, err, len(res.Items))
+	}
+	return res.Items[n-1].Name
+}
+
+func TestTransitionsLiftTheUsualNextTool(t *testing.T) {
+	tools := testTools(t)
+	q := Query{Text: "add content to the website page", Last: "cms_create_page"}
+	target := nthTool(t, compileTest(t, tools, Config{}), q, 4)
+	t.Run("a seeded transition lifts the next tool and switching it off does not", func(t *testing.T) {
+		seed := Config{Transitions: map[string]map[string]float64{"cms_create_page": {target: 0.9}}}
+		on := rankOf(t, compileTest(t, tools, seed), q, target)
+		seed.Weights = DefaultWeights()
+		seed.Weights.Transition = 0
+		off := rankOf(t, compileTest(t, tools, seed), q, target)
+		if on >= off || off != 4 {
+			t.Errorf("rank with transition %d, without %d", on, off)
+		}
+	})
+	t.Run("observed transitions lift the next tool without a seed", func(t *testing.T) {
+		c := compileTest(t, tools, Config{})
+		learned := NewTransitions(16)
+		for range 10 {
+			learned.Observe("cms_create_page", target)
+		}
+		q := q
+		q.Learned = learned
+		if r := rankOf(t, c, q, target); r >= 4 {
+			t.Errorf("rank after observing the transition %d, want above 4", r)
+		}
+	})
+}
+
+func TestAvoidWhenSinksAToolTheQueryWarnsAgainst(t *testing.T) {
+	tools := testTools(t)
+	q := Query{Text: "delete the old file but keep the file backup"}
+	top := nthTool(t, compileTest(t, tools, Config{}), q, 1)
+	for i := range tools {
+		if tools[i].Name == top {
+			tools[i].Meta.AvoidWhen = []string{"keep the file"}
+		}
+	}
+	on := rankOf(t, compileTest(t, tools, Config{}), q, top)
+	w := DefaultWeights()
+	w.Avoid = 0
+	off := rankOf(t, compileTest(t, tools, Config{Weights: w}), q, top)
+	if on <= off {
+		t.Errorf("rank with avoid_when %d, without %d: want lower with", on, off)
+	}
+}
+
+func TestSearchHonoursExcludeAndLimit(t *testing.T) {
+	c := compileTest(t, testTools(t), Config{})
+	res, err := c.Search(context.Background(), Query{
+		Text: "file", Limit: 3,
+		Exclude: func(n string) bool { return n == "fs_read_file" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Items) != 3 {
+		t.Errorf("got %d items, want 3", len(res.Items))
+	}
+	for _, it := range res.Items {
+		if it.Name == "fs_read_file" {
+			t.Error("an excluded tool was returned")
+		}
+	}
+}
+
+func TestConfidenceIsLowerForAVagueQuery(t *testing.T) {
+	c := compileTest(t, testTools(t), Config{})
+	sharp, _ := c.Search(context.Background(), Query{Text: "merge the pull request"})
+	vague, _ := c.Search(context.Background(), Query{Text: "do the thing with the stuff quickly"})
+	if vague.Confidence >= sharp.Confidence {
+		t.Errorf("vague confidence %.2f >= sharp %.2f", vague.Confidence, sharp.Confidence)
+	}
+}
+
+func TestPreselectUsesEarlierTurnsAsContext(t *testing.T) {
+	c := compileTest(t, testTools(t), Config{})
+	ctx := context.Background()
+	alone, _ := c.Preselect(ctx, []string{"now publish it"}, c.Len(), Query{})
+	withCtx, _ := c.Preselect(ctx, []string{"I am building a page on the website", "now publish it"}, c.Len(), Query{})
+	pos := func(r Results) int {
+		for i, it := range r.Items {
+			if it.Name == "cms_publish_page" {
+				return i + 1
+			}
+		}
+		return len(r.Items) + 1
+	}
+	if pos(withCtx) > pos(alone) || pos(withCtx) != 1 {
+		t.Errorf("cms_publish_page at %d with context, %d alone", pos(withCtx), pos(alone))
+	}
+}
+
+func TestDecomposeSplitsOnlyRealSeams(t *testing.T) {
+	tests := []struct {
+		name  string
+		text  string
+		parts int
+	}{
+		{"a plain request stays whole", "search and replace text in a file", 0},
+		{"two sentences are two parts", "Create a page for the launch. Then upload the hero image to it.", 2},
+		{"'and also' joins two tasks", "find the weather in Paris and also book a table for two", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := decompose(tt.text, decomposeMinWords); len(got) != tt.parts {
+				t.Errorf("decompose(%q) = %q, want %d parts", tt.text, got, tt.parts)
+			}
+		})
+	}
+}
+
+func TestAreasSummariseTheCatalog(t *testing.T) {
+	c := compileTest(t, testTools(t), Config{})
+	areas := c.Areas(3)
+	if len(areas) != 3 {
+		t.Fatalf("Areas(3) = %v", areas)
+	}
+	for _, a := range areas {
+		n := 0
+		for _, name := range c.Names() {
+			if namePrefix(name) == a {
+				n++
+			}
+		}
+		if n < 2 {
+			t.Errorf("area %q covers %d tools, want a shared prefix", a, n)
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package selector
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// semantic holds a catalog's tool vectors and turns a query into one. The
+// tool vectors may arrive later (computed in the background by a remote
+// embedder); until then scores returns nil and the search is lexical.
+type semantic struct {
+	vecs  atomic.Pointer[[][]float32] // per document, unit length, nil entries allowed
+	query func(ctx context.Context, text string) []float32
+}
+
+// toolText is what a tool's embedding is computed from: its name twice
+// (names are dense with meaning), title, keywords, examples, category and
+// description.
+func toolText(t *Tool) (words string, nameText string) {
+	nameText = splitIdent(t.Name)
+	s := nameText + " " + t.Meta.Title + " " + t.Meta.Category
+	for _, k := range t.Meta.Keywords {
+		s += " " + k
+	}
+	for _, e := range t.Meta.Examples {
+		s += " " + e
+	}
+	return s + " " + t.Description, nameText
+}
+
+// initSemantic prepares semantic search when its weight is on: with the
+// Config's Embedder in the background, else with the offline word vectors
+// synchronously (averaging is cheap).
+func (c *Catalog) initSemantic(ctx context.Context) error {
+	if c.w.Semantic <= 0 {
+		return nil
+	}
+	if c.cfg.Embedder != nil {
+		c.sem = c.startRemote(ctx, c.cfg.Embedder)
+		return nil
+	}
+	wv, err := DefaultWordVectors()
+	if err != nil {
+		return err
+	}
+	s := &semantic{}
+	vecs := make([][]float32, len(c.tools))
+	for i := range c.tools {
+		text, name := toolText(&c.tools[i])
+		words := c.an.words(text)
+		nameWords := len(c.an.words(name))
+		weights := make([]float64, len(words))
+		for j := range words {
+			weights[j] = 1
+			if j < nameWords {
+				weights[j] = 2
+			}
+		}
+		vecs[i] = wv.average(words, weights)
+	}
+	s.vecs.Store(&vecs)
+	s.query = func(_ context.Context, text string) []float32 {
+		return wv.average(c.an.words(text), nil)
+	}
+	c.sem = s
+	return nil
+}
+
+// scores returns the cosine similarity of the query to every tool that has
+// a vector, rescaled per query so the best is 1 and the median-ish floor 0,
+// keeping the top n. It returns nil when vectors are not ready or the query
+// has no known word.
+func (s *semantic) scores(ctx context.Context, c *Catalog, text string, n int) map[int32]float64 {
+	vp := s.vecs.Load()
+	if vp == nil {
+		return nil
+	}
+	qv := s.query(ctx, text)
+	if qv == nil {
+		return nil
+	}
+	vecs := *vp
+	sims := make([]float64, len(vecs))
+	for i, v := range vecs {
+		if v != nil {
+			sims[i] = dot(qv, v)
+		}
+	}
+	top := topDocs(sims, n)
+	if len(top) == 0 {
+		return nil
+	}
+	hi := sims[top[0]]
+	lo := sims[top[len(top)-1]]
+	out := make(map[int32]float64, len(top))
+	for _, d := range top {
+		if hi > lo {
+			out[d] = (sims[d] - lo) / (hi - lo)
+		}
+	}
+	return out
+}
