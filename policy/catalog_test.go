@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/toolgate/toolgate/selector"
 	"slices"
 	"testing"
 
@@ -65,7 +66,7 @@ transitions:
 		}
 	})
 	t.Run("weights come from search.weights with defaults", func(t *testing.T) {
-		if cfg.Weights.Lexical != 2 || cfg.Weights.Recency != 0 || cfg.Weights.Semantic != 0.5 {
+		if cfg.Weights.Lexical != 2 || cfg.Weights.Recency != 0 || cfg.Weights.Semantic != selector.DefaultWeights().Semantic {
 			t.Errorf("weights %+v", cfg.Weights)
 		}
 	})

@@ -1,6 +1,10 @@
 package policy
 
-import "time"
+import (
+	"time"
+
+	"github.com/toolgate/toolgate/selector"
+)
 
 // Document is tools.yaml as written: the schema users edit. Every key is
 // optional; an absent key keeps its default (see defaultDocument and the
@@ -109,13 +113,16 @@ type SearchSpec struct {
 // WeightsSpec are the ensemble weights, each >= 0.
 type WeightsSpec struct {
 	Lexical    float64 `yaml:"lexical"`    // BM25F over names, descriptions, enrichment. Default 1.
-	Semantic   float64 `yaml:"semantic"`   // embeddings similarity. Default 0.5.
-	Focus      float64 `yaml:"focus"`      // tools of the session's current entity. Default 0.3.
-	Transition float64 `yaml:"transition"` // P(next | last tool). Default 0.5.
-	Recency    float64 `yaml:"recency"`    // recently used tools (sticky). Default 0.2.
+	Semantic   float64 `yaml:"semantic"`   // embeddings similarity. Default 0.4.
+	Focus      float64 `yaml:"focus"`      // tools of the session's current entity. Default 0.15.
+	Transition float64 `yaml:"transition"` // P(next | last tool). Default 0.6.
+	Recency    float64 `yaml:"recency"`    // recently used tools (sticky). Default 0.1.
 	Anchor     float64 `yaml:"anchor"`     // anchors' boosts are multiplied by this. Default 1.
-	Avoid      float64 `yaml:"avoid"`      // penalty when avoid_when matches. Default 0.5.
-	Related    float64 `yaml:"related"`    // score share of related tools riding along. Default 0.3.
+	Avoid      float64 `yaml:"avoid"`      // penalty when avoid_when matches. Default 1.
+	Related    float64 `yaml:"related"`    // score share of related tools riding along. Default 0.5.
+	// Decompose is the share a multi-part request's sub-queries contribute
+	// (0 = off, the default: it cost recall on the dev sets; 0.7 is sane).
+	Decompose float64 `yaml:"decompose"`
 }
 
 // EmbeddingsSpec is search.embeddings.
@@ -253,10 +260,8 @@ func defaultDocument() Document {
 		},
 		Search: SearchSpec{
 			Limit: 5,
-			Weights: WeightsSpec{
-				Lexical: 1, Semantic: 0.5, Focus: 0.3, Transition: 0.5,
-				Recency: 0.2, Anchor: 1, Avoid: 0.5, Related: 0.3,
-			},
+			// The selector's defaults are the ones measured on the dev sets.
+			Weights:    WeightsSpec(selector.DefaultWeights()),
 			Embeddings: EmbeddingsSpec{Provider: "offline", Model: "text-embedding-3-small"},
 		},
 		Sessions: SessionsSpec{TTL: time.Hour, MaxEntries: 10000, Store: "memory"},

@@ -67,8 +67,9 @@ func (g *Gateway) forwardChat(w http.ResponseWriter, r *http.Request, rest strin
 	body := req.Body
 	if len(req.Tools) > 0 {
 		kept := make([]string, 0, len(req.Tools))
+		decide := snap.Decider(req.LastUser)
 		for _, t := range req.Tools {
-			if snap.Decide(t.Name, req.LastUser).Visible {
+			if decide(t.Name).Visible {
 				kept = append(kept, t.Raw)
 			}
 		}
@@ -116,7 +117,7 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 	g.writeError(w, r, err)
 }
 
-func (g *Gateway) retries(snap *policy.Snapshot) int { return 1 }
+func (g *Gateway) retries(snap *policy.Snapshot) int { return max(snap.Gateway.Retries, 0) }
 
 // readBody reads the request body up to limit bytes: a declared length over
 // the limit is refused before reading, a chunked body is cut at the limit.

@@ -46,6 +46,14 @@ type Gateway struct {
 	// Ready reports whether /healthz should answer 200. nil means always.
 	Ready func() bool
 
+	// Embedder computes tool and query vectors when the policy's embeddings
+	// provider is "openai". nil means the offline word vectors.
+	Embedder selector.Embedder
+
+	// Learned keeps the tool transitions observed per tenant (required; see
+	// NewLearned).
+	Learned *Learned
+
 	once     sync.Once
 	seed     maphash.Seed
 	pass     *httputil.ReverseProxy

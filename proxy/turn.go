@@ -43,6 +43,8 @@ type turn struct {
 	pinned  map[string]bool   // core, tool_choice and history: never evicted
 	reasons map[string]string // why each active tool is there
 	visible map[string]bool   // policy decisions, memoised for the turn
+	decide  func(name string) policy.Decision
+	learned *selector.Transitions
 
 	searchDef string
 	rounds    []rewrite.Round
@@ -60,19 +62,31 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 		pinned:  map[string]bool{},
 		reasons: map[string]string{},
 		visible: map[string]bool{},
+		decide:  snap.Decider(req.LastUser),
 	}
 	for i := range req.Tools {
 		t.byName[req.Tools[i].Name] = &req.Tools[i]
 	}
 	key := strconv.FormatUint(maphash.String(g.seed, req.ToolsRaw.Raw), 36) + ":" + strconv.FormatUint(snap.Generation(), 36)
-	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) { return snap.Catalog(req.Tools) })
+	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) {
+		tools, cfg := snap.Catalog(req.Tools)
+		switch snap.Search.Embeddings.Provider {
+		case "off":
+			cfg.Weights.Semantic = 0
+		case "openai":
+			cfg.Embedder = g.Embedder
+		}
+		return tools, cfg
+	})
 	if err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
 	t.cat = cat
 	t.searchDef = searchTool(len(req.Tools), cat.Areas(8))
 
-	t.key = session.Key(session.Tenant(credential(in)), in.Header.Get("X-Session-ID"), req.System, req.FirstUser)
+	tenant := session.Tenant(credential(in))
+	t.key = session.Key(tenant, in.Header.Get("X-Session-ID"), req.System, req.FirstUser)
+	t.learned = g.Learned.For(tenant)
 	st, err := g.Sessions.Get(ctx, t.key)
 	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		// The session is a cache: losing it costs a search, not the request.
@@ -99,7 +113,7 @@ func (t *turn) isVisible(name string) bool {
 		return v
 	}
 	_, known := t.byName[name]
-	v := known && t.snap.Decide(name, t.req.LastUser).Visible
+	v := known && t.decide(name).Visible
 	t.visible[name] = v
 	return v
 }
@@ -125,7 +139,7 @@ func (t *turn) join(name, reason string) {
 // hybrid and preselect modes on a user turn, the preselected tools.
 func (t *turn) seedActive(ctx context.Context) {
 	for _, tool := range t.req.Tools {
-		if t.snap.Decide(tool.Name, t.req.LastUser).Core {
+		if t.decide(tool.Name).Core {
 			t.join(tool.Name, reasonCore)
 		}
 	}
@@ -144,7 +158,7 @@ func (t *turn) seedActive(ctx context.Context) {
 	}
 	mode := t.snap.Gateway.Mode
 	if t.req.UserTurn && (mode == policy.ModeHybrid || mode == policy.ModePreselect) && t.snap.Gateway.Preselect > 0 {
-		res, err := t.cat.Search(ctx, t.query(t.req.LastUser, t.snap.Gateway.Preselect))
+		res, err := t.cat.Preselect(ctx, t.req.Recent, t.snap.Gateway.Preselect, t.query("", t.snap.Gateway.Preselect))
 		if err != nil {
 			t.g.logger().Warn("preselecting tools", "err", err)
 		}
@@ -164,6 +178,7 @@ func (t *turn) query(text string, limit int) selector.Query {
 		Focus:   t.st.Focus,
 		Last:    t.st.Last,
 		Recent:  t.st.Recent,
+		Learned: t.learned,
 	}
 }
 
@@ -276,6 +291,9 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolR
 			if _, known := t.byName[c.Name]; known && !t.isActive(c.Name) {
 				t.misses++
 			}
+			if t.st.Last != "" {
+				t.learned.Observe(t.st.Last, c.Name)
+			}
 			t.st.Touch(c.Name, recentKeep)
 		}
 	}
@@ -290,6 +308,9 @@ func (t *turn) search(ctx context.Context, raw string) string {
 		return "Error: tool_search needs a non-empty \"query\" of English keywords."
 	}
 	limit := a.Limit
+	if limit <= 0 {
+		limit = t.snap.Search.Limit
+	}
 	if limit <= 0 {
 		limit = 5
 	}

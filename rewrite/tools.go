@@ -87,3 +87,32 @@ func FirstLine(s string, max int) string {
 	}
 	return s
 }
+
+// ParseCatalog reads a catalog file's bytes: either {catalog id: [tools]}
+// (the shared eval format) or a plain tools array, returned under the id "".
+func ParseCatalog(data []byte) (map[string][]Tool, error) {
+	if !gjson.ValidBytes(data) {
+		return nil, errors.New("catalog is not valid JSON")
+	}
+	root := gjson.ParseBytes(data)
+	out := map[string][]Tool{}
+	if root.IsArray() {
+		tools, err := ParseTools(root)
+		out[""] = tools
+		return out, err
+	}
+	if !root.IsObject() {
+		return nil, errors.New("catalog must be a tools array or an object of tools arrays")
+	}
+	var ferr error
+	root.ForEach(func(k, v gjson.Result) bool {
+		tools, err := ParseTools(v)
+		if err != nil {
+			ferr = fmt.Errorf("catalog %q: %w", k.String(), err)
+			return false
+		}
+		out[k.String()] = tools
+		return true
+	})
+	return out, ferr
+}

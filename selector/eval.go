@@ -8,8 +8,6 @@ import (
 	"os"
 	"sort"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/toolgate/toolgate/rewrite"
 )
 
@@ -46,16 +44,12 @@ func LoadCatalogFile(path string) (map[string][]Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading catalog: %w", err)
 	}
-	if !gjson.ValidBytes(data) {
-		return nil, fmt.Errorf("reading catalog %s: invalid JSON", path)
+	defs, err := rewrite.ParseCatalog(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing catalog %s: %w", path, err)
 	}
-	root := gjson.ParseBytes(data)
-	out := map[string][]Tool{}
-	parse := func(id string, arr gjson.Result) error {
-		rts, err := rewrite.ParseTools(arr)
-		if err != nil {
-			return fmt.Errorf("parsing catalog %q in %s: %w", id, path, err)
-		}
+	out := make(map[string][]Tool, len(defs))
+	for id, rts := range defs {
 		tools := make([]Tool, len(rts))
 		for i, rt := range rts {
 			tools[i] = Tool{Name: rt.Name, Description: rt.Description}
@@ -64,17 +58,8 @@ func LoadCatalogFile(path string) (map[string][]Tool, error) {
 			}
 		}
 		out[id] = tools
-		return nil
 	}
-	if root.IsArray() {
-		return out, parse("", root)
-	}
-	var ferr error
-	root.ForEach(func(k, v gjson.Result) bool {
-		ferr = parse(k.String(), v)
-		return ferr == nil
-	})
-	return out, ferr
+	return out, nil
 }
 
 // LoadQueries reads a JSONL file of EvalQuery lines.

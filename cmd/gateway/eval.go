@@ -5,8 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
 )
 
@@ -18,7 +21,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	catalog := fs.String("catalog", "", "catalog file: {id: [tools]} or a tools array")
 	queries := fs.String("queries", "", "queries file (JSONL: id, catalog, query, gold, gold_alts, subset)")
-	config := fs.String("config", "", "tools.yaml with enrichment and weights (not wired yet)")
+	config := fs.String("config", "", "tools.yaml whose enrichment and weights apply (default: none)")
 	limit := fs.Int("limit", 10, "how many results to rank per query (recall@10 needs 10)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
@@ -26,12 +29,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *catalog == "" || *queries == "" {
 		return fmt.Errorf("%w: eval needs --catalog and --queries", errUsage)
 	}
-	if *config != "" {
-		// TODO(integrator): load with policy.Load and pass its enrichment and
-		// weights into loadCatalogs once the policy package exists.
-		fmt.Fprintln(stderr, "note: --config is not wired yet; ranking without enrichment")
-	}
-	cats, err := loadCatalogs(ctx, *catalog)
+	cats, err := loadCatalogs(ctx, *catalog, *config)
 	if err != nil {
 		return err
 	}
@@ -57,15 +55,26 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return tw.Flush()
 }
 
-// loadCatalogs reads and compiles every catalog of a catalog file.
-func loadCatalogs(ctx context.Context, path string) (map[string]*selector.Catalog, error) {
-	raw, err := selector.LoadCatalogFile(path)
+// loadCatalogs reads and compiles every catalog of a catalog file, with the
+// enrichment and weights of the policy at config ("" means built-in
+// defaults), exactly as the gateway would compile them.
+func loadCatalogs(ctx context.Context, path, config string) (map[string]*selector.Catalog, error) {
+	snap, err := policy.Load(config)
 	if err != nil {
 		return nil, err
 	}
-	cats := make(map[string]*selector.Catalog, len(raw))
-	for id, tools := range raw {
-		c, err := selector.Compile(ctx, tools, selector.Config{})
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading catalog: %w", err)
+	}
+	defs, err := rewrite.ParseCatalog(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing catalog %s: %w", path, err)
+	}
+	cats := make(map[string]*selector.Catalog, len(defs))
+	for id, rts := range defs {
+		tools, cfg := snap.Catalog(rts)
+		c, err := selector.Compile(ctx, tools, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("catalog %q: %w", id, err)
 		}

@@ -18,7 +18,7 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("search", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	catalog := fs.String("catalog", "", "catalog file: {id: [tools]} or a tools array")
-	config := fs.String("config", "", "tools.yaml with enrichment and weights (not wired yet)")
+	config := fs.String("config", "", "tools.yaml whose enrichment and weights apply (default: none)")
 	id := fs.String("id", "", "catalog id when the file holds several")
 	limit := fs.Int("limit", 10, "how many tools to print")
 	if err := fs.Parse(args); err != nil {
@@ -27,11 +27,7 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *catalog == "" || fs.NArg() == 0 {
 		return fmt.Errorf("%w: usage: gateway search --catalog FILE [--limit K] \"query\"", errUsage)
 	}
-	if *config != "" {
-		// TODO(integrator): apply policy.Load's enrichment and weights here.
-		fmt.Fprintln(stderr, "note: --config is not wired yet; ranking without enrichment")
-	}
-	cats, err := loadCatalogs(ctx, *catalog)
+	cats, err := loadCatalogs(ctx, *catalog, *config)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/toolgate/toolgate/policy"
@@ -73,21 +76,83 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	snap := policy.Default()
+	live, err := policy.NewLive(c.config, logger)
+	if err != nil {
+		return err
+	}
+	snap := live.Current()
+	logger.Info("policy loaded", "source", snap.Source())
 	listen := firstNonEmpty(c.listen, snap.Gateway.Listen)
 	up, err := parseUpstream(firstNonEmpty(c.upstream, snap.Gateway.Upstream))
 	if err != nil {
 		return err
 	}
+	transport := newTransport(snap.Gateway)
+	embedder, err := newEmbedder(snap, up, transport)
+	if err != nil {
+		return err
+	}
 	gw := &proxy.Gateway{
 		Upstream:  up,
-		Policy:    func() *policy.Snapshot { return snap },
+		Policy:    live.Current,
 		Sessions:  session.NewMemory(snap.Sessions.MaxEntries, snap.Sessions.TTL),
 		Catalogs:  selector.NewCache(256),
-		Transport: newTransport(snap.Gateway),
+		Learned:   proxy.NewLearned(4096),
+		Embedder:  embedder,
+		Transport: transport,
 		Logger:    logger,
 	}
+	go func() {
+		if err := live.Watch(ctx); err != nil {
+			logger.Warn("policy watch stopped; edits need SIGHUP or a restart", "err", err)
+		}
+	}()
+	go reloadOnHangup(ctx, live, logger)
 	return serveHTTP(ctx, listen, gw.Handler(), logger, stdout)
+}
+
+// reloadOnHangup reloads the policy on SIGHUP until ctx ends.
+func reloadOnHangup(ctx context.Context, live *policy.Live, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := live.Reload(); err == nil {
+				logger.Info("policy reloaded on SIGHUP", "source", live.Current().Source())
+			}
+		}
+	}
+}
+
+// newEmbedder returns the remote embedder when the policy asks for one
+// (defaulting to the upstream's /embeddings with the upstream key), or nil
+// for the offline word vectors. Settings are read at start-up.
+func newEmbedder(snap *policy.Snapshot, up *url.URL, rt http.RoundTripper) (selector.Embedder, error) {
+	e := snap.Search.Embeddings
+	if e.Provider != "openai" {
+		return nil, nil
+	}
+	cacheDir := e.CacheDir
+	if cacheDir == "" {
+		if d, err := os.UserCacheDir(); err == nil {
+			cacheDir = filepath.Join(d, "toolgate", "embeddings")
+		}
+	}
+	emb, err := selector.NewOpenAIEmbedder(selector.OpenAIEmbedderOptions{
+		BaseURL:  firstNonEmpty(e.URL, up.String()),
+		Model:    e.Model,
+		APIKey:   firstNonEmpty(e.Key, snap.Gateway.UpstreamKey),
+		Client:   &http.Client{Transport: rt, Timeout: 30 * time.Second},
+		CacheDir: cacheDir,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("configuring embeddings: %w", err)
+	}
+	return emb, nil
 }
 
 // serveHTTP listens, serves until ctx ends, then drains in-flight requests.
