@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
@@ -26,7 +27,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 		g.writeError(w, r, err)
 		return
 	}
-	snap := base.ForRequest(policy.Request{Model: req.Model, Header: r.Header.Get})
+	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
 	if why := passthroughReason(snap, req); why != "" {
 		g.forwardChat(w, r, rest, snap, req, why)
 		return
@@ -144,4 +145,21 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 func setToolgateHeaders(h http.Header, t *turn) {
 	h.Set("X-Toolgate-Tools", strconv.Itoa(len(t.req.Tools))+"->"+strconv.Itoa(len(t.activeNames())+1))
 	h.Set("X-Toolgate-Rounds", strconv.Itoa(len(t.rounds)+1))
+}
+
+// keyLabel returns a label of a credential that profiles can match and logs
+// may show, never the credential: its first dash-separated prefix and its
+// last four characters ("sk-...wxyz"); "" when there is none.
+func keyLabel(cred string) string {
+	cred = strings.TrimSpace(strings.TrimPrefix(cred, "Bearer "))
+	if len(cred) < 12 {
+		return ""
+	}
+	prefix, _, ok := strings.Cut(cred, "-")
+	if !ok || len(prefix) > 8 {
+		prefix = ""
+	} else {
+		prefix += "-"
+	}
+	return prefix + "..." + cred[len(cred)-4:]
 }
