@@ -295,6 +295,9 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolR
 				t.learned.Observe(t.st.Last, c.Name)
 			}
 			t.st.Touch(c.Name, recentKeep)
+			if e := t.cat.Entity(c.Name); e != "" {
+				t.st.Focus = e
+			}
 		}
 	}
 	t.bound()
