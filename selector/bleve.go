@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -169,15 +170,21 @@ func (c *Catalog) analyzeQuery(text string, weight float64) *lexQuery {
 // re-analysing the query per field), plus the raw tokens against the
 // whole-name field.
 func (c *Catalog) bleveQuery(q *lexQuery) query.Query {
+	// Sorted, so the float sums (and so ties) do not depend on map order.
+	terms := make([]string, 0, len(q.terms))
+	for t := range q.terms {
+		terms = append(terms, t)
+	}
+	slices.Sort(terms)
 	var ds []query.Query
 	for _, fb := range fieldBoosts {
 		if fb.boost == 0 || c.stats.FieldCardinality[fb.field] == 0 {
 			continue
 		}
-		for term, w := range q.terms {
+		for _, term := range terms {
 			tq := query.NewTermQuery(term)
 			tq.SetField(fb.field)
-			tq.SetBoost(fb.boost * w)
+			tq.SetBoost(fb.boost * q.terms[term])
 			ds = append(ds, tq)
 		}
 	}
