@@ -1,68 +1,117 @@
 package selector
 
 import (
+	"fmt"
+	"regexp"
 	"strings"
 	"unicode"
 
 	"github.com/blevesearch/bleve/v2/analysis"
+	regexpchar "github.com/blevesearch/bleve/v2/analysis/char/regexp"
 	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/analysis/token/camelcase"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/token/stop"
+	"github.com/blevesearch/bleve/v2/analysis/tokenizer/single"
 	uaxtok "github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
 )
 
-// analyzer turns text into index terms with bleve's own analysis chain:
-// unicode (UAX#29) tokenisation, CJK width folding and bigrams, English
-// possessives, lower case, English stop words and the snowball stemmer.
-// Identifiers are split before analysis (see splitIdent) because UAX#29
-// keeps "get_user" and "getUser" as one word. It is stateless after
-// construction and safe for concurrent use.
+// identSeparators are the characters identifiers are joined with. UAX#29
+// keeps "get_user" and "github.create" as one word, so they become spaces
+// before tokenisation.
+var identSeparators = regexp.MustCompile(`[_./:\\#@-]+`)
+
+// analyzer holds the bleve analysis chains of a catalog. They are built
+// from bleve's own components and handed to bleve as instances (documents
+// are built with NewTextFieldCustom), so nothing is registered in bleve's
+// global registry. It is stateless after construction and safe for
+// concurrent use.
 type analyzer struct {
-	stemmed analysis.Analyzer // index and query terms
-	plain   analysis.Analyzer // unstemmed words, for word vectors
-	stops   analysis.TokenMap
+	// text: identifier separators to spaces, unicode (UAX#29) tokens,
+	// camelCase and letter/digit splits (alphanumeric tokens only, so CJK
+	// keeps its token type), CJK width folding and bigrams, English
+	// possessives, lower case, English stop words, snowball stemmer. Every
+	// field but the whole name uses it, so a query is analysed once.
+	text analysis.Analyzer
+	// whole: the full name as one lower-case term, for queries that spell
+	// a tool's name verbatim.
+	whole analysis.Analyzer
+	// plain: like text but neither stemmed nor CJK-bigrammed: the words the
+	// word vectors know.
+	plain analysis.Analyzer
 }
 
 func newAnalyzer() (*analyzer, error) {
 	stops := analysis.NewTokenMap()
 	if err := stops.LoadBytes(en.EnglishStopWords); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("loading stop words: %w", err)
 	}
+	seps := regexpchar.New(identSeparators, []byte(" "))
 	tok := uaxtok.NewUnicodeTokenizer()
+	camel := alnumOnly{camelcase.NewCamelCaseFilter()}
 	stopF := stop.NewStopTokensFilter(stops)
+	lower := lowercase.NewLowerCaseFilter()
 	return &analyzer{
-		stemmed: &analysis.DefaultAnalyzer{
-			Tokenizer: tok,
+		text: &analysis.DefaultAnalyzer{
+			CharFilters: []analysis.CharFilter{seps},
+			Tokenizer:   tok,
 			TokenFilters: []analysis.TokenFilter{
+				camel,
 				cjk.NewCJKWidthFilter(),
 				en.NewPossessiveFilter(),
-				lowercase.NewLowerCaseFilter(),
+				lower,
 				cjk.NewCJKBigramFilter(false),
 				stopF,
 				en.NewEnglishStemmerFilter(),
 			},
 		},
+		whole: &analysis.DefaultAnalyzer{
+			Tokenizer:    single.NewSingleTokenTokenizer(),
+			TokenFilters: []analysis.TokenFilter{lower},
+		},
 		plain: &analysis.DefaultAnalyzer{
-			Tokenizer: tok,
+			CharFilters: []analysis.CharFilter{seps},
+			Tokenizer:   tok,
 			TokenFilters: []analysis.TokenFilter{
+				camel,
 				en.NewPossessiveFilter(),
-				lowercase.NewLowerCaseFilter(),
+				lower,
 				stopF,
 			},
 		},
-		stops: stops,
 	}, nil
 }
 
-// terms returns the stemmed index terms of text, identifiers split.
+// alnumOnly applies a token filter to alphanumeric tokens only. bleve's
+// camelCase filter rebuilds every token it sees with the zero token type,
+// which would hide ideographic tokens from the CJK bigram filter.
+type alnumOnly struct{ f analysis.TokenFilter }
+
+func (a alnumOnly) Filter(in analysis.TokenStream) analysis.TokenStream {
+	out := make(analysis.TokenStream, 0, len(in)+4)
+	for i, t := range in {
+		if t.Type != analysis.AlphaNumeric {
+			out = append(out, t)
+			continue
+		}
+		split := a.f.Filter(in[i : i+1])
+		for _, s := range split {
+			s.Type = t.Type
+		}
+		out = append(out, split...)
+	}
+	return out
+}
+
+// terms returns the stemmed index terms of text (the text chain).
 func (a *analyzer) terms(text string) []string {
-	return analyze(a.stemmed, splitIdent(text))
+	return analyze(a.text, text)
 }
 
 // words returns the unstemmed, stop-filtered words of text.
 func (a *analyzer) words(text string) []string {
-	return analyze(a.plain, splitIdent(text))
+	return analyze(a.plain, text)
 }
 
 func analyze(an analysis.Analyzer, text string) []string {
@@ -79,28 +128,22 @@ func analyze(an analysis.Analyzer, text string) []string {
 	return out
 }
 
-// splitIdent makes identifiers readable to a word tokenizer: it breaks
-// camelCase and PascalCase (keeping acronyms: "HTTPServer" -> "HTTP Server"),
-// and turns _ . - / : into spaces. Ordinary prose passes through unchanged
-// apart from those separators.
+// splitIdent makes an identifier readable as words ("repo_mergePR" ->
+// "repo merge PR") for texts that are not analysed by bleve (the embedding
+// text of a remote embedder).
 func splitIdent(s string) string {
+	s = identSeparators.ReplaceAllString(s, " ")
 	var b strings.Builder
 	b.Grow(len(s) + 8)
 	rs := []rune(s)
 	for i, r := range rs {
-		switch r {
-		case '_', '.', '-', '/', ':', '\\', '#', '@':
-			b.WriteByte(' ')
-			continue
-		}
-		if i > 0 && unicode.IsUpper(r) {
+		if i > 0 && isUpper(r) {
 			p := rs[i-1]
 			next := rune(0)
 			if i+1 < len(rs) {
 				next = rs[i+1]
 			}
-			if unicode.IsLower(p) || unicode.IsDigit(p) ||
-				(unicode.IsUpper(p) && unicode.IsLower(next)) {
+			if isLower(p) || (p >= '0' && p <= '9') || (isUpper(p) && isLower(next)) {
 				b.WriteByte(' ')
 			}
 		}
@@ -108,6 +151,9 @@ func splitIdent(s string) string {
 	}
 	return b.String()
 }
+
+func isUpper(r rune) bool { return unicode.IsUpper(r) }
+func isLower(r rune) bool { return unicode.IsLower(r) }
 
 // namePrefix returns a tool name's server or namespace part: what precedes
 // the last "__", ".", ":" or "/", or else the first "_" segment when the name

@@ -4,59 +4,53 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"runtime"
 	"sort"
 	"strings"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/search"
 )
 
-// field is one searchable part of a tool document.
-type field int
-
+// Document fields of the bleve index, one per searchable part of a tool.
 const (
-	fName     field = iota // the name split into words
-	fWhole                 // the name as one lower-case term
-	fTitle                 // Meta.Title
-	fKeywords              // Meta.Keywords
-	fExamples              // Meta.Examples
-	fDesc                  // the description
-	fParams                // parameter names and descriptions
-	fCategory              // Meta.Category
-	fPrefix                // server / namespace prefix of the name
-	numFields
+	fName     = "name"     // the name split into words
+	fWhole    = "whole"    // the name as one lower-case term
+	fTitle    = "title"    // Meta.Title
+	fKeywords = "keywords" // Meta.Keywords
+	fExamples = "examples" // Meta.Examples
+	fDesc     = "desc"     // the description
+	fLead     = "lead"     // the description's first sentence
+	fParams   = "params"   // parameter names and descriptions
+	fCategory = "category" // Meta.Category
+	fPrefix   = "prefix"   // server / namespace prefix of the name
+	fAll      = "all"      // every field, repeated by weight
 )
 
-// fieldParams are BM25F's per-field weight and length normalisation b. The
-// name, title and keywords are short and curated, so a hit there says more
-// than a hit deep in a long description; b is low on short fields whose
-// length says little about focus.
-var fieldParams = [numFields]struct{ w, b float64 }{
-	fName:     {3.0, 0.3},
-	fWhole:    {4.0, 0},
-	fTitle:    {2.5, 0.3},
-	fKeywords: {2.0, 0.3},
-	fExamples: {1.5, 0.5},
-	fDesc:     {1.0, 0.75},
-	fParams:   {0.4, 0.75},
-	fCategory: {1.5, 0.2},
-	fPrefix:   {1.0, 0},
+// fieldBoosts are the query-time boosts of the fields. The all field
+// carries BM25F (fields repeated by weight, one saturation); the separate
+// fields add a little for a hit where it says most (the name, curated
+// enrichment). Measured on the dev sets: all alone or the separate fields
+// alone (per-field BM25 summed, as a disjunction does) both rank worse;
+// the parameters only help through all.
+var fieldBoosts = []struct {
+	field string
+	boost float64
+}{
+	{fAll, 1.0},
+	{fName, 0.5},
+	{fTitle, 0.5},
+	{fKeywords, 0.5},
+	{fExamples, 0.3},
+	{fDesc, 0.3},
+	{fLead, 0},
+	{fParams, 0},
+	{fCategory, 0.3},
+	{fPrefix, 0.2},
 }
 
-// bm25K1 is BM25's term-frequency saturation.
-const bm25K1 = 1.2
-
-// posting is one document of a term's postings list with its BM25F
-// pseudo term frequency (field-weighted and length-normalised, precomputed
-// at compile time because field weights are fixed per catalog).
-type posting struct {
-	doc int32
-	wtf float32
-}
-
-// termInfo is a term's postings and inverse document frequency.
-type termInfo struct {
-	idf  float64
-	post []posting
-}
+// wholeBoost is the boost of a query token that spells a tool's full name.
+const wholeBoost = 8.0
 
 // ErrEmptyCatalog is returned by Compile for a catalog without tools.
 var ErrEmptyCatalog = errors.New("catalog has no tools")
@@ -69,19 +63,20 @@ type Catalog struct {
 	byName map[string]int
 	first  []string // first line of each description
 	an     *analyzer
-	terms  map[string]*termInfo
-	whole  map[string]int // lower-case full name -> doc
+	idx    bleve.Index       // in-memory scorch, BM25; one document per tool, id = index in tools
+	df     map[string]int    // term -> document frequency, for coverage
+	stats  *search.BM25Stats // exact field lengths for bleve's BM25
 	cfg    Config
 	w      Weights
 	areas  []string
 	sem    *semantic // nil when semantic search is off
 }
 
-// Compile builds a Catalog from tools and their ranking configuration. It
-// computes everything a search needs up front (postings, BM25F weights,
-// exact average field lengths), so a search never waits on compilation work.
-// An all-zero cfg.Weights means DefaultWeights. It does not validate anchor
-// tool names: unknown names are ignored at search time.
+// Compile builds a Catalog from tools and their ranking configuration: a
+// bleve index (in-memory scorch, BM25 scoring) with one document per tool,
+// and the tool vectors of semantic search, so a search never waits on
+// compilation work. An all-zero cfg.Weights means DefaultWeights. It does
+// not validate anchor tool names: unknown names are ignored at search time.
 func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 	if len(tools) == 0 {
 		return nil, ErrEmptyCatalog
@@ -95,112 +90,35 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 		byName: make(map[string]int, len(tools)),
 		first:  make([]string, len(tools)),
 		an:     an,
-		whole:  make(map[string]int, len(tools)),
 		cfg:    cfg,
 		w:      cfg.Weights,
 	}
 	if c.w == (Weights{}) {
 		c.w = DefaultWeights()
 	}
-	type docTerms struct {
-		tf  map[string]*[numFields]float32
-		len [numFields]float64
-	}
-	docs := make([]docTerms, len(tools))
-	var sumLen [numFields]float64
 	for i := range tools {
-		if i%256 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("compiling catalog: %w", err)
-			}
-		}
 		t := &tools[i]
 		if _, dup := c.byName[t.Name]; dup {
 			return nil, fmt.Errorf("compiling catalog: duplicate tool %q", t.Name)
 		}
 		c.byName[t.Name] = i
-		c.whole[strings.ToLower(t.Name)] = i
 		c.first[i] = firstLine(t.Description, 160)
-		d := docTerms{tf: make(map[string]*[numFields]float32, 32)}
-		add := func(f field, text string) {
-			for _, term := range an.terms(text) {
-				p := d.tf[term]
-				if p == nil {
-					p = new([numFields]float32)
-					d.tf[term] = p
-				}
-				p[f]++
-				d.len[f]++
-			}
-		}
-		add(fName, t.Name)
-		lw := strings.ToLower(t.Name)
-		d.tf[lw] = addOne(d.tf[lw], fWhole)
-		d.len[fWhole] = 1
-		add(fTitle, t.Meta.Title)
-		for _, k := range t.Meta.Keywords {
-			add(fKeywords, k)
-		}
-		for _, e := range t.Meta.Examples {
-			add(fExamples, e)
-		}
-		add(fDesc, t.Description)
-		for _, p := range t.Params {
-			add(fParams, p.Name)
-			add(fParams, p.Description)
-		}
-		add(fCategory, t.Meta.Category)
-		add(fPrefix, namePrefix(t.Name))
-		for f := range numFields {
-			sumLen[f] += d.len[f]
-		}
-		docs[i] = d
 	}
-	var avg [numFields]float64
-	for f := range numFields {
-		avg[f] = sumLen[f] / float64(len(tools))
+	if c.idx, c.stats, err = buildIndex(ctx, tools, an); err != nil {
+		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
-	c.terms = make(map[string]*termInfo, 4*len(tools))
-	for i, d := range docs {
-		for term, tf := range d.tf {
-			var wtf float64
-			for f := range numFields {
-				if tf[f] == 0 {
-					continue
-				}
-				fp := fieldParams[f]
-				norm := 1.0
-				if avg[f] > 0 {
-					norm = 1 - fp.b + fp.b*d.len[f]/avg[f]
-				}
-				wtf += fp.w * float64(tf[f]) / norm
-			}
-			ti := c.terms[term]
-			if ti == nil {
-				ti = &termInfo{}
-				c.terms[term] = ti
-			}
-			ti.post = append(ti.post, posting{doc: int32(i), wtf: float32(wtf)})
-		}
-	}
-	n := float64(len(tools))
-	for _, ti := range c.terms {
-		df := float64(len(ti.post))
-		ti.idf = math.Log(1 + (n-df+0.5)/(df+0.5))
+	// The index's scorch instance runs a goroutine until closed; the
+	// catalog is shared through the cache and may be searched after its
+	// eviction, so the index closes when the catalog becomes unreachable.
+	runtime.AddCleanup(c, func(idx bleve.Index) { _ = idx.Close() }, c.idx)
+	if c.df, err = docFreqs(c.idx); err != nil {
+		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
 	c.areas = computeAreas(tools)
 	if err := c.initSemantic(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-func addOne(p *[numFields]float32, f field) *[numFields]float32 {
-	if p == nil {
-		p = new([numFields]float32)
-	}
-	p[f]++
-	return p
 }
 
 // Len returns the number of tools in the catalog.

@@ -16,6 +16,10 @@ const (
 	// other signals re-rank, they do not retrieve (except the tools they
 	// name themselves: anchors, transitions, recent tools).
 	candidatePool = 60
+	// rrfK is reciprocal rank fusion's k for lexical and semantic ranks:
+	// measured on the dev sets, rank fusion at k=10 beats adding the
+	// normalised scores (+0.005 recall@10 on average) and k=30 is too flat.
+	rrfK = 10
 	// decomposeMinWords is the shortest fragment that counts as a task of
 	// its own in a multi-part request.
 	decomposeMinWords = 3
@@ -27,7 +31,7 @@ const (
 func DefaultWeights() Weights {
 	return Weights{
 		Lexical:    1.0,
-		Semantic:   0.4,
+		Semantic:   0.5,
 		Focus:      0.15,
 		Transition: 0.6,
 		Recency:    0.1,
@@ -45,8 +49,12 @@ func (c *Catalog) Search(ctx context.Context, q Query) (Results, error) {
 	if err := ctx.Err(); err != nil {
 		return Results{}, fmt.Errorf("searching catalog: %w", err)
 	}
-	lex, cover := c.lexicalWithParts(q.Text)
-	return c.rank(ctx, q, lex, cover), nil
+	lq := c.analyzeQuery(q.Text, 1)
+	lex, err := c.lexicalWithParts(ctx, lq, q.Text)
+	if err != nil {
+		return Results{}, fmt.Errorf("searching catalog: %w", err)
+	}
+	return c.rank(ctx, q, lex, lq), nil
 }
 
 // Preselect returns the k tools that best fit a conversation turn, for the
@@ -63,59 +71,63 @@ func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query)
 		return Results{}, nil
 	}
 	latest := texts[len(texts)-1]
-	lex, cover := c.lexicalWithParts(latest)
+	lq := c.analyzeQuery(latest, 1)
+	lex, err := c.lexicalWithParts(ctx, lq, latest)
+	if err != nil {
+		return Results{}, fmt.Errorf("preselecting tools: %w", err)
+	}
 	if len(texts) > 1 {
 		// Context: earlier turns, each half as relevant as the next one.
-		qt := weightedTerms{}
+		cq := &lexQuery{terms: map[string]float64{}}
 		w := 0.35
 		for i := len(texts) - 2; i >= 0 && w > 0.05; i-- {
-			qt.add(c.an.terms(texts[i]), w)
+			cq.add(c.an.terms(texts[i]), w)
 			w /= 2
 		}
-		ctxHits, _ := c.lexical(qt, "")
-		if m := maxScore(ctxHits); m > 0 {
-			for d, h := range ctxHits {
-				lex[d] += 0.35 * h.score / m
+		ctxLex, err := c.lexical(ctx, cq, candidatePool)
+		if err != nil {
+			return Results{}, fmt.Errorf("preselecting tools: %w", err)
+		}
+		for _, d := range ctxLex.order {
+			if _, ok := lex.score[d]; !ok {
+				lex.order = append(lex.order, d)
 			}
+			lex.score[d] += 0.35 * ctxLex.score[d]
 		}
 	}
 	q.Text = latest
 	q.Limit = k
-	return c.rank(ctx, q, lex, cover), nil
+	return c.rank(ctx, q, lex, lq), nil
 }
 
-// lexicalWithParts returns each document's normalised lexical score for
-// text: the whole query's, or, for a multi-part request, the best of the
-// whole and each part's (so the best tool for every part reaches the top),
-// and the idf coverage of the best document.
-func (c *Catalog) lexicalWithParts(text string) ([]float64, []float64) {
-	hits, _ := c.lexical(c.queryTerms(text, 1), text)
-	lex := make([]float64, len(hits))
-	cover := make([]float64, len(hits))
-	if m := maxScore(hits); m > 0 {
-		for d, h := range hits {
-			lex[d] = h.score / m
-			cover[d] = h.covered
-		}
-	}
-	if c.w.Decompose <= 0 {
-		return lex, cover
+// lexicalWithParts returns the candidates' normalised lexical scores for
+// the query: the whole query's, or, for a multi-part request, the best of
+// the whole and each part's (so the best tool for every part reaches the
+// top).
+func (c *Catalog) lexicalWithParts(ctx context.Context, lq *lexQuery, text string) (lexScores, error) {
+	lex, err := c.lexical(ctx, lq, candidatePool)
+	if err != nil || c.w.Decompose <= 0 {
+		return lex, err
 	}
 	for _, part := range decompose(text, decomposeMinWords) {
-		ph, _ := c.lexical(c.queryTerms(part, 1), part)
-		m := maxScore(ph)
-		if m == 0 {
-			continue
+		pl, err := c.lexical(ctx, c.analyzeQuery(part, 1), candidatePool)
+		if err != nil {
+			return lex, err
 		}
-		for d, h := range ph {
+		for _, d := range pl.order {
 			// A part's best tools join the whole query's at a discount, so
 			// they surface without letting a stray fragment take over.
-			if s := c.w.Decompose * h.score / m; s > lex[d] {
-				lex[d] = s
+			s := c.w.Decompose * pl.score[d]
+			old, ok := lex.score[d]
+			if !ok {
+				lex.order = append(lex.order, d)
+			}
+			if s > old {
+				lex.score[d] = s
 			}
 		}
 	}
-	return lex, cover
+	return lex, nil
 }
 
 // scored is one candidate during ranking.
@@ -128,13 +140,13 @@ type scored struct {
 // rank runs the ensemble over the lexical candidates plus the tools the
 // session signals name, then cuts, adds related tools and computes the
 // confidence.
-func (c *Catalog) rank(ctx context.Context, q Query, lex, cover []float64) Results {
+func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery) Results {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultLimit
 	}
 	w := c.w
-	cands := topDocs(lex, candidatePool)
+	cands := append([]int32(nil), lex.order...)
 	seen := make(map[int32]bool, len(cands)+8)
 	for _, d := range cands {
 		seen[d] = true
@@ -198,6 +210,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex, cover []float64) Resul
 	}
 	focus := strings.ToLower(strings.TrimSpace(q.Focus))
 
+	lexRank, semRank := rankOrder(lex.score), rankOrder(sem)
 	list := make([]scored, 0, len(cands))
 	for _, d := range cands {
 		t := &c.tools[d]
@@ -205,9 +218,13 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex, cover []float64) Resul
 			continue
 		}
 		s := scored{doc: d, sig: map[string]float64{}}
-		s.put("lexical", w.Lexical*lex[d])
-		if sem != nil {
-			s.put("semantic", w.Semantic*sem[d])
+		// Weighted reciprocal rank fusion, scaled so rank 1 is worth the
+		// signal's weight (the other signals read as shares of that).
+		if r, ok := lexRank[d]; ok {
+			s.put("lexical", w.Lexical*(rrfK+1)/(rrfK+float64(r)))
+		}
+		if r, ok := semRank[d]; ok {
+			s.put("semantic", w.Semantic*(rrfK+1)/(rrfK+float64(r)))
 		}
 		if focus != "" && w.Focus > 0 && c.matchesFocus(t, focus) {
 			s.put("focus", w.Focus)
@@ -244,6 +261,10 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex, cover []float64) Resul
 			Score:       s.score,
 			Signals:     s.sig,
 		}
+	}
+	var cover float64
+	if len(list) > 0 {
+		cover = c.coverage(lq, list[0].doc)
 	}
 	res.Confidence = confidence(list, cover)
 	return res
@@ -352,11 +373,10 @@ func (c *Catalog) expand(patterns []string) []string {
 
 // confidence is high when the best tool covers most of the query's terms
 // and stands clear of the runner-up.
-func confidence(list []scored, cover []float64) float64 {
+func confidence(list []scored, cov float64) float64 {
 	if len(list) == 0 || list[0].score <= 0 {
 		return 0
 	}
-	cov := cover[list[0].doc]
 	if _, ok := list[0].sig["anchor"]; ok {
 		cov = max(cov, 0.8)
 	}
@@ -428,4 +448,23 @@ func sortScored(list []scored, c *Catalog) {
 		}
 		return c.tools[list[i].doc].Name < c.tools[list[j].doc].Name
 	})
+}
+
+// rankOrder returns each document's 1-based rank by descending score.
+func rankOrder(m map[int32]float64) map[int32]int {
+	ds := make([]int32, 0, len(m))
+	for d := range m {
+		ds = append(ds, d)
+	}
+	sort.Slice(ds, func(i, j int) bool {
+		if m[ds[i]] != m[ds[j]] {
+			return m[ds[i]] > m[ds[j]]
+		}
+		return ds[i] < ds[j]
+	})
+	out := make(map[int32]int, len(ds))
+	for i, d := range ds {
+		out[d] = i + 1
+	}
+	return out
 }

@@ -99,8 +99,8 @@ func TestEverySignalChangesARanking(t *testing.T) {
 			name:    "recently used tools are sticky",
 			tools:   base,
 			disable: func(w *Weights) { w.Recency = 0 },
-			query:   Query{Text: "file", Recent: []string{"fs_delete_file"}},
-			tool:    "fs_delete_file", wantRise: true,
+			query:   Query{Text: "file", Recent: []string{"fs_write_file"}},
+			tool:    "fs_write_file", wantRise: true,
 		},
 		{
 			name:  "an anchor pattern lifts its tools",
