@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
@@ -15,6 +14,9 @@ import (
 // go through the search loop, the rest upstream unchanged (minus denied
 // tools).
 func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string) {
+	tr := g.track(w, routeChat)
+	defer tr.done()
+	w = tr
 	base := g.policy()
 	body, err := readBody(w, r, base.Gateway.BodyLimit)
 	if err != nil {
@@ -28,6 +30,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 	}
 	snap := base.ForRequest(policy.Request{Model: req.Model, Header: r.Header.Get})
 	if why := passthroughReason(snap, req); why != "" {
+		tr.passthrough(why)
 		g.forwardChat(w, r, rest, snap, req, why)
 		return
 	}
@@ -36,6 +39,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 		g.writeError(w, r, err)
 		return
 	}
+	tr.attach(t)
 	if req.Stream {
 		g.streamTurn(w, r, rest, t)
 	} else {
@@ -137,11 +141,4 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, fmt.Errorf("%w: reading request body: %w", rewrite.ErrBadRequest, err)
 	}
 	return body, nil
-}
-
-// setToolgateHeaders reports what the gateway did, on every rewritten
-// response.
-func setToolgateHeaders(h http.Header, t *turn) {
-	h.Set("X-Toolgate-Tools", strconv.Itoa(len(t.req.Tools))+"->"+strconv.Itoa(len(t.activeNames())+1))
-	h.Set("X-Toolgate-Rounds", strconv.Itoa(len(t.rounds)+1))
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
@@ -38,6 +39,7 @@ type turn struct {
 
 	byName  map[string]*rewrite.Tool
 	cat     *selector.Catalog
+	catKey  string // the catalog cache key
 	key     string
 	st      session.State
 	pinned  map[string]bool   // core, tool_choice and history: never evicted
@@ -53,6 +55,8 @@ type turn struct {
 	created   int64
 	searches  int
 	misses    int
+
+	rep *report // accounting for headers, metrics and the decision log; nil in bare tests
 }
 
 func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Snapshot, req *rewrite.Request) (*turn, error) {
@@ -81,7 +85,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	if err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
-	t.cat = cat
+	t.cat, t.catKey = cat, key
 	t.searchDef = searchTool(len(req.Tools), cat.Areas(8))
 
 	tenant := session.Tenant(credential(in))
@@ -315,7 +319,9 @@ func (t *turn) search(ctx context.Context, raw string) string {
 		limit = 5
 	}
 	limit = min(limit, maxSearchLimit)
+	start := time.Now()
 	res, err := t.cat.Search(ctx, t.query(a.Query, limit))
+	t.noteSearch(a.Query, res, time.Since(start))
 	if err != nil {
 		t.g.logger().Warn("searching tools", "query", a.Query, "err", err)
 		return "Error: the search failed; try again with other keywords."
