@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
@@ -28,7 +29,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 		g.writeError(w, r, err)
 		return
 	}
-	snap := base.ForRequest(policy.Request{Model: req.Model, Header: r.Header.Get})
+	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
 	if why := passthroughReason(snap, req); why != "" {
 		tr.passthrough(why)
 		g.forwardChat(w, r, rest, snap, req, why)
@@ -141,4 +142,21 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, fmt.Errorf("%w: reading request body: %w", rewrite.ErrBadRequest, err)
 	}
 	return body, nil
+}
+
+// keyLabel returns a label of a credential that profiles can match and logs
+// may show, never the credential: its first dash-separated prefix and its
+// last four characters ("sk-...wxyz"); "" when there is none.
+func keyLabel(cred string) string {
+	cred = strings.TrimSpace(strings.TrimPrefix(cred, "Bearer "))
+	if len(cred) < 12 {
+		return ""
+	}
+	prefix, _, ok := strings.Cut(cred, "-")
+	if !ok || len(prefix) > 8 {
+		prefix = ""
+	} else {
+		prefix += "-"
+	}
+	return prefix + "..." + cred[len(cred)-4:]
 }

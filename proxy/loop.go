@@ -48,7 +48,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		t.usage = rewrite.AddUsage(t.usage, out.Usage)
 		internal, real := t.split(out.Calls)
 		results := t.answer(ctx, out.Calls)
-		last := len(internal) == 0 || len(real) > 0 || !t.withSearch(round)
+		last := len(internal) == 0 || len(real) > 0 || !t.canContinue(round)
 		if !last {
 			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, Calls: internal, Results: results})
 			continue

@@ -99,3 +99,17 @@ func TestHealthzAnswersOK(t *testing.T) {
 		t.Fatalf("/healthz = %d", resp.StatusCode)
 	}
 }
+
+func TestKeyLabelNeverRevealsTheCredential(t *testing.T) {
+	for _, tc := range []struct{ name, cred, want string }{
+		{"a bearer key keeps its prefix and last four characters", "Bearer sk-proj-abcdefghijklmnop", "sk-...mnop"},
+		{"a key without dashes keeps only its last four characters", "abcdefghijklmnopqrst", "...qrst"},
+		{"a short secret yields no label at all", "Bearer sk-12", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := keyLabel(tc.cred); got != tc.want {
+				t.Errorf("keyLabel(%q) = %q, want %q", tc.cred, got, tc.want)
+			}
+		})
+	}
+}

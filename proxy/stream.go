@@ -48,7 +48,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		internal, real := t.split(res.calls)
 		g.logger().Debug("stream round", "round", round, "calls", len(res.calls), "internal", len(internal), "real", len(real))
 		results := t.answer(ctx, res.calls)
-		if len(internal) > 0 && len(real) == 0 && t.withSearch(round) {
+		if len(internal) > 0 && len(real) == 0 && t.canContinue(round) {
 			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, Calls: internal, Results: results})
 			continue
 		}
@@ -192,7 +192,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 			switch {
 			case realN > 0:
 				emitFinish = true
-			case internalN > 0 && t.withSearch(round):
+			case internalN > 0 && t.canContinue(round):
 				edit.Finish = "null"
 			case internalN > 0:
 				edit.Finish, emitFinish = "stop", true

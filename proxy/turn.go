@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
@@ -263,6 +265,11 @@ func (t *turn) withSearch(round int) bool {
 	return round < t.maxRounds()
 }
 
+// canContinue reports whether the gateway may answer round i's internal
+// calls and ask the upstream again: rounds 0..max_rounds-1 may; the round
+// after them (without tool_search) is the last.
+func (t *turn) canContinue(round int) bool { return round < t.maxRounds() }
+
 func (t *turn) maxRounds() int {
 	if n := t.snap.Gateway.MaxRounds; n > 0 {
 		return n
@@ -299,6 +306,9 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolR
 				t.learned.Observe(t.st.Last, c.Name)
 			}
 			t.st.Touch(c.Name, recentKeep)
+			if e := t.cat.Entity(c.Name); e != "" {
+				t.st.Focus = e
+			}
 		}
 	}
 	t.bound()
@@ -326,6 +336,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 		t.g.logger().Warn("searching tools", "query", a.Query, "err", err)
 		return "Error: the search failed; try again with other keywords."
 	}
+	res.Items = t.withBundles(a.Query, res.Items)
 	for _, it := range res.Items {
 		t.join(it.Name, reasonDiscovered)
 	}
@@ -351,4 +362,42 @@ func (t *turn) split(calls []rewrite.Call) (internal, real []rewrite.Call) {
 		}
 	}
 	return internal, real
+}
+
+// withBundles puts the tools of every bundle the query names (by its name,
+// as a word) ahead of the ranked results: asking for "browser" tools gets
+// the browser bundle whole, up to maxSearchLimit tools in all.
+func (t *turn) withBundles(query string, items []selector.Result) []selector.Result {
+	words := strings.FieldsFunc(strings.ToLower(query), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' && r != '-'
+	})
+	var out []selector.Result
+	seen := map[string]bool{}
+	for _, b := range t.snap.Bundles() {
+		if !slices.Contains(words, strings.ToLower(b.Name)) {
+			continue
+		}
+		for _, tool := range t.req.Tools {
+			if len(out) >= maxSearchLimit {
+				break
+			}
+			if b.Match(tool.Name) && !seen[tool.Name] && !t.isActive(tool.Name) && t.isVisible(tool.Name) {
+				seen[tool.Name] = true
+				res := selector.Result{Name: tool.Name, Description: tool.Description, Score: 1}
+				if st, ok := t.cat.Tool(tool.Name); ok {
+					res.Category, res.Hint = st.Meta.Category, st.Meta.Hint
+				}
+				out = append(out, res)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return items
+	}
+	for _, it := range items {
+		if len(out) < maxSearchLimit && !seen[it.Name] {
+			out = append(out, it)
+		}
+	}
+	return out
 }

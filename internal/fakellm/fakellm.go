@@ -58,6 +58,9 @@ type Model struct {
 	MaxSearches int
 	// Keep records every request's body when true.
 	Keep bool
+	// Reckless makes the model call each step's tool even when the request
+	// does not offer it, as real models sometimes do.
+	Reckless bool
 
 	seq     atomic.Int64
 	mu      sync.Mutex
@@ -184,7 +187,7 @@ func (m *Model) decide(req gjson.Result, avail map[string]bool) reply {
 		limit = 2
 	}
 	switch {
-	case avail[step.Tool]:
+	case avail[step.Tool] || m.Reckless:
 		args := string(step.Args)
 		if args == "" {
 			args = "{}"

@@ -1,0 +1,202 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/fakellm"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// withPolicy writes a tools.yaml (and hint files) to a temp dir and serves
+// it live: edits to the file apply to the running gateway.
+func withPolicy(t *testing.T, yaml string, files map[string]string) (func(*Gateway), string) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "tools.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	live, err := policy.NewLive(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = live.Watch(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return func(g *Gateway) { g.Policy = live.Current }, path
+}
+
+func firstUpstreamNames(t *testing.T, model *fakellm.Model) []string {
+	t.Helper()
+	recs := model.Records()
+	if len(recs) == 0 {
+		t.Fatal("upstream saw no request")
+	}
+	return recs[0].Names
+}
+
+func TestPolicyShapesWhatTheModelSees(t *testing.T) {
+	deleteTask := fakellm.Task{
+		Prompt: "Delete the old branch and the stale file.",
+		Steps:  []fakellm.Step{{Tool: "repo_delete_branch", Query: "delete branch", Args: json.RawMessage(`{}`)}},
+		Answer: "Done.",
+	}
+	t.Run("a core tool is in the very first upstream request", func(t *testing.T) {
+		opt, _ := withPolicy(t, "core: [calendar_create_event]\n", nil)
+		model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+		base := newTestGateway(t, model, opt)
+		runAgent(t, base, twoStepTask, testCatalog(30), false, nil)
+		if names := firstUpstreamNames(t, model); !slices.Contains(names, "calendar_create_event") {
+			t.Errorf("first upstream tools %v lack the core tool", names)
+		}
+	})
+	t.Run("denied tools never reach the upstream even when the task asks for them", func(t *testing.T) {
+		opt, _ := withPolicy(t, "deny: ['*delete*']\n", nil)
+		model := &fakellm.Model{Tasks: []fakellm.Task{deleteTask}}
+		base := newTestGateway(t, model, opt)
+		run := runAgent(t, base, deleteTask, testCatalog(30), true, nil)
+		for _, r := range model.Records() {
+			for _, n := range r.Names {
+				if strings.Contains(n, "delete") {
+					t.Fatalf("upstream was offered %s", n)
+				}
+			}
+		}
+		if len(run.calls) != 0 {
+			t.Errorf("client received calls %v", run.calls)
+		}
+	})
+	t.Run("a model's call to a denied tool is answered with an error and never reaches the client", func(t *testing.T) {
+		opt, _ := withPolicy(t, "deny: ['*delete*']\n", nil)
+		model := &fakellm.Model{Tasks: []fakellm.Task{deleteTask}, Keep: true, Reckless: true}
+		base := newTestGateway(t, model, opt)
+		for _, stream := range []bool{false, true} {
+			model.Reset()
+			run := runAgent(t, base, deleteTask, testCatalog(30), stream, nil)
+			if len(run.calls) != 0 || run.answer != deleteTask.Answer {
+				t.Errorf("stream=%v: client got calls %v and answer %q; want no calls and the final answer", stream, run.calls, run.answer)
+			}
+			recs := model.Records()
+			if len(recs) < 2 || !strings.Contains(string(recs[len(recs)-1].Body), "blocked by policy") {
+				t.Errorf("stream=%v: the model was not told the tool is blocked", stream)
+			}
+		}
+	})
+	t.Run("keywords make an otherwise unfindable tool found", func(t *testing.T) {
+		task := fakellm.Task{
+			Prompt: "Hi there.",
+			Steps:  []fakellm.Step{{Tool: "util_gadget_150", Query: "zorblax", Args: json.RawMessage(`{}`)}},
+			Answer: "Done.",
+		}
+		for _, tc := range []struct {
+			name  string
+			yaml  string
+			found bool
+		}{
+			{"without keywords", "gateway: {min_tools: 12}\n", false},
+			{"with keywords", "tools:\n  util_gadget_150: {keywords: [zorblax]}\n", true},
+		} {
+			opt, _ := withPolicy(t, tc.yaml, nil)
+			model := &fakellm.Model{Tasks: []fakellm.Task{task}}
+			base := newTestGateway(t, model, opt)
+			run := runAgent(t, base, task, testCatalog(200), false, nil)
+			if got := slices.Contains(run.calls, "util_gadget_150"); got != tc.found {
+				t.Errorf("%s: tool found = %v, want %v (calls %v)", tc.name, got, tc.found, run.calls)
+			}
+		}
+	})
+	t.Run("a category's hints reach the model inside the tool_search result", func(t *testing.T) {
+		yaml := "tools:\n  'chat_*': {category: chat}\ncategories:\n  chat: {hints: hints/chat.md}\n"
+		opt, _ := withPolicy(t, yaml, map[string]string{"hints/chat.md": "Always reply in the thread, never in the channel."})
+		task := fakellm.Task{
+			Prompt: "Let everyone know the deploy finished.",
+			Steps:  []fakellm.Step{{Tool: "chat_post_message", Query: "send message chat channel", Args: json.RawMessage(`{}`)}},
+			Answer: "Done.",
+		}
+		model := &fakellm.Model{Tasks: []fakellm.Task{task}, Keep: true}
+		base := newTestGateway(t, model, opt)
+		runAgent(t, base, task, testCatalog(30), false, nil)
+		found := false
+		for _, r := range model.Records() {
+			found = found || strings.Contains(string(r.Body), "Always reply in the thread")
+		}
+		if !found {
+			t.Error("no upstream request carried the category's hint text")
+		}
+	})
+	t.Run("a query naming a bundle gets the bundle whole", func(t *testing.T) {
+		yaml := "bundles:\n  browser: {description: Drive the browser, tools: ['browser_*']}\n"
+		opt, _ := withPolicy(t, yaml, nil)
+		task := fakellm.Task{
+			Prompt: "Hello.",
+			Steps:  []fakellm.Step{{Tool: "browser_screenshot", Query: "browser", Args: json.RawMessage(`{}`)}},
+			Answer: "Done.",
+		}
+		model := &fakellm.Model{Tasks: []fakellm.Task{task}}
+		base := newTestGateway(t, model, opt)
+		runAgent(t, base, task, testCatalog(30), false, nil)
+		recs := model.Records()
+		last := recs[len(recs)-1].Names
+		for _, want := range []string{"browser_navigate", "browser_screenshot"} {
+			if !slices.Contains(last, want) {
+				t.Errorf("after searching the bundle the model has %v, missing %s", last, want)
+			}
+		}
+	})
+	t.Run("appending to deny takes effect without a restart", func(t *testing.T) {
+		opt, path := withPolicy(t, "core: [repo_delete_branch]\n", nil)
+		model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+		base := newTestGateway(t, model, opt)
+		tools := testCatalog(30)
+		runAgent(t, base, twoStepTask, tools, false, nil)
+		if !slices.Contains(firstUpstreamNames(t, model), "repo_delete_branch") {
+			t.Fatal("the core tool was not offered before the edit")
+		}
+		if err := os.WriteFile(path, []byte("core: [repo_delete_branch]\ndeny: ['*delete*']\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			model.Reset()
+			runAgent(t, base, twoStepTask, tools, false, map[string]string{"X-Session-ID": time.Now().String()})
+			if !slices.Contains(firstUpstreamNames(t, model), "repo_delete_branch") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("deny edit not in effect after 5s")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	t.Run("a broken edit keeps the last good policy serving", func(t *testing.T) {
+		opt, path := withPolicy(t, "core: [calendar_create_event]\n", nil)
+		model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+		base := newTestGateway(t, model, opt)
+		if err := os.WriteFile(path, []byte("core: [calendar_create_event\n  bad: ["), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(700 * time.Millisecond) // past the reload debounce
+		runAgent(t, base, twoStepTask, testCatalog(30), false, nil)
+		if !slices.Contains(firstUpstreamNames(t, model), "calendar_create_event") {
+			t.Error("the last good policy stopped serving after a broken edit")
+		}
+	})
+}

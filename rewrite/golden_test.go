@@ -1,0 +1,125 @@
+package rewrite
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// TestBuildMatchesGoldenFiles checks the request the upstream gets,
+// byte for byte: only tools and messages change (and stream usage is
+// requested); every other field passes through untouched.
+func TestBuildMatchesGoldenFiles(t *testing.T) {
+	in, err := os.ReadFile(filepath.Join("testdata", "golden", "search_round.in.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "golden", "search_round.want.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := ParseRequest(bytes.TrimSpace(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Build(req, []string{`{"type":"function","function":{"name":"tool_search"}}`, req.Tools[0].Raw}, []Round{{
+		Calls:   []Call{{ID: "call_1", Name: "tool_search", Arguments: `{"query":"create issue"}`}},
+		Results: []ToolResult{{CallID: "call_1", Content: "Found 1 tool(s)."}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, bytes.TrimSpace(want)) {
+		t.Errorf("Build mismatch:\n got %s\nwant %s", got, bytes.TrimSpace(want))
+	}
+	if !gjson.ValidBytes(got) {
+		t.Error("Build produced invalid JSON")
+	}
+}
+
+func TestBuildWithoutToolsRemovesToolChoice(t *testing.T) {
+	req, err := ParseRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"a"}}],"tool_choice":"required","parallel_tool_calls":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Build(req, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"tools", "tool_choice", "parallel_tool_calls"} {
+		if gjson.GetBytes(got, p).Exists() {
+			t.Errorf("%s still present: %s", p, got)
+		}
+	}
+}
+
+func TestParseRequestReadsTheConversation(t *testing.T) {
+	body := []byte(`{"model":"m","tool_choice":{"type":"function","function":{"name":"b"}},"messages":[
+		{"role":"developer","content":"sys"},
+		{"role":"user","content":[{"type":"text","text":"first"}]},
+		{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"a","arguments":"{}"}}]},
+		{"role":"tool","tool_call_id":"1","content":"ok"},
+		{"role":"user","content":"second"},
+		{"role":"assistant","tool_calls":[{"id":"2","type":"function","function":{"name":"b","arguments":"{}"}},{"id":"3","type":"function","function":{"name":"a","arguments":"{}"}}]},
+		{"role":"tool","tool_call_id":"2","content":"ok"}]}`)
+	r, err := ParseRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want any
+	}{
+		{"the system prompt comes from the first system or developer message", r.System, "sys"},
+		{"the first user message is read from content parts", r.FirstUser, "first"},
+		{"the latest user message is the last one", r.LastUser, "second"},
+		{"a tool result is not a user turn", r.UserTurn, false},
+		{"tool_choice names its function", r.ToolChoice, "b"},
+		{"called tools are listed once in first-call order", len(r.Called) == 2 && r.Called[0] == "a" && r.Called[1] == "b", true},
+		{"the tail lists the last assistant's calls", len(r.CalledTail) == 2 && r.CalledTail[0] == "b", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Errorf("got %v, want %v", tc.got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAddUsageSumsEveryNumber(t *testing.T) {
+	acc := AddUsage(nil, gjson.Parse(`{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":4}}`))
+	acc = AddUsage(acc, gjson.Parse(`{"prompt_tokens":20,"completion_tokens":3,"total_tokens":23,"prompt_tokens_details":{"cached_tokens":1,"audio_tokens":7}}`))
+	for path, want := range map[string]int64{"prompt_tokens": 30, "completion_tokens": 5, "total_tokens": 35, "prompt_tokens_details.cached_tokens": 5, "prompt_tokens_details.audio_tokens": 7} {
+		if got := gjson.GetBytes(acc, path).Int(); got != want {
+			t.Errorf("%s = %d, want %d (%s)", path, got, want, acc)
+		}
+	}
+}
+
+func TestClientResponseStripsInternalCalls(t *testing.T) {
+	body := []byte(`{"id":"r2","created":2,"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"s","type":"function","function":{"name":"tool_search","arguments":"{}"}},{"id":"x","type":"function","function":{"name":"real","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1}}`)
+	r, err := ParseResponse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepReal := func(c Call) bool { return c.Name != "tool_search" }
+	got, err := ClientResponse(r, keepReal, []byte(`{"prompt_tokens":9}`), "r1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gjson.ParseBytes(got)
+	if n := len(g.Get("choices.0.message.tool_calls").Array()); n != 1 || g.Get("choices.0.message.tool_calls.0.function.name").String() != "real" {
+		t.Errorf("tool_calls = %s", g.Get("choices.0.message.tool_calls"))
+	}
+	if g.Get("id").String() != "r1" || g.Get("usage.prompt_tokens").Int() != 9 || g.Get("choices.0.finish_reason").String() != "tool_calls" {
+		t.Errorf("response = %s", got)
+	}
+	onlySearch := func(c Call) bool { return false }
+	got, _ = ClientResponse(r, onlySearch, nil, "", 0)
+	if gjson.GetBytes(got, "choices.0.message.tool_calls").Exists() || gjson.GetBytes(got, "choices.0.finish_reason").String() != "stop" {
+		t.Errorf("without kept calls: %s", got)
+	}
+}

@@ -1,0 +1,87 @@
+// An unchanged agent on the official npm clients, pointed at the gateway by
+// its base URL only. Usage:
+//   node agent.mjs BASE_URL CLIENT(openai|ai) STREAM(0|1) CATALOG.json TASKS.json
+// It runs every task (executing each tool call with a canned result) and
+// prints one JSON line per task: {name, calls, answer, promptTokens}.
+import { readFileSync } from "node:fs";
+import OpenAI from "openai";
+import { generateText, streamText, tool, jsonSchema, stepCountIs } from "ai";
+import { createOpenAI } from "@ai-sdk/openai";
+
+const [baseURL, client, streamFlag, catalogPath, tasksPath] = process.argv.slice(2);
+const stream = streamFlag === "1";
+const catalog = JSON.parse(readFileSync(catalogPath, "utf8"));
+const tasks = JSON.parse(readFileSync(tasksPath, "utf8"));
+const apiKey = "sk-node-e2e";
+
+async function withOpenAI(task) {
+  const oa = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
+  const messages = [
+    { role: "system", content: "You are a helpful agent." },
+    { role: "user", content: task.prompt },
+  ];
+  const calls = [];
+  let promptTokens = 0;
+  for (let turn = 0; turn < 10; turn++) {
+    let msg;
+    if (stream) {
+      const s = oa.chat.completions.stream({ model: "gpt-test", messages, tools: catalog, stream_options: { include_usage: true } });
+      const done = await s.finalChatCompletion();
+      msg = done.choices[0].message;
+      promptTokens += done.usage?.prompt_tokens ?? 0;
+    } else {
+      const done = await oa.chat.completions.create({ model: "gpt-test", messages, tools: catalog });
+      msg = done.choices[0].message;
+      promptTokens += done.usage?.prompt_tokens ?? 0;
+    }
+    if (!msg.tool_calls || msg.tool_calls.length === 0) {
+      return { name: task.name, calls, answer: msg.content, promptTokens };
+    }
+    messages.push({ role: "assistant", content: msg.content ?? null, tool_calls: msg.tool_calls });
+    for (const c of msg.tool_calls) {
+      calls.push(c.function.name);
+      messages.push({ role: "tool", tool_call_id: c.id, content: '{"ok":true}' });
+    }
+  }
+  throw new Error("agent did not finish in 10 turns");
+}
+
+async function withAI(task) {
+  const provider = createOpenAI({ baseURL, apiKey });
+  const calls = [];
+  const tools = {};
+  for (const t of catalog) {
+    const fn = t.function;
+    tools[fn.name] = tool({
+      description: fn.description,
+      inputSchema: jsonSchema(fn.parameters ?? { type: "object", properties: {} }),
+      execute: async () => {
+        calls.push(fn.name);
+        return { ok: true };
+      },
+    });
+  }
+  const opts = {
+    model: provider.chat("gpt-test"),
+    system: "You are a helpful agent.",
+    prompt: task.prompt,
+    tools,
+    stopWhen: stepCountIs(10),
+    maxRetries: 0,
+  };
+  if (stream) {
+    const r = streamText(opts);
+    let text = "";
+    for await (const part of r.textStream) text += part;
+    const usage = await r.totalUsage;
+    const steps = await r.steps;
+    return { name: task.name, calls, answer: steps[steps.length - 1].text, promptTokens: usage.inputTokens ?? 0 };
+  }
+  const r = await generateText(opts);
+  return { name: task.name, calls, answer: r.text, promptTokens: r.totalUsage?.inputTokens ?? 0 };
+}
+
+for (const task of tasks) {
+  const out = client === "ai" ? await withAI(task) : await withOpenAI(task);
+  console.log(JSON.stringify(out));
+}
