@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/toolgate/toolgate/internal/demo"
+	"github.com/toolgate/toolgate/internal/progress"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -38,7 +39,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	if isTerminal(stderr) {
-		o.Progress = demo.Bar(stderr, "replaying tasks")
+		o.Progress = progress.Bar(stderr, "replaying tasks")
 	}
 	res, err := demo.Run(ctx, o)
 	if err != nil {

@@ -69,19 +69,3 @@ func group(n int64) string {
 	}
 	return b.String()
 }
-
-// Bar draws a one-line progress bar on w (meant for a terminal: it
-// rewrites the line with \r) and clears it when done reaches total.
-func Bar(w io.Writer, label string) func(done, total int) {
-	const width = 30
-	return func(done, total int) {
-		if total <= 0 {
-			return
-		}
-		n := done * width / total
-		fmt.Fprintf(w, "\r%s [%s%s] %d/%d", label, strings.Repeat("#", n), strings.Repeat(".", width-n), done, total)
-		if done >= total {
-			fmt.Fprintf(w, "\r%s\r", strings.Repeat(" ", len(label)+width+16))
-		}
-	}
-}
