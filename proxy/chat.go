@@ -133,7 +133,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("%w: %d bytes declared, the limit is %d", ErrBodyTooLarge, r.ContentLength, limit)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readAllSized(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -159,4 +159,20 @@ func keyLabel(cred string) string {
 		prefix += "-"
 	}
 	return prefix + "..." + cred[len(cred)-4:]
+}
+
+// readAllSized is io.ReadAll that allocates a declared length once instead
+// of doubling its way up: on a 180 KB tools array that was two thirds of the
+// bytes a turn allocated. net/http never yields more than the declared
+// length and reports a shorter body as an error.
+func readAllSized(r io.Reader, declared int64) ([]byte, error) {
+	if declared <= 0 {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, declared)
+	n, err := io.ReadFull(r, buf)
+	if err != nil {
+		return buf[:n], err
+	}
+	return buf, nil
 }

@@ -75,7 +75,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	}
 	key := strconv.FormatUint(maphash.String(g.seed, req.ToolsRaw.Raw), 36) + ":" + strconv.FormatUint(snap.Generation(), 36)
 	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) {
-		tools, cfg := snap.Catalog(req.Tools)
+		tools, cfg := snap.Catalog(req.ToolsWithParams())
 		switch snap.Search.Embeddings.Provider {
 		case "off":
 			cfg.Weights.Semantic = 0
