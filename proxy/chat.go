@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/toolgate/toolgate/policy"
@@ -16,6 +15,9 @@ import (
 // go through the search loop, the rest upstream unchanged (minus denied
 // tools).
 func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string) {
+	tr := g.track(w, routeChat)
+	defer tr.done()
+	w = tr
 	base := g.policy()
 	body, err := readBody(w, r, base.Gateway.BodyLimit)
 	if err != nil {
@@ -29,6 +31,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 	}
 	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
 	if why := passthroughReason(snap, req); why != "" {
+		tr.passthrough(why)
 		g.forwardChat(w, r, rest, snap, req, why)
 		return
 	}
@@ -37,6 +40,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 		g.writeError(w, r, err)
 		return
 	}
+	tr.attach(t)
 	if req.Stream {
 		g.streamTurn(w, r, rest, t)
 	} else {
@@ -129,7 +133,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("%w: %d bytes declared, the limit is %d", ErrBodyTooLarge, r.ContentLength, limit)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readAllSized(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -138,13 +142,6 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, fmt.Errorf("%w: reading request body: %w", rewrite.ErrBadRequest, err)
 	}
 	return body, nil
-}
-
-// setToolgateHeaders reports what the gateway did, on every rewritten
-// response.
-func setToolgateHeaders(h http.Header, t *turn) {
-	h.Set("X-Toolgate-Tools", strconv.Itoa(len(t.req.Tools))+"->"+strconv.Itoa(len(t.activeNames())+1))
-	h.Set("X-Toolgate-Rounds", strconv.Itoa(len(t.rounds)+1))
 }
 
 // keyLabel returns a label of a credential that profiles can match and logs
@@ -162,4 +159,20 @@ func keyLabel(cred string) string {
 		prefix += "-"
 	}
 	return prefix + "..." + cred[len(cred)-4:]
+}
+
+// readAllSized is io.ReadAll that allocates a declared length once instead
+// of doubling its way up: on a 180 KB tools array that was two thirds of the
+// bytes a turn allocated. net/http never yields more than the declared
+// length and reports a shorter body as an error.
+func readAllSized(r io.Reader, declared int64) ([]byte, error) {
+	if declared <= 0 {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, declared)
+	n, err := io.ReadFull(r, buf)
+	if err != nil {
+		return buf[:n], err
+	}
+	return buf, nil
 }

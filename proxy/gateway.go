@@ -54,11 +54,25 @@ type Gateway struct {
 	// NewLearned).
 	Learned *Learned
 
+	// Metrics records Prometheus metrics and serves them on GET /metrics.
+	// nil means no metrics and no /metrics route.
+	Metrics *Metrics
+
+	// DecisionLog receives one record per chat request: the session, the
+	// active set and why each tool is in it, the searches with their top
+	// results, the upstream calls and the token accounting. nil means none.
+	DecisionLog *slog.Logger
+
+	// AdminToken enables GET /debug/sessions/{id} for requests that carry it
+	// in X-Toolgate-Admin-Token. "" means the route does not exist (404).
+	AdminToken string
+
 	once     sync.Once
 	seed     maphash.Seed
 	pass     *httputil.ReverseProxy
 	handler  http.Handler
 	basePath string
+	tokens   *tokenCounter
 }
 
 func (g *Gateway) init() {
@@ -66,6 +80,8 @@ func (g *Gateway) init() {
 		g.seed = maphash.MakeSeed()
 		g.basePath = strings.TrimRight(g.Upstream.Path, "/")
 		g.pass = g.newPassthrough()
+		g.tokens = newTokenCounter()
+		g.Metrics.bind(g)
 		g.handler = g.routes()
 	})
 }
@@ -120,6 +136,12 @@ func (g *Gateway) routes() http.Handler {
 		}
 		c.String(http.StatusOK, "ok\n")
 	})
+	if g.Metrics != nil {
+		r.GET("/metrics", gin.WrapH(g.Metrics.Handler()))
+	}
+	if g.AdminToken != "" {
+		r.GET(debugSessionsPrefix+"*id", func(c *gin.Context) { g.serveDebugSession(c.Writer, c.Request) })
+	}
 	r.NoRoute(func(c *gin.Context) { g.dispatch(c.Writer, c.Request) })
 	return r
 }
@@ -136,7 +158,9 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 		g.serveChat(w, r, rest)
 		return
 	}
-	g.pass.ServeHTTP(w, r)
+	tr := g.track(w, routePassthrough)
+	defer tr.done()
+	g.pass.ServeHTTP(tr, r)
 }
 
 // apiPath strips the API prefix the client used (/v1, or the upstream's own

@@ -21,12 +21,12 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 	ctx := r.Context()
 	defer t.save(context.WithoutCancel(ctx))
 	for round := 0; ; round++ {
-		body, err := rewrite.Build(t.req, t.tools(t.withSearch(round)), t.rounds)
+		body, err := rewrite.Build(t.req, t.roundTools(round), t.rounds)
 		if err != nil {
 			g.writeError(w, r, err)
 			return
 		}
-		resp, err := g.send(ctx, r, sendOptions{rest: rest, body: body, retries: g.retries(t.snap)})
+		resp, err := t.send(ctx, r, sendOptions{rest: rest, body: body, retries: g.retries(t.snap)})
 		if err != nil {
 			g.fail(w, r, err)
 			return

@@ -22,7 +22,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 	defer t.save(context.WithoutCancel(ctx))
 	s := &relay{w: w, rc: http.NewResponseController(w), t: t}
 	for round := 0; ; round++ {
-		body, err := rewrite.Build(t.req, t.tools(t.withSearch(round)), t.rounds)
+		body, err := rewrite.Build(t.req, t.roundTools(round), t.rounds)
 		if err != nil {
 			s.fail(g, r, err)
 			return
@@ -32,7 +32,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 			retries = g.retries(t.snap)
 		}
 		rctx, cancel := context.WithCancel(ctx)
-		resp, err := g.send(rctx, r, sendOptions{rest: rest, body: body, stream: true, retries: retries})
+		resp, err := t.send(rctx, r, sendOptions{rest: rest, body: body, stream: true, retries: retries})
 		if err != nil {
 			cancel()
 			s.fail(g, r, err)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/toolgate/toolgate/policy"
@@ -40,6 +41,7 @@ type turn struct {
 
 	byName  map[string]*rewrite.Tool
 	cat     *selector.Catalog
+	catKey  string // the catalog cache key
 	key     string
 	st      session.State
 	pinned  map[string]bool   // core, tool_choice and history: never evicted
@@ -55,6 +57,8 @@ type turn struct {
 	created   int64
 	searches  int
 	misses    int
+
+	rep *report // accounting for headers, metrics and the decision log; nil in bare tests
 }
 
 func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Snapshot, req *rewrite.Request) (*turn, error) {
@@ -71,7 +75,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	}
 	key := strconv.FormatUint(maphash.String(g.seed, req.ToolsRaw.Raw), 36) + ":" + strconv.FormatUint(snap.Generation(), 36)
 	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) {
-		tools, cfg := snap.Catalog(req.Tools)
+		tools, cfg := snap.Catalog(req.ToolsWithParams())
 		switch snap.Search.Embeddings.Provider {
 		case "off":
 			cfg.Weights.Semantic = 0
@@ -83,7 +87,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	if err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
-	t.cat = cat
+	t.cat, t.catKey = cat, key
 	t.searchDef = searchTool(len(req.Tools), cat.Areas(8))
 
 	tenant := session.Tenant(credential(in))
@@ -325,7 +329,9 @@ func (t *turn) search(ctx context.Context, raw string) string {
 		limit = 5
 	}
 	limit = min(limit, maxSearchLimit)
+	start := time.Now()
 	res, err := t.cat.Search(ctx, t.query(a.Query, limit))
+	t.noteSearch(a.Query, res, time.Since(start))
 	if err != nil {
 		t.g.logger().Warn("searching tools", "query", a.Query, "err", err)
 		return "Error: the search failed; try again with other keywords."

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,9 +18,13 @@ const (
 	pathModel        = "model"
 	pathStream       = "stream"
 	pathIncludeUsage = "stream_options.include_usage"
-	pathToolChoice   = "tool_choice"
-	pathN            = "n"
-	pathFunctions    = "functions"
+	// pathStreamOptions and pathIncludeUsageKey are pathIncludeUsage's two
+	// steps, for the one-pass read of the top level.
+	pathStreamOptions   = "stream_options"
+	pathIncludeUsageKey = "include_usage"
+	pathToolChoice      = "tool_choice"
+	pathN               = "n"
+	pathFunctions       = "functions"
 )
 
 // MaxDepth bounds the nesting of a request body; deeper input is rejected
@@ -40,7 +45,9 @@ type Request struct {
 	N            int64
 	HasFunctions bool // legacy "functions": passed through untouched
 
-	// Tools is nil when the request has no tools array.
+	// Tools is nil when the request has no tools array. Their Params are
+	// not read (the request path never needs them); ToolsWithParams reads
+	// them for a catalog compile.
 	Tools    []Tool
 	ToolsRaw gjson.Result // the tools array; Index locates it in Body
 
@@ -95,20 +102,64 @@ func ParseRequest(body []byte) (*Request, error) {
 		return nil, fmt.Errorf("%w: body must be a JSON object", ErrBadRequest)
 	}
 	r := &Request{Body: body}
-	msgs := root.Get(pathMessages)
+	// One pass over the top-level keys: a Get per path would rescan the
+	// body, tools array included, for every key that is absent. The first
+	// occurrence of a key wins, as with Get.
+	var msgs, tools, opts, choice gjson.Result
+	seen := 0
+	root.ForEach(func(k, v gjson.Result) bool {
+		bit := 0
+		switch k.Str {
+		case pathMessages:
+			bit = 1
+			if seen&bit == 0 {
+				msgs = v
+			}
+		case pathModel:
+			bit = 2
+			if seen&bit == 0 {
+				r.Model = v.String()
+			}
+		case pathStream:
+			bit = 4
+			if seen&bit == 0 {
+				r.Stream = v.Bool()
+			}
+		case pathStreamOptions:
+			bit = 8
+			if seen&bit == 0 {
+				opts = v
+			}
+		case pathN:
+			bit = 16
+			if seen&bit == 0 {
+				r.N = v.Int()
+			}
+		case pathFunctions:
+			r.HasFunctions = true
+		case pathToolChoice:
+			bit = 32
+			if seen&bit == 0 {
+				choice = v
+			}
+		case pathTools:
+			bit = 64
+			if seen&bit == 0 {
+				tools = v
+			}
+		}
+		seen |= bit
+		return true
+	})
 	if !msgs.IsArray() {
 		return nil, fmt.Errorf("%w: 'messages' must be an array", ErrBadRequest)
 	}
-	r.Model = root.Get(pathModel).String()
-	r.Stream = root.Get(pathStream).Bool()
-	r.IncludeUsage = root.Get(pathIncludeUsage).Bool()
-	r.N = root.Get(pathN).Int()
-	r.HasFunctions = root.Get(pathFunctions).Exists()
-	if tc := root.Get(pathToolChoice); tc.IsObject() {
-		r.ToolChoice = tc.Get("function.name").String()
+	r.IncludeUsage = opts.Get(pathIncludeUsageKey).Bool()
+	if choice.IsObject() {
+		r.ToolChoice = choice.Get("function.name").String()
 	}
-	if tools := root.Get(pathTools); tools.Exists() && tools.Type != gjson.Null {
-		parsed, err := ParseTools(tools)
+	if tools.Exists() && tools.Type != gjson.Null {
+		parsed, err := parseTools(tools, false)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
@@ -194,25 +245,15 @@ func Text(c gjson.Result) string {
 }
 
 // depth returns the maximum nesting of arrays and objects in valid JSON,
-// skipping strings.
+// skipping strings. String bodies are skipped with IndexByte, which is
+// several times faster than a byte loop on tool catalogs, where most bytes
+// are descriptions.
 func depth(b []byte) int {
 	d, max := 0, 0
-	in, esc := false, false
-	for _, c := range b {
-		if in {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				in = false
-			}
-			continue
-		}
-		switch c {
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
 		case '"':
-			in = true
+			i = stringEnd(b, i+1)
 		case '{', '[':
 			d++
 			if d > max {
@@ -223,4 +264,39 @@ func depth(b []byte) int {
 		}
 	}
 	return max
+}
+
+// stringEnd returns the index of the quote closing the string whose body
+// starts at i, or len(b) when it is unterminated.
+func stringEnd(b []byte, i int) int {
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return len(b)
+		}
+		q := i + j
+		// The quote is escaped when an odd run of backslashes precedes it.
+		n := 0
+		for k := q - 1; k >= i && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		i = q + 1
+	}
+}
+
+// ToolsWithParams returns the request's tools with their parameters read
+// too, for compiling a catalog. It reparses ToolsRaw; on the (impossible
+// after ParseRequest) parse error it returns Tools as they are.
+func (r *Request) ToolsWithParams() []Tool {
+	if len(r.Tools) == 0 {
+		return r.Tools
+	}
+	full, err := ParseTools(r.ToolsRaw)
+	if err != nil {
+		return r.Tools
+	}
+	return full
 }

@@ -37,7 +37,12 @@ var (
 // accepts the bare function objects of the legacy/flat form
 // ({name, description, parameters}). It expects valid JSON; it does not
 // validate.
-func ParseTools(arr gjson.Result) ([]Tool, error) {
+func ParseTools(arr gjson.Result) ([]Tool, error) { return parseTools(arr, true) }
+
+// parseTools is ParseTools; without withParams it leaves Params empty,
+// which skips most of the work on a large catalog: the schemas are only
+// indexed when a catalog is compiled, not on every request.
+func parseTools(arr gjson.Result, withParams bool) ([]Tool, error) {
 	if !arr.IsArray() {
 		return nil, ErrToolsNotArray
 	}
@@ -52,20 +57,37 @@ func ParseTools(arr gjson.Result) ([]Tool, error) {
 		if !fn.Exists() {
 			fn = it
 		}
-		name := fn.Get("name").String()
-		if name == "" {
+		// One pass over the function object instead of a Get per field,
+		// each of which rescans it; first occurrences win, as with Get.
+		var name, desc, params gjson.Result
+		fn.ForEach(func(k, v gjson.Result) bool {
+			switch {
+			case k.Str == "name" && !name.Exists():
+				name = v
+			case k.Str == "description" && !desc.Exists():
+				desc = v
+			case k.Str == "parameters" && !params.Exists():
+				params = v
+			}
+			return true
+		})
+		if name.String() == "" {
 			return nil, fmt.Errorf("tools[%d]: %w", i, ErrToolNoName)
 		}
-		if _, dup := seen[name]; dup {
-			return nil, fmt.Errorf("tools[%d] %q: %w", i, name, ErrToolDuplicate)
+		if _, dup := seen[name.String()]; dup {
+			return nil, fmt.Errorf("tools[%d] %q: %w", i, name.String(), ErrToolDuplicate)
 		}
-		seen[name] = struct{}{}
+		seen[name.String()] = struct{}{}
 		t := Tool{
-			Name:        name,
-			Description: fn.Get("description").String(),
+			Name:        name.String(),
+			Description: desc.String(),
 			Raw:         it.Raw,
 		}
-		fn.Get("parameters.properties").ForEach(func(k, v gjson.Result) bool {
+		if !withParams {
+			tools = append(tools, t)
+			continue
+		}
+		params.Get("properties").ForEach(func(k, v gjson.Result) bool {
 			t.Params = append(t.Params, Param{Name: k.String(), Description: v.Get("description").String()})
 			return true
 		})

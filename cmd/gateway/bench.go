@@ -2,11 +2,46 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/bench"
+	"github.com/toolgate/toolgate/internal/progress"
 )
 
-// runBench is not built yet.
+// runBench measures the latency, throughput and memory the gateway adds
+// next to a bare reverse proxy, on loopback.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("bench: not implemented yet")
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o bench.Options
+	sizes := fs.String("sizes", "50,200,1000", "catalog sizes, comma-separated")
+	fs.IntVar(&o.Requests, "requests", 300, "sequential requests per path, size and mode, per run")
+	fs.IntVar(&o.Runs, "runs", 3, "runs; the table shows the median of each run's percentiles")
+	fs.IntVar(&o.Concurrency, "concurrency", 8, "clients in the throughput and memory phases")
+	fs.IntVar(&o.Throughput, "throughput", 400, "requests per path in the throughput phase")
+	fs.IntVar(&o.Sessions, "sessions", 10000, "distinct sessions for the memory phase (0 skips it)")
+	fs.DurationVar(&o.Budget, "budget", 2*time.Minute, "stop after this long and print what was measured")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%w: bad catalog size %q", errUsage, s)
+		}
+		o.Sizes = append(o.Sizes, n)
+	}
+	if isTerminal(stderr) {
+		o.Progress = progress.Bar(stderr, "benchmarking")
+	}
+	res, err := bench.Run(ctx, o)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return res.Print(stdout)
 }

@@ -2,11 +2,70 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+
+	"github.com/toolgate/toolgate/internal/demo"
+	"github.com/toolgate/toolgate/internal/progress"
+	"github.com/toolgate/toolgate/policy"
 )
 
-// runDemo is not built yet.
+// runDemo replays the bundled agent tasks direct and through the gateway,
+// offline, and prints what each cost.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("demo: not implemented yet")
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	stream := fs.Bool("stream", false, "replay every request streamed")
+	catalog := fs.String("catalog", "", "JSON array of tools to use instead of the bundled catalog")
+	tasks := fs.String("tasks", "", "JSON array of scripted tasks to use instead of the bundled ones")
+	config := fs.String("config", "", "policy file for the gateway (default: built-in defaults)")
+	model := fs.String("model", "gpt-4o", "model name the agent sends")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	o := demo.Options{Stream: *stream, Model: *model}
+	var err error
+	if o.Catalog, err = readOptional(*catalog); err != nil {
+		return err
+	}
+	if o.Tasks, err = readOptional(*tasks); err != nil {
+		return err
+	}
+	if *config != "" {
+		if o.Policy, err = policy.Load(*config); err != nil {
+			return err
+		}
+	}
+	if isTerminal(stderr) {
+		o.Progress = progress.Bar(stderr, "replaying tasks")
+	}
+	res, err := demo.Run(ctx, o)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	return res.Print(stdout)
+}
+
+func readOptional(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// isTerminal reports whether w is a character device, so progress bars go
+// to people and not to logs or pipes.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -28,6 +28,8 @@ import (
 type serveConfig struct {
 	listen, upstream, config string
 	logLevel                 string
+	decisionLog              string
+	adminToken               string
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -38,6 +40,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.upstream, "upstream", os.Getenv("GATEWAY_UPSTREAM"), "upstream base URL ending in /v1 (env GATEWAY_UPSTREAM; default https://api.openai.com/v1)")
 	fs.StringVar(&c.config, "config", os.Getenv("GATEWAY_CONFIG"), "policy file (env GATEWAY_CONFIG; default ./tools.yaml when present)")
 	fs.StringVar(&c.logLevel, "log-level", envOr("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
+	fs.StringVar(&c.decisionLog, "decision-log", os.Getenv("GATEWAY_DECISION_LOG"), "append one JSON record per chat request to FILE, \"-\" for stderr (env GATEWAY_DECISION_LOG; default off)")
+	fs.StringVar(&c.adminToken, "admin-token", os.Getenv("GATEWAY_ADMIN_TOKEN"), "enables GET /debug/sessions/{id} for requests with this X-Toolgate-Admin-Token (env GATEWAY_ADMIN_TOKEN; default off)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -80,6 +84,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	metrics := proxy.NewMetrics()
+	live.OnReload = metrics.PolicyReloaded // before Watch starts reloading
+	decisions, closeDecisions, err := openDecisionLog(c.decisionLog, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeDecisions()
 	snap := live.Current()
 	logger.Info("policy loaded", "source", snap.Source())
 	listen := firstNonEmpty(c.listen, snap.Gateway.Listen)
@@ -93,14 +104,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	gw := &proxy.Gateway{
-		Upstream:  up,
-		Policy:    live.Current,
-		Sessions:  session.NewMemory(snap.Sessions.MaxEntries, snap.Sessions.TTL),
-		Catalogs:  selector.NewCache(256),
-		Learned:   proxy.NewLearned(4096),
-		Embedder:  embedder,
-		Transport: transport,
-		Logger:    logger,
+		Upstream:    up,
+		Policy:      live.Current,
+		Sessions:    session.NewMemory(snap.Sessions.MaxEntries, snap.Sessions.TTL),
+		Catalogs:    selector.NewCache(256),
+		Learned:     proxy.NewLearned(4096),
+		Embedder:    embedder,
+		Transport:   transport,
+		Logger:      logger,
+		Metrics:     metrics,
+		DecisionLog: decisions,
+		AdminToken:  c.adminToken,
 	}
 	go func() {
 		if err := live.Watch(ctx); err != nil {
@@ -109,6 +123,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}()
 	go reloadOnHangup(ctx, live, logger)
 	return serveHTTP(ctx, listen, gw.Handler(), logger, stdout)
+}
+
+// openDecisionLog returns the decision logger for path ("" none, "-"
+// stderr, else a file opened for appending) and a func that closes it.
+func openDecisionLog(path string, stderr io.Writer) (*slog.Logger, func(), error) {
+	switch path {
+	case "":
+		return nil, func() {}, nil
+	case "-":
+		return slog.New(slog.NewJSONHandler(stderr, nil)), func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening decision log: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(f, nil)), func() { _ = f.Close() }, nil
 }
 
 // reloadOnHangup reloads the policy on SIGHUP until ctx ends.

@@ -1,0 +1,375 @@
+// Package bench measures the latency, throughput and memory the gateway
+// adds, next to a bare httputil.ReverseProxy and a direct call, against a
+// fast in-process upstream on loopback. It backs `gateway bench`. Every
+// server it starts listens on 127.0.0.1 and stops when Run returns; runs
+// are bounded by request counts and a time budget. It must never be wired
+// into serve.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/selector"
+	"github.com/toolgate/toolgate/session"
+)
+
+// Options bounds a run. Zero fields take the defaults in brackets.
+type Options struct {
+	Sizes       []int         // catalog sizes [50, 200, 1000]
+	Requests    int           // sequential requests per path, size and mode, per run [300]
+	Runs        int           // runs; percentiles are the median over runs [3]
+	Concurrency int           // clients in the throughput phase [8]
+	Throughput  int           // requests per path in the throughput phase [400]
+	Sessions    int           // distinct sessions for the memory phase; 0 skips it [10000]
+	Budget      time.Duration // stop starting new work after this long [2m]
+	// Progress, if set, is called as work completes.
+	Progress func(done, total int)
+}
+
+func (o *Options) defaults() {
+	if len(o.Sizes) == 0 {
+		o.Sizes = []int{50, 200, 1000}
+	}
+	if o.Requests <= 0 {
+		o.Requests = 300
+	}
+	if o.Runs <= 0 {
+		o.Runs = 3
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 8
+	}
+	if o.Throughput <= 0 {
+		o.Throughput = 400
+	}
+	if o.Budget <= 0 {
+		o.Budget = 2 * time.Minute
+	}
+}
+
+// Paths a request can take to the upstream.
+const (
+	Direct  = "direct"
+	Bare    = "bare proxy"
+	Gateway = "gateway"
+)
+
+// pathOrder returns the paths in table order.
+func pathOrder() []string { return []string{Direct, Bare, Gateway} }
+
+// Row is one path for one catalog size and mode.
+type Row struct {
+	Tools      int
+	BodyBytes  int
+	Stream     bool
+	Path       string
+	P50        time.Duration // median over runs of each run's percentile
+	P95        time.Duration
+	P99        time.Duration
+	Throughput float64 // requests per second with Options.Concurrency clients
+	Errors     int
+}
+
+// Memory is the process's memory once the gateway holds many sessions. The
+// client, upstream and gateway share the process, so RSS is an upper
+// bound of the gateway's own.
+type Memory struct {
+	Sessions  int
+	RSS       int64 // bytes; 0 where /proc is not available
+	HeapInuse uint64
+	Took      time.Duration
+}
+
+// Result is a whole run.
+type Result struct {
+	Options Options
+	Rows    []Row
+	Memory  *Memory
+	Partial bool // the time budget ended the run early
+}
+
+// Run measures every size and mode.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	o.defaults()
+	ctx, cancel := context.WithTimeout(ctx, o.Budget)
+	defer cancel()
+	env, err := start(o)
+	if err != nil {
+		return nil, err
+	}
+	defer env.close()
+	res := &Result{Options: o}
+	total := len(o.Sizes)*2*(o.Runs*o.Requests+o.Throughput) + o.Sessions
+	var done atomic.Int64
+	tick := func(n int) {
+		if o.Progress != nil {
+			o.Progress(int(done.Add(int64(n))), total)
+		}
+	}
+	for _, size := range o.Sizes {
+		tools, err := catalog(size)
+		if err != nil {
+			return nil, err
+		}
+		for _, stream := range []bool{false, true} {
+			rows, err := env.measure(ctx, o, tools, stream, tick)
+			res.Rows = append(res.Rows, rows...)
+			if err != nil {
+				if ctx.Err() != nil {
+					res.Partial = true
+					return res, nil
+				}
+				return res, err
+			}
+		}
+	}
+	if o.Sessions > 0 {
+		tools, err := catalog(200)
+		if err != nil {
+			return nil, err
+		}
+		m, err := env.sessions(ctx, o, tools, tick)
+		if err != nil {
+			if ctx.Err() != nil {
+				res.Partial = true
+				return res, nil
+			}
+			return res, err
+		}
+		res.Memory = m
+	}
+	return res, nil
+}
+
+// env is the upstream, the bare proxy and the gateway, each on its own
+// loopback listener, and one client for all three.
+type env struct {
+	up, bare, gw *httptest.Server
+	store        *session.Memory
+	client       *http.Client
+	base         map[string]string
+}
+
+func newTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     30 * time.Second,
+	}
+}
+
+func start(o Options) (*env, error) {
+	e := &env{}
+	e.up = httptest.NewServer(newFastUpstream())
+	upURL, err := url.Parse(e.up.URL + "/v1")
+	if err != nil {
+		e.up.Close()
+		return nil, fmt.Errorf("parsing upstream URL: %w", err)
+	}
+	bare := &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(upURL); pr.Out.URL.Path = pr.In.URL.Path },
+		Transport:     newTransport(),
+		FlushInterval: -1,
+		ErrorLog:      nil,
+	}
+	e.bare = httptest.NewServer(bare)
+	e.store = session.NewMemory(max(2*o.Sessions, 1000), time.Hour)
+	snap := policy.Default()
+	g := &proxy.Gateway{
+		Upstream:  upURL,
+		Policy:    func() *policy.Snapshot { return snap },
+		Sessions:  e.store,
+		Catalogs:  selector.NewCache(16),
+		Learned:   proxy.NewLearned(1024),
+		Transport: newTransport(),
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics:   proxy.NewMetrics(), // on, as in serve
+	}
+	e.gw = httptest.NewServer(g.Handler())
+	e.client = &http.Client{Transport: newTransport(), Timeout: 30 * time.Second}
+	e.base = map[string]string{Direct: e.up.URL, Bare: e.bare.URL, Gateway: e.gw.URL}
+	return e, nil
+}
+
+func (e *env) close() {
+	e.gw.Close()
+	e.bare.Close()
+	e.up.Close()
+	e.client.CloseIdleConnections()
+}
+
+// do sends one request on path and reads the whole response.
+func (e *env) do(ctx context.Context, path string, body []byte, stream bool, sessionID string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base[path]+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("building request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer bench-key-not-a-secret")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if sessionID != "" {
+		req.Header.Set("X-Session-ID", sessionID)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("sending request: %w", err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return fmt.Errorf("reading response: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: status %d", path, resp.StatusCode)
+	}
+	return nil
+}
+
+// warmup requests per path before timing: connections, catalog compile,
+// tokenizer tables.
+const warmup = 20
+
+// measure runs the latency phase (sequential, paths interleaved in a
+// rotating order so drift hits all three alike) Options.Runs times, then
+// the throughput phase per path.
+func (e *env) measure(ctx context.Context, o Options, tools []json.RawMessage, stream bool, tick func(int)) ([]Row, error) {
+	body, err := requestBody(tools, stream, "Summarise the open issues of acme/webshop and post the summary in #eng.")
+	if err != nil {
+		return nil, err
+	}
+	paths := pathOrder()
+	rows := make([]Row, len(paths))
+	for i, p := range paths {
+		rows[i] = Row{Tools: len(tools), BodyBytes: len(body), Stream: stream, Path: p}
+		for range warmup {
+			if err := e.do(ctx, p, body, stream, "warm"); err != nil {
+				return nil, fmt.Errorf("warming up %s: %w", p, err)
+			}
+		}
+	}
+	perRun := make([][3][]time.Duration, len(paths)) // path -> run percentiles
+	for run := 0; run < o.Runs; run++ {
+		lat := make([][]time.Duration, len(paths))
+		for n := 0; n < o.Requests; n++ {
+			for k := range paths {
+				i := (n + k) % len(paths)
+				t0 := time.Now()
+				err := e.do(ctx, paths[i], body, stream, "s"+strconv.Itoa(n%64))
+				d := time.Since(t0)
+				if err != nil {
+					if ctx.Err() != nil {
+						return rows, ctx.Err()
+					}
+					rows[i].Errors++
+					continue
+				}
+				lat[i] = append(lat[i], d)
+			}
+			tick(1)
+		}
+		for i := range paths {
+			p50, p95, p99 := percentiles(lat[i])
+			perRun[i][0] = append(perRun[i][0], p50)
+			perRun[i][1] = append(perRun[i][1], p95)
+			perRun[i][2] = append(perRun[i][2], p99)
+		}
+	}
+	for i := range paths {
+		rows[i].P50, rows[i].P95, rows[i].P99 = median(perRun[i][0]), median(perRun[i][1]), median(perRun[i][2])
+		rps, errs, err := e.throughput(ctx, o, paths[i], body, stream)
+		rows[i].Throughput, rows[i].Errors = rps, rows[i].Errors+errs
+		if err != nil {
+			return rows, err
+		}
+		tick(o.Throughput / len(paths))
+	}
+	return rows, nil
+}
+
+// throughput sends Options.Throughput requests from Options.Concurrency
+// clients and returns requests per second.
+func (e *env) throughput(ctx context.Context, o Options, path string, body []byte, stream bool) (float64, int, error) {
+	var next, errs atomic.Int64
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for c := 0; c < o.Concurrency; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n := next.Add(1)
+				if n > int64(o.Throughput) || ctx.Err() != nil {
+					return
+				}
+				if err := e.do(ctx, path, body, stream, "t"+strconv.FormatInt(n%64, 10)); err != nil {
+					errs.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return 0, int(errs.Load()), ctx.Err()
+	}
+	return float64(o.Throughput) / time.Since(t0).Seconds(), int(errs.Load()), nil
+}
+
+// sessions sends one request for each of Options.Sessions distinct
+// sessions through the gateway, then measures memory.
+func (e *env) sessions(ctx context.Context, o Options, tools []json.RawMessage, tick func(int)) (*Memory, error) {
+	body, err := requestBody(tools, false, "Summarise the open issues of acme/webshop and post the summary in #eng.")
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	var next, failed atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < o.Concurrency; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n := next.Add(1)
+				if n > int64(o.Sessions) || ctx.Err() != nil {
+					return
+				}
+				if err := e.do(ctx, Gateway, body, false, "mem-"+strconv.FormatInt(n, 10)); err != nil {
+					failed.Add(1)
+				}
+				if n%100 == 0 {
+					tick(100)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if f := failed.Load(); f > 0 {
+		return nil, fmt.Errorf("%d of %d session requests failed", f, o.Sessions)
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return &Memory{Sessions: e.store.Len(), RSS: rss(), HeapInuse: ms.HeapInuse, Took: time.Since(t0)}, nil
+}

@@ -1,0 +1,108 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// percentiles returns p50, p95 and p99 of d (sorted in place).
+func percentiles(d []time.Duration) (p50, p95, p99 time.Duration) {
+	if len(d) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(d)
+	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))] }
+	return at(0.50), at(0.95), at(0.99)
+}
+
+func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// rss returns the process's resident set size from /proc/self/status, or 0
+// where that file does not exist.
+func rss() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// Print writes the latency table: each path's latency percentiles and,
+// for the proxies, what they add over the direct call at the same
+// percentile (the median over runs of each run's percentile).
+func (r *Result) Print(w io.Writer) error {
+	o := r.Options
+	fmt.Fprintf(w, "toolgate bench: fast loopback upstream; %d runs x %d sequential requests per path (interleaved), then %d requests from %d clients for throughput\n\n",
+		o.Runs, o.Requests, o.Throughput, o.Concurrency)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "tools\tbody\tmode\tpath\tp50\tp95\tp99\tadded p50\tadded p95\tadded p99\treq/s\terrors\t\n")
+	direct := map[string]Row{}
+	for _, row := range r.Rows {
+		key := strconv.Itoa(row.Tools) + strconv.FormatBool(row.Stream)
+		if row.Path == Direct {
+			direct[key] = row
+		}
+		d := direct[key]
+		mode := "json"
+		if row.Stream {
+			mode = "stream"
+		}
+		added := func(x, base time.Duration) string {
+			if row.Path == Direct {
+				return "-"
+			}
+			return us(x - base)
+		}
+		fmt.Fprintf(tw, "%d\t%dKB\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t\n", row.Tools, row.BodyBytes>>10, mode, row.Path,
+			us(row.P50), us(row.P95), us(row.P99), added(row.P50, d.P50), added(row.P95, d.P95), added(row.P99, d.P99),
+			row.Throughput, row.Errors)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing table: %w", err)
+	}
+	if m := r.Memory; m != nil {
+		fmt.Fprintf(w, "\nmemory: %d sessions held after %d requests through the gateway (200 tools each, %s): RSS %s, Go heap in use %s\n"+
+			"(client, upstream and gateway share this process: RSS is an upper bound of the gateway's)\n",
+			m.Sessions, o.Sessions, m.Took.Round(time.Millisecond), mb(m.RSS), mb(int64(m.HeapInuse)))
+	}
+	if r.Partial {
+		fmt.Fprintln(w, "\nthe time budget ended the run early: the table is partial")
+	}
+	return nil
+}
+
+func us(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64) + "ms"
+}
+
+func mb(b int64) string {
+	if b <= 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MB"
+}

@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/toolgate/toolgate"
+)
+
+// fastUpstream answers chat completions as fast as a local server can:
+// it reads the whole body (as a real server must), then answers a short
+// text, as JSON or as a few SSE chunks with usage. It never calls tools, so
+// every gateway turn is one upstream round and the measured difference is
+// the gateway's own work.
+type fastUpstream struct{ sse string }
+
+func newFastUpstream() *fastUpstream { return &fastUpstream{sse: sseAnswer()} }
+
+const (
+	jsonAnswer = `{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"bench","choices":[{"index":0,"message":{"role":"assistant","content":"Done: the report is ready."},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":7,"total_tokens":1207}}`
+	chunkHead  = `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench","choices":[{"index":0,"delta":`
+)
+
+// sseAnswer is the streamed answer: a role chunk, five words, a finish
+// chunk, a usage chunk and [DONE].
+func sseAnswer() string {
+	var b strings.Builder
+	b.WriteString(chunkHead + `{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
+	for _, w := range []string{"Done: ", "the ", "report ", "is ", "ready."} {
+		b.WriteString(chunkHead + `{"content":"` + w + `"},"finish_reason":null}]}` + "\n\n")
+	}
+	b.WriteString(chunkHead + `{},"finish_reason":"stop"}]}` + "\n\n")
+	b.WriteString(`data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench","choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":7,"total_tokens":1207}}` + "\n\n")
+	b.WriteString("data: [DONE]\n\n")
+	return b.String()
+}
+
+func (u *fastUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n, err := io.Copy(io.Discard, r.Body)
+	if err != nil || n == 0 {
+		http.Error(w, `{"error":{"message":"empty body","type":"invalid_request_error","code":null}}`, http.StatusBadRequest)
+		return
+	}
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, u.sse)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, jsonAnswer)
+}
+
+// catalog returns n tools in the shape of the bundled catalog (indented,
+// about 880 bytes each): the bundled tools, then renamed copies.
+func catalog(n int) ([]json.RawMessage, error) {
+	var base []map[string]any
+	if err := json.Unmarshal(toolgate.SampleCatalog(), &base); err != nil {
+		return nil, fmt.Errorf("reading the bundled catalog: %w", err)
+	}
+	out := make([]json.RawMessage, 0, n)
+	for i := 0; i < n; i++ {
+		t := base[i%len(base)]
+		fn := t["function"].(map[string]any)
+		cp := map[string]any{}
+		for k, v := range fn {
+			cp[k] = v
+		}
+		if round := i / len(base); round > 0 {
+			cp["name"] = fmt.Sprintf("%s_%d", fn["name"], round)
+		}
+		b, err := json.MarshalIndent(map[string]any{"type": "function", "function": cp}, "    ", "  ")
+		if err != nil {
+			return nil, fmt.Errorf("encoding tool: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// requestBody returns a chat request with tools, as an agent sends it.
+func requestBody(tools []json.RawMessage, stream bool, user string) ([]byte, error) {
+	body := map[string]any{
+		"model": "gpt-4o",
+		"messages": []any{
+			map[string]any{"role": "system", "content": "You are a helpful agent. Use the tools to do what the user asks."},
+			map[string]any{"role": "user", "content": user},
+		},
+		"tools": tools,
+	}
+	if stream {
+		body["stream"] = true
+	}
+	b, err := json.MarshalIndent(body, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding request: %w", err)
+	}
+	return b, nil
+}

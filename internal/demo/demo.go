@@ -1,0 +1,323 @@
+// Package demo replays scripted multi-step agent tasks against an
+// in-process scripted upstream (internal/fakellm), once direct and once
+// through an in-process gateway, and measures both at the upstream: tools
+// and tokens sent, upstream calls, tasks and tool steps completed. It backs
+// `gateway demo`. It needs no network and no API key: every server listens
+// on loopback and goes away when Run returns. It must never be wired into
+// serve.
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tiktoken-go/tokenizer"
+
+	"github.com/toolgate/toolgate"
+	"github.com/toolgate/toolgate/internal/fakellm"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/selector"
+	"github.com/toolgate/toolgate/session"
+)
+
+// DirectMaxTools is the scripted upstream's tools limit in the direct run.
+// OpenAI refuses more than 128 tools, so the bundled 183-tool catalog could
+// not be sent direct at all; the demo lifts the limit for the direct run to
+// compare costs, and keeps 128 for the run through the gateway.
+const DirectMaxTools = 1000
+
+// Options configures a run. The zero value replays the bundled tasks over
+// the bundled catalog, non-streamed, with the default policy.
+type Options struct {
+	// Catalog is a JSON array of Chat Completions tools; nil means the
+	// bundled testdata/catalog.json.
+	Catalog []byte
+	// Tasks is a JSON array of fakellm tasks; nil means the bundled
+	// testdata/tasks.json.
+	Tasks []byte
+	// Stream replays every request with stream: true.
+	Stream bool
+	// Model is the model name the agent sends (it picks the tokenizer the
+	// gateway reports with). "" means gpt-4o.
+	Model string
+	// Policy is the gateway's policy; nil means policy.Default().
+	Policy *policy.Snapshot
+	// Progress, if set, is called after each task of each run with the
+	// number of tasks done and the total (both runs together).
+	Progress func(done, total int)
+	// Logger receives the gateway's logs; nil discards them.
+	Logger *slog.Logger
+	// DecisionLog receives the gateway's decision records; nil means none.
+	DecisionLog *slog.Logger
+}
+
+// Result is what the two runs cost and achieved.
+type Result struct {
+	CatalogTools int
+	Tasks        int
+	Steps        int
+	Stream       bool
+	Direct       Side
+	Gateway      Side
+	Elapsed      time.Duration
+}
+
+// Side is one run, measured at the upstream.
+type Side struct {
+	usage
+	ClientRequests int // requests the agent made
+	TasksCompleted int // every step called in order and the final answer given
+	StepsCompleted int // tool steps the agent executed, in task order
+}
+
+// Run replays the tasks direct, then through the gateway.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	catalog, tasksJSON := o.Catalog, o.Tasks
+	if catalog == nil {
+		catalog = toolgate.SampleCatalog()
+	}
+	if tasksJSON == nil {
+		tasksJSON = toolgate.SampleTasks()
+	}
+	var tools []json.RawMessage
+	if err := json.Unmarshal(catalog, &tools); err != nil {
+		return nil, fmt.Errorf("reading catalog: %w", err)
+	}
+	var tasks []fakellm.Task
+	if err := json.Unmarshal(tasksJSON, &tasks); err != nil {
+		return nil, fmt.Errorf("reading tasks: %w", err)
+	}
+	if len(tasks) == 0 || len(tools) == 0 {
+		return nil, errors.New("demo needs at least one task and one tool")
+	}
+	codec, err := tokenizer.Get(tokenizer.O200kBase)
+	if err != nil {
+		return nil, fmt.Errorf("loading tokenizer: %w", err)
+	}
+	if o.Model == "" {
+		o.Model = "gpt-4o"
+	}
+	res := &Result{CatalogTools: len(tools), Tasks: len(tasks), Stream: o.Stream}
+	for _, t := range tasks {
+		res.Steps += len(t.Steps)
+	}
+	start := time.Now()
+	progress := func(done int) {
+		if o.Progress != nil {
+			o.Progress(done, 2*len(tasks))
+		}
+	}
+
+	// Direct: the agent talks to the model with its whole catalog.
+	direct := newMeter(&fakellm.Model{Tasks: tasks, MaxTools: DirectMaxTools}, codec)
+	upDirect := httptest.NewServer(direct)
+	defer upDirect.Close()
+	a := agent{base: upDirect.URL + "/v1", tools: tools, model: o.Model, stream: o.Stream}
+	res.Direct, err = a.replay(ctx, tasks, func(i int) { progress(i) })
+	if err != nil {
+		return nil, fmt.Errorf("direct run: %w", err)
+	}
+	res.Direct.usage = direct.usage()
+
+	// Through the gateway: same agent, same tasks, base URL changed.
+	via := newMeter(&fakellm.Model{Tasks: tasks}, codec)
+	upVia := httptest.NewServer(via)
+	defer upVia.Close()
+	gw, err := newGateway(upVia.URL+"/v1", o)
+	if err != nil {
+		return nil, err
+	}
+	front := httptest.NewServer(gw.Handler())
+	defer front.Close()
+	a.base = front.URL + "/v1"
+	res.Gateway, err = a.replay(ctx, tasks, func(i int) { progress(len(tasks) + i) })
+	if err != nil {
+		return nil, fmt.Errorf("gateway run: %w", err)
+	}
+	res.Gateway.usage = via.usage()
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+func newGateway(upstream string, o Options) (*proxy.Gateway, error) {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return nil, fmt.Errorf("parsing upstream: %w", err)
+	}
+	snap := o.Policy
+	if snap == nil {
+		snap = policy.Default()
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &proxy.Gateway{
+		Upstream:    u,
+		Policy:      func() *policy.Snapshot { return snap },
+		Sessions:    session.NewMemory(1000, 0),
+		Catalogs:    selector.NewCache(8),
+		Learned:     proxy.NewLearned(64),
+		Logger:      logger,
+		DecisionLog: o.DecisionLog,
+	}, nil
+}
+
+// agent is a minimal tool-calling client: it sends the conversation with
+// its tools, executes the tool calls it gets back (with a canned result),
+// and stops at the first text answer.
+type agent struct {
+	base   string
+	tools  []json.RawMessage
+	model  string
+	stream bool
+	client http.Client
+}
+
+// maxTurns bounds one task's client requests, so a confused model cannot
+// loop forever.
+const maxTurns = 24
+
+func (a *agent) replay(ctx context.Context, tasks []fakellm.Task, done func(int)) (Side, error) {
+	var s Side
+	for i, task := range tasks {
+		steps, answered, reqs, err := a.run(ctx, task)
+		if err != nil {
+			return s, fmt.Errorf("task %s: %w", task.Name, err)
+		}
+		s.ClientRequests += reqs
+		s.StepsCompleted += steps
+		if steps == len(task.Steps) && answered {
+			s.TasksCompleted++
+		}
+		done(i + 1)
+	}
+	return s, nil
+}
+
+// run plays one task and returns the steps executed in order, whether the
+// model gave the task's final answer, and the requests made.
+func (a *agent) run(ctx context.Context, task fakellm.Task) (steps int, answered bool, reqs int, err error) {
+	msgs := []any{
+		map[string]any{"role": "system", "content": "You are a helpful agent. Use the tools to do what the user asks."},
+		map[string]any{"role": "user", "content": task.Prompt},
+	}
+	for reqs < maxTurns {
+		reqs++
+		msg, err := a.send(ctx, msgs)
+		if err != nil {
+			return steps, false, reqs, err
+		}
+		calls := msg.Get("tool_calls").Array()
+		if len(calls) == 0 {
+			return steps, msg.Get("content").String() == task.Answer, reqs, nil
+		}
+		msgs = append(msgs, json.RawMessage(msg.Raw))
+		for _, c := range calls {
+			name := c.Get("function.name").String()
+			if steps < len(task.Steps) && name == task.Steps[steps].Tool {
+				steps++
+			}
+			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": c.Get("id").String(),
+				"content": "ok: " + name + " done"})
+		}
+	}
+	return steps, false, reqs, nil
+}
+
+// send posts the conversation and returns the assistant message, assembled
+// from the stream when streaming.
+func (a *agent) send(ctx context.Context, msgs []any) (gjson.Result, error) {
+	body, err := json.Marshal(map[string]any{"model": a.model, "messages": msgs, "tools": a.tools, "stream": a.stream})
+	if err != nil {
+		return gjson.Result{}, fmt.Errorf("encoding request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return gjson.Result{}, fmt.Errorf("building request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer demo-key-not-a-secret")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return gjson.Result{}, fmt.Errorf("sending request: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return gjson.Result{}, fmt.Errorf("reading response: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return gjson.Result{}, fmt.Errorf("status %d: %s", resp.StatusCode, raw)
+	}
+	if !a.stream {
+		return gjson.GetBytes(raw, "choices.0.message"), nil
+	}
+	return assemble(raw)
+}
+
+// assemble rebuilds the assistant message from an SSE body.
+func assemble(raw []byte) (gjson.Result, error) {
+	type call struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	var content string
+	var calls []*call
+	for _, line := range bytes.Split(raw, []byte("\n")) {
+		data, ok := bytes.CutPrefix(line, []byte("data: "))
+		if !ok || string(data) == "[DONE]" {
+			continue
+		}
+		ev := gjson.ParseBytes(data)
+		if ev.Get("error").Exists() {
+			return gjson.Result{}, fmt.Errorf("stream error: %s", data)
+		}
+		d := ev.Get("choices.0.delta")
+		content += d.Get("content").String()
+		for _, c := range d.Get("tool_calls").Array() {
+			i := int(c.Get("index").Int())
+			for len(calls) <= i {
+				calls = append(calls, &call{Type: "function"})
+			}
+			if id := c.Get("id").String(); id != "" {
+				calls[i].ID = id
+			}
+			calls[i].Function.Name += c.Get("function.name").String()
+			calls[i].Function.Arguments += c.Get("function.arguments").String()
+		}
+	}
+	msg := map[string]any{"role": "assistant", "content": content}
+	if len(calls) > 0 {
+		msg["content"] = nil
+		msg["tool_calls"] = calls
+	}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return gjson.Result{}, fmt.Errorf("assembling stream: %w", err)
+	}
+	return gjson.ParseBytes(b), nil
+}
+
+// Reduction returns 1 - gateway/direct, the share saved.
+func Reduction(direct, gateway int64) float64 {
+	if direct == 0 {
+		return 0
+	}
+	return 1 - float64(gateway)/float64(direct)
+}

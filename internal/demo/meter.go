@@ -1,0 +1,116 @@
+package demo
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/tidwall/gjson"
+	"github.com/tiktoken-go/tokenizer"
+)
+
+// meter sits in front of the scripted upstream and counts what each
+// request would cost a real one: the tokens of the tools array and of the
+// rest of the body (messages and settings), with o200k_base, the BPE of the
+// current OpenAI models. It measures the upstream's side of the wire, so
+// the direct and the gateway runs are counted the same way whatever the
+// gateway reports about itself.
+type meter struct {
+	next  http.Handler
+	codec tokenizer.Codec
+
+	mu    sync.Mutex
+	tools map[string]int // tools array text -> tokens: catalogs repeat
+	stats usage
+}
+
+// usage is what a run cost at the upstream.
+type usage struct {
+	Calls       int   // upstream requests
+	Tools       int   // tools summed over requests
+	ToolTokens  int64 // tool-definition tokens summed over requests
+	InputTokens int64 // whole-prompt tokens summed over requests
+	Refused     int   // requests the upstream refused (4xx/5xx)
+}
+
+func newMeter(next http.Handler, codec tokenizer.Codec) *meter {
+	return &meter{next: next, codec: codec, tools: map[string]int{}}
+}
+
+func (m *meter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "reading body", http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	toolTok, restTok, n, err := m.count(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	m.next.ServeHTTP(sw, r)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stats.Calls++
+	if sw.status >= 400 {
+		m.stats.Refused++
+		return
+	}
+	m.stats.Tools += n
+	m.stats.ToolTokens += int64(toolTok)
+	m.stats.InputTokens += int64(toolTok + restTok)
+}
+
+// count returns the tokens of body's tools array, of the rest of the body,
+// and the number of tools.
+func (m *meter) count(body []byte) (tools, rest, n int, err error) {
+	t := gjson.GetBytes(body, "tools")
+	restText := string(body)
+	if t.Exists() && t.Index > 0 {
+		restText = string(body[:t.Index]) + string(body[t.Index+len(t.Raw):])
+		n = len(t.Array())
+		m.mu.Lock()
+		cached, ok := m.tools[t.Raw]
+		m.mu.Unlock()
+		if ok {
+			tools = cached
+		} else {
+			if tools, err = m.codec.Count(t.Raw); err != nil {
+				return 0, 0, 0, fmt.Errorf("counting tool tokens: %w", err)
+			}
+			m.mu.Lock()
+			m.tools[t.Raw] = tools
+			m.mu.Unlock()
+		}
+	}
+	if rest, err = m.codec.Count(restText); err != nil {
+		return 0, 0, 0, fmt.Errorf("counting prompt tokens: %w", err)
+	}
+	return tools, rest, n, nil
+}
+
+func (m *meter) usage() usage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stats
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,0 +1,89 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/toolgate/toolgate/session"
+)
+
+// AdminTokenHeader carries Gateway.AdminToken on debug requests. It is not
+// Authorization, because a debug request may carry a tenant's own
+// Authorization to name that tenant's session (see serveDebugSession).
+const AdminTokenHeader = "X-Toolgate-Admin-Token"
+
+// debugSessionsPrefix is the debug route; it exists only when
+// Gateway.AdminToken is set.
+const debugSessionsPrefix = "/debug/sessions/"
+
+// sessionView is what GET /debug/sessions/{id} answers.
+type sessionView struct {
+	Key   string        `json:"key"`
+	State session.State `json:"state"`
+}
+
+// serveDebugSession answers GET /debug/sessions/{id} with a session's state.
+// The request needs the admin token in X-Toolgate-Admin-Token (compared in
+// constant time); without or with a wrong one it gets 401.
+//
+// Sessions are namespaced by tenant, so {id} is read two ways:
+//   - a store key, as the decision log prints it ("<tenant>:id:<X-Session-ID>"
+//     or "<tenant>:fp:<hash>"): looked up as is, no credential needed;
+//   - otherwise an X-Session-ID, namespaced by the tenant of the debug
+//     request's own Authorization (or Api-Key) header, exactly as a chat
+//     request from that client with that X-Session-ID would be.
+//
+// It answers 404 when no such session is held.
+func (g *Gateway) serveDebugSession(w http.ResponseWriter, r *http.Request) {
+	// Hashing first makes the comparison constant-time in the length too.
+	got, want := sha256.Sum256([]byte(r.Header.Get(AdminTokenHeader))), sha256.Sum256([]byte(g.AdminToken))
+	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		writeJSONError(w, http.StatusUnauthorized, apiError{"debug endpoints need a valid " + AdminTokenHeader, "invalid_request_error", "unauthorized"})
+		return
+	}
+	id := strings.TrimPrefix(r.URL.Path, debugSessionsPrefix)
+	if id == "" {
+		writeJSONError(w, http.StatusNotFound, apiError{"no session id in the path", "invalid_request_error", "not_found"})
+		return
+	}
+	key := id
+	if !isStoreKey(id) {
+		key = session.Key(session.Tenant(credential(r)), id, "", "")
+	}
+	st, err := g.Sessions.Get(r.Context(), key)
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		writeJSONError(w, http.StatusNotFound, apiError{"no session " + key, "invalid_request_error", "not_found"})
+		return
+	case err != nil:
+		g.writeError(w, r, err)
+		return
+	}
+	body, err := json.MarshalIndent(sessionView{Key: key, State: st}, "", "  ")
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// isStoreKey reports whether id has the shape session.Key produces: a
+// 16-hex-digit tenant, then ":id:" or ":fp:".
+func isStoreKey(id string) bool {
+	tenant, rest, ok := strings.Cut(id, ":")
+	if !ok || len(tenant) != 16 {
+		return false
+	}
+	for _, c := range tenant {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return strings.HasPrefix(rest, "id:") || strings.HasPrefix(rest, "fp:")
+}

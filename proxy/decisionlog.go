@@ -1,0 +1,105 @@
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// The decision log: one structured record per chat request saying what the
+// gateway decided and why, for an operator asking "why did the model not
+// see tool X". It names the session by its store key (a hash of the
+// client's credential, then the client's X-Session-ID or a hash of the
+// conversation's opening), which GET /debug/sessions/{id} accepts; it never
+// holds a credential or message text other than the search queries.
+
+// hiddenLogged bounds how many policy-hidden tools one record lists.
+const hiddenLogged = 32
+
+// activeTool is one tool of the active set and why it is there.
+type activeTool struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+	Rule   string `json:"rule,omitempty"` // the policy rule, for core tools
+}
+
+// hiddenTool is a client tool the policy kept from the upstream.
+type hiddenTool struct {
+	Name string `json:"name"`
+	Rule string `json:"rule"`
+}
+
+// logDecision writes the request's record to g.DecisionLog, if set.
+func (g *Gateway) logDecision(tr *tracker, total time.Duration) {
+	if g.DecisionLog == nil {
+		return
+	}
+	rep := &tr.rep
+	attrs := make([]slog.Attr, 0, 24)
+	attrs = append(attrs,
+		slog.String("route", tr.route),
+		slog.String("mode", rep.mode),
+		slog.Int("status", tr.status),
+		slog.Float64("duration_ms", ms(total)),
+	)
+	if rep.reason != "" {
+		attrs = append(attrs, slog.String("passthrough_reason", rep.reason))
+	}
+	if t := tr.turn; t != nil {
+		attrs = append(attrs, turnAttrs(t, total)...)
+	}
+	g.DecisionLog.LogAttrs(context.Background(), slog.LevelInfo, "decision", attrs...)
+}
+
+func turnAttrs(t *turn, total time.Duration) []slog.Attr {
+	rep := t.rep
+	active := make([]activeTool, 0, len(t.reasons))
+	for _, n := range t.activeNames() {
+		a := activeTool{Name: n, Reason: t.reasons[n]}
+		if a.Reason == reasonCore {
+			a.Rule = t.decide(n).Rule
+		}
+		active = append(active, a)
+	}
+	var hidden []hiddenTool
+	hiddenN := 0
+	for _, tool := range t.req.Tools {
+		if d := t.decide(tool.Name); !d.Visible {
+			hiddenN++
+			if len(hidden) < hiddenLogged {
+				hidden = append(hidden, hiddenTool{Name: tool.Name, Rule: d.Rule})
+			}
+		}
+	}
+	upTokens := make([]int, 0, len(rep.rounds))
+	upTools := make([]int, 0, len(rep.rounds))
+	for _, r := range rep.rounds {
+		upTokens = append(upTokens, r.tokens)
+		upTools = append(upTools, r.tools)
+	}
+	attrs := []slog.Attr{
+		slog.String("session", t.key),
+		slog.String("model", t.req.Model),
+		slog.Bool("stream", t.req.Stream),
+		slog.Any("active", active),
+		slog.Int("hidden_count", hiddenN),
+		slog.Any("hidden", hidden),
+		slog.Any("searches", rep.searches),
+		slog.Int("upstream_calls", rep.calls),
+		slog.Int("tool_misses", t.misses),
+		slog.Int("tools_client", rep.toolsIn),
+		slog.Any("tools_upstream", upTools),
+		slog.Float64("upstream_ms", ms(rep.upstream)),
+		slog.Float64("added_ms", ms(max(total-rep.upstream, 0))),
+	}
+	if rep.tokErr == nil {
+		attrs = append(attrs, slog.String("encoding", string(rep.enc)),
+			slog.Int("tool_tokens_client", rep.tokIn), slog.Any("tool_tokens_upstream", upTokens))
+	}
+	if gw, direct, ok := t.inputTokens(); ok {
+		attrs = append(attrs, slog.Int64("input_tokens", gw), slog.Int64("input_tokens_direct_estimate", direct))
+	}
+	return attrs
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

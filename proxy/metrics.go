@@ -1,0 +1,171 @@
+package proxy
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds the gateway's Prometheus metrics in a registry of its own
+// (never the global default one, so two gateways in a process or a test do
+// not collide). Create one with NewMetrics and set it on Gateway.Metrics;
+// the gateway then serves it on GET /metrics. All methods are no-ops on a
+// nil *Metrics.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests      *prometheus.CounterVec
+	rounds        prometheus.Histogram
+	searches      prometheus.Counter
+	searchSeconds prometheus.Histogram
+	addedSeconds  *prometheus.HistogramVec
+	toolTokens    *prometheus.CounterVec
+	inputTokens   *prometheus.CounterVec
+	misses        prometheus.Counter
+	reloads       *prometheus.CounterVec
+
+	bindOnce sync.Once
+}
+
+// NewMetrics returns metrics registered in a fresh registry, with the Go
+// runtime and process collectors (heap, RSS) alongside.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_requests_total",
+			Help: "Requests served, by route (chat, passthrough), mode (the policy mode, or passthrough for chat requests sent upstream unchanged) and status.",
+		}, []string{"route", "mode", "status"}),
+		rounds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "toolgate_upstream_rounds",
+			Help:    "Upstream calls per rewritten chat request (1 when no tool_search was answered).",
+			Buckets: prometheus.LinearBuckets(1, 1, 8),
+		}),
+		searches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolgate_tool_search_calls_total",
+			Help: "tool_search calls the gateway answered.",
+		}),
+		searchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "toolgate_search_duration_seconds",
+			Help:    "Time to rank the catalog for one tool_search call.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2.5, 10),
+		}),
+		addedSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "toolgate_added_latency_seconds",
+			Help:    "Time a rewritten chat request spent in the gateway: total minus the time waiting on the upstream.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2.5, 12),
+		}, []string{"stream"}),
+		toolTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_tool_tokens_total",
+			Help: "Tokens of tool definitions: side=client counts the client's tools array once per request, side=upstream the tools sent on every upstream call.",
+		}, []string{"side"}),
+		inputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_input_tokens_total",
+			Help: "Upstream input tokens: path=gateway is the upstream usage over all calls; path=direct_estimate is each request's first call with the full tools array instead (search rounds excluded).",
+		}, []string{"path"}),
+		misses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolgate_tool_misses_total",
+			Help: "Calls of a client tool that was not in the active set the upstream saw.",
+		}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_policy_reloads_total",
+			Help: "Policy reload attempts by result (ok, error); a failed reload keeps the last good policy.",
+		}, []string{"result"}),
+	}
+	m.reg.MustRegister(m.requests, m.rounds, m.searches, m.searchSeconds, m.addedSeconds,
+		m.toolTokens, m.inputTokens, m.misses, m.reloads,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry returns the registry, to add collectors or gather in tests.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// PolicyReloaded counts a policy reload attempt; set it as
+// policy.Live.OnReload before Watch.
+func (m *Metrics) PolicyReloaded(err error) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.reloads.WithLabelValues(result).Inc()
+}
+
+// bind adds the gauges read from the gateway's stores: sessions held and
+// catalog cache hits and misses. Only the first gateway bound is read.
+func (m *Metrics) bind(g *Gateway) {
+	if m == nil {
+		return
+	}
+	m.bindOnce.Do(func() {
+		if s, ok := g.Sessions.(interface{ Len() int }); ok {
+			m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "toolgate_sessions",
+				Help: "Sessions held by the in-process store.",
+			}, func() float64 { return float64(s.Len()) }))
+		}
+		if c := g.Catalogs; c != nil {
+			m.reg.MustRegister(
+				prometheus.NewCounterFunc(prometheus.CounterOpts{
+					Name: "toolgate_catalog_cache_hits_total",
+					Help: "Compiled catalogs found in the cache.",
+				}, func() float64 { return float64(c.Stats().Hits) }),
+				prometheus.NewCounterFunc(prometheus.CounterOpts{
+					Name: "toolgate_catalog_cache_misses_total",
+					Help: "Catalog lookups that compiled (or waited on a compile).",
+				}, func() float64 { return float64(c.Stats().Misses) }),
+			)
+		}
+	})
+}
+
+// observe records one finished request.
+func (m *Metrics) observe(tr *tracker, total time.Duration) {
+	if m == nil {
+		return
+	}
+	status := "none" // the client left before anything was written
+	if tr.status != 0 {
+		status = strconv.Itoa(tr.status)
+	}
+	m.requests.WithLabelValues(tr.route, tr.rep.mode, status).Inc()
+	t := tr.turn
+	if t == nil {
+		return
+	}
+	rep := &tr.rep
+	if rep.calls > 0 {
+		m.rounds.Observe(float64(rep.calls))
+	}
+	m.searches.Add(float64(t.searches))
+	for _, s := range rep.searches {
+		m.searchSeconds.Observe(s.took.Seconds())
+	}
+	m.addedSeconds.WithLabelValues(strconv.FormatBool(t.req.Stream)).Observe(max(total-rep.upstream, 0).Seconds())
+	if rep.tokErr == nil {
+		m.toolTokens.WithLabelValues("client").Add(float64(rep.tokIn))
+		up := 0
+		for _, r := range rep.rounds {
+			up += r.tokens
+		}
+		m.toolTokens.WithLabelValues("upstream").Add(float64(up))
+	}
+	if gw, direct, ok := t.inputTokens(); ok {
+		m.inputTokens.WithLabelValues("gateway").Add(float64(gw))
+		m.inputTokens.WithLabelValues("direct_estimate").Add(float64(direct))
+	}
+	m.misses.Add(float64(t.misses))
+}

@@ -1,0 +1,483 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tiktoken-go/tokenizer"
+
+	"github.com/toolgate/toolgate/internal/fakellm"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// arrow splits a header value "A->B" into its two numbers.
+func arrow(t *testing.T, h http.Header, name string) (int, int) {
+	t.Helper()
+	v := h.Get(name)
+	a, b, ok := strings.Cut(v, "->")
+	if !ok {
+		t.Fatalf("%s = %q, want A->B", name, v)
+	}
+	x, err1 := strconv.Atoi(a)
+	y, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("%s = %q: not numbers", name, v)
+	}
+	return x, y
+}
+
+// countTokens counts text with the named encoding, the test's independent
+// reference for the gateway's per-tool sums.
+func countTokens(t *testing.T, enc tokenizer.Encoding, text string) int {
+	t.Helper()
+	c, err := tokenizer.Get(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Count(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// near reports whether got is within 3% (and 3 tokens) of want: the
+// gateway sums per-tool counts, which can split a few tokens differently at
+// tool boundaries than counting the whole array at once.
+func near(got, want int) bool {
+	d := got - want
+	if d < 0 {
+		d = -d
+	}
+	return d <= 3+want*3/100
+}
+
+func TestToolgateHeadersMatchWhatTheUpstreamReceived(t *testing.T) {
+	tools := testCatalog(60)
+	clientTools, _ := json.Marshal(tools)
+	for _, tc := range []struct {
+		name   string
+		model  string
+		enc    tokenizer.Encoding
+		stream bool
+	}{
+		{"a non-streamed turn reports tools, tool tokens, rounds and input tokens", "gpt-4o", tokenizer.O200kBase, false},
+		{"a streamed turn reports tools, tool tokens and rounds when its headers are committed", "gpt-4o", tokenizer.O200kBase, true},
+		{"an older model is counted with cl100k_base", "gpt-4-0613", tokenizer.Cl100kBase, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true}
+			base := newTestGateway(t, model)
+			body := chatRequest(t, []map[string]any{{"role": "user", "content": twoStepTask.Prompt}}, tools, tc.stream,
+				map[string]any{"model": tc.model})
+			resp := post(t, base, body, nil)
+			defer resp.Body.Close()
+			_, _ = io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			recs := model.Records()
+			last := recs[len(recs)-1]
+
+			inTools, upTools := arrow(t, resp.Header, "X-Toolgate-Tools")
+			if inTools != len(tools) || upTools != last.Tools {
+				t.Errorf("X-Toolgate-Tools = %d->%d, want %d->%d (the last upstream request's tools)", inTools, upTools, len(tools), last.Tools)
+			}
+			inTok, upTok := arrow(t, resp.Header, "X-Toolgate-Tool-Tokens")
+			wantIn := countTokens(t, tc.enc, string(clientTools))
+			wantUp := countTokens(t, tc.enc, gjson.GetBytes(last.Body, "tools").Raw)
+			if !near(inTok, wantIn) || !near(upTok, wantUp) {
+				t.Errorf("X-Toolgate-Tool-Tokens = %d->%d, want about %d->%d", inTok, upTok, wantIn, wantUp)
+			}
+			if upTok*3 > inTok {
+				t.Errorf("upstream tool tokens %d are not well under the client's %d", upTok, inTok)
+			}
+			if got := resp.Header.Get("X-Toolgate-Rounds"); got != strconv.Itoa(len(recs)) {
+				t.Errorf("X-Toolgate-Rounds = %s, want %d (upstream calls)", got, len(recs))
+			}
+			_, hasInput := resp.Header["X-Toolgate-Input-Tokens"]
+			if hasInput == tc.stream {
+				t.Errorf("X-Toolgate-Input-Tokens present = %v on stream = %v", hasInput, tc.stream)
+			}
+			if hasInput {
+				direct, gw := arrow(t, resp.Header, "X-Toolgate-Input-Tokens")
+				var sum int
+				for _, r := range recs {
+					sum += r.BodyBytes / 4 // fakellm's prompt_tokens
+				}
+				if gw != sum {
+					t.Errorf("gateway input tokens %d, want the sum of upstream usage %d", gw, sum)
+				}
+				if direct <= gw {
+					t.Errorf("direct estimate %d not above the gateway's %d for a 60-tool catalog", direct, gw)
+				}
+			}
+		})
+	}
+}
+
+func TestEncodingIsChosenByModelName(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		want  tokenizer.Encoding
+	}{
+		{"gpt-4o-mini", tokenizer.O200kBase},
+		{"gpt-4.1", tokenizer.O200kBase},
+		{"gpt-4", tokenizer.Cl100kBase},
+		{"gpt-4-turbo", tokenizer.Cl100kBase},
+		{"gpt-3.5-turbo-0125", tokenizer.Cl100kBase},
+		{"openai/gpt-4-0613", tokenizer.Cl100kBase},
+		{"o3-mini", tokenizer.O200kBase},
+		{"llama-3-70b", tokenizer.O200kBase},
+		{"", tokenizer.O200kBase},
+	} {
+		t.Run(tc.model+" uses "+string(tc.want), func(t *testing.T) {
+			if got := encodingFor(tc.model); got != tc.want {
+				t.Errorf("encodingFor(%q) = %s, want %s", tc.model, got, tc.want)
+			}
+		})
+	}
+}
+
+// metricValue finds one sample in a Prometheus text exposition; -1 when
+// absent.
+func metricValue(t *testing.T, text, series string) float64 {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` ([0-9.e+-]+)$`)
+	m := re.FindStringSubmatch(text)
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func scrape(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(base, "/v1") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics status %d", resp.StatusCode)
+	}
+	return string(b)
+}
+
+// missUpstream calls a client tool the request did not offer.
+var missUpstream = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"x","type":"function","function":{"name":"util_gadget_40","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":100,"completion_tokens":5,"total_tokens":105}}`)
+})
+
+func TestMetricsAreExposedAndCount(t *testing.T) {
+	m := NewMetrics()
+	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+	base := newTestGateway(t, model, func(g *Gateway) { g.Metrics = m })
+	body := chatRequest(t, []map[string]any{{"role": "user", "content": twoStepTask.Prompt}}, testCatalog(60), false, nil)
+	for range 2 {
+		resp := post(t, base, body, map[string]string{"X-Session-ID": "metrics-test"})
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	small := chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(3), false, nil)
+	resp := post(t, base, small, nil)
+	resp.Body.Close()
+	m.PolicyReloaded(nil)
+	m.PolicyReloaded(errors.New("bad yaml"))
+	// A request is recorded when its handler returns, which can be just
+	// after the client has read the response.
+	var text string
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		text = scrape(t, base)
+		if metricValue(t, text, `toolgate_requests_total{mode="passthrough",route="chat",status="200"}`) >= 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+
+	calls := len(model.Records())
+	for _, tc := range []struct {
+		name   string
+		series string
+		want   func(float64) bool
+	}{
+		{"rewritten requests are counted by route, mode and status", `toolgate_requests_total{mode="hybrid",route="chat",status="200"}`, eq(2)},
+		{"passed-through chat requests are counted under mode passthrough", `toolgate_requests_total{mode="passthrough",route="chat",status="200"}`, eq(1)},
+		{"upstream rounds of rewritten requests add up to the calls made", `toolgate_upstream_rounds_sum`, eq(float64(calls - 1))},
+		{"search latency has one sample per tool_search answered", `toolgate_search_duration_seconds_count`, func(v float64) bool {
+			return v == metricValue(t, text, "toolgate_tool_search_calls_total")
+		}},
+		{"gateway-added latency is observed per rewritten request", `toolgate_added_latency_seconds_count{stream="false"}`, eq(2)},
+		{"client tool tokens are counted", `toolgate_tool_tokens_total{side="client"}`, gt(1000)},
+		{"upstream tool tokens are far fewer than the client's", `toolgate_tool_tokens_total{side="upstream"}`, func(v float64) bool {
+			return v > 0 && v < metricValue(t, text, `toolgate_tool_tokens_total{side="client"}`)/2
+		}},
+		{"input tokens through the gateway are reported", `toolgate_input_tokens_total{path="gateway"}`, gt(0)},
+		{"the direct estimate is reported next to them", `toolgate_input_tokens_total{path="direct_estimate"}`, gt(0)},
+		{"the session is counted once", `toolgate_sessions`, eq(1)},
+		{"the first catalog lookup misses", `toolgate_catalog_cache_misses_total`, eq(1)},
+		{"the second lookup of the same catalog hits", `toolgate_catalog_cache_hits_total`, eq(1)},
+		{"successful policy reloads are counted", `toolgate_policy_reloads_total{result="ok"}`, eq(1)},
+		{"failed policy reloads are counted", `toolgate_policy_reloads_total{result="error"}`, eq(1)},
+		{"the process collector reports RSS", `process_resident_memory_bytes`, gt(0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := metricValue(t, text, tc.series)
+			if v < 0 || !tc.want(v) {
+				t.Errorf("%s = %v", tc.series, v)
+			}
+		})
+	}
+
+	t.Run("a call of a tool that was not active counts as a miss", func(t *testing.T) {
+		m := NewMetrics()
+		base := newTestGateway(t, missUpstream, func(g *Gateway) { g.Metrics = m })
+		resp := post(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "compute the gadget flux"}}, testCatalog(60), false, nil), nil)
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		v := 0.0
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if v = metricValue(t, scrape(t, base), "toolgate_tool_misses_total"); v == 1 {
+				break
+			}
+		}
+		if v != 1 {
+			t.Errorf("toolgate_tool_misses_total = %v, want 1", v)
+		}
+	})
+	t.Run("without Metrics there is no /metrics route", func(t *testing.T) {
+		base := newTestGateway(t, model)
+		resp, err := http.Get(strings.TrimSuffix(base, "/v1") + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("status %d, want 404", resp.StatusCode)
+		}
+	})
+}
+
+func eq(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
+func gt(min float64) func(float64) bool  { return func(v float64) bool { return v > min } }
+
+// syncBuffer is a bytes.Buffer safe for the handler's goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// waitLines returns the records once there are n of them (a record is
+// written when its handler returns, which can be just after the client has
+// read the response), or whatever there is after two seconds.
+func (s *syncBuffer) waitLines(t *testing.T, n int) []gjson.Result {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		out := s.lines(t)
+		if len(out) >= n || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (s *syncBuffer) lines(t *testing.T) []gjson.Result {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b.Len() == 0 {
+		return nil
+	}
+	var out []gjson.Result
+	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		if !gjson.Valid(l) {
+			t.Fatalf("decision log line is not JSON: %s", l)
+		}
+		out = append(out, gjson.Parse(l))
+	}
+	return out
+}
+
+func TestDecisionLogSaysWhyEachToolIsActive(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tools.yaml")
+	if err := os.WriteFile(cfg, []byte("core: [\"chat_list_channels\"]\ndeny: [\"*delete*\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := policy.Load(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf syncBuffer
+	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+	base := newTestGateway(t, model, func(g *Gateway) {
+		g.Policy = func() *policy.Snapshot { return snap }
+		g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+	})
+	const secret = "Bearer sk-very-secret-credential-123"
+	hdr := map[string]string{"Authorization": secret, "X-Session-ID": "s-42"}
+	msgs := []map[string]any{{"role": "user", "content": twoStepTask.Prompt}}
+	tools := testCatalog(60)
+	resp := post(t, base, chatRequest(t, msgs, tools, false, nil), hdr)
+	first := gjson.ParseBytes(mustRead(t, resp))
+	// The second turn carries the first call in its history.
+	msgs = append(msgs,
+		map[string]any{"role": "assistant", "content": nil, "tool_calls": json.RawMessage(first.Get("choices.0.message.tool_calls").Raw)},
+		map[string]any{"role": "tool", "tool_call_id": first.Get("choices.0.message.tool_calls.0.id").String(), "content": "created #7"})
+	resp = post(t, base, chatRequest(t, msgs, tools, true, nil), hdr)
+	mustRead(t, resp)
+
+	lines := buf.waitLines(t, 2)
+	if len(lines) != 2 {
+		t.Fatalf("%d decision records, want 2", len(lines))
+	}
+	reason := func(rec gjson.Result, name string) (string, string) {
+		a := rec.Get(`active.#(name==` + strconv.Quote(name) + `)`)
+		return a.Get("reason").String(), a.Get("rule").String()
+	}
+	for _, tc := range []struct {
+		name  string
+		check func() bool
+	}{
+		{"the core tool is active as core, with the rule that made it so", func() bool {
+			r, rule := reason(lines[0], "chat_list_channels")
+			return r == reasonCore && strings.Contains(rule, "chat_list_channels")
+		}},
+		{"the tool the model first called was found by search or preselection", func() bool {
+			r, _ := reason(lines[0], "repo_create_issue")
+			return r == reasonDiscovered || r == reasonPreselect
+		}},
+		{"on the next turn the tool called in the history is active as history", func() bool {
+			r, _ := reason(lines[1], "repo_create_issue")
+			return r == reasonHistory
+		}},
+		{"denied tools are listed as hidden with the deny rule", func() bool {
+			h := lines[0].Get(`hidden.#(name=="fs_delete_file")`)
+			return strings.Contains(h.Get("rule").String(), "delete") && lines[0].Get("hidden_count").Int() == 2
+		}},
+		{"each search has its query and scored results", func() bool {
+			for _, l := range lines {
+				for _, s := range l.Get("searches").Array() {
+					if s.Get("query").String() == "" || !s.Get("results.0.score").Exists() {
+						return false
+					}
+				}
+			}
+			return lines[0].Get("searches.#").Int()+lines[1].Get("searches.#").Int() > 0
+		}},
+		{"the session is the tenant-namespaced store key", func() bool {
+			return isStoreKey(lines[0].Get("session").String()) && strings.HasSuffix(lines[0].Get("session").String(), ":id:s-42")
+		}},
+		{"tokens and upstream calls are recorded", func() bool {
+			return lines[0].Get("tool_tokens_client").Int() > 0 && lines[0].Get("upstream_calls").Int() >= 1 &&
+				lines[0].Get("input_tokens").Int() > 0 && lines[0].Get("input_tokens_direct_estimate").Int() > 0
+		}},
+		{"no record holds the credential", func() bool {
+			buf.mu.Lock()
+			defer buf.mu.Unlock()
+			return !strings.Contains(buf.b.String(), "sk-very-secret-credential-123")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.check() {
+				t.Errorf("records:\n%s\n%s", lines[0].Raw, lines[1].Raw)
+			}
+		})
+	}
+}
+
+func mustRead(t *testing.T, resp *http.Response) []byte {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	return b
+}
+
+func TestDebugSessionsNeedsTheAdminToken(t *testing.T) {
+	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+	var buf syncBuffer
+	base := newTestGateway(t, model, func(g *Gateway) {
+		g.AdminToken = "admin-s3cret"
+		g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+	})
+	off := newTestGateway(t, model)
+	tenant := map[string]string{"Authorization": "Bearer sk-tenant-a", "X-Session-ID": "dbg-1"}
+	resp := post(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": twoStepTask.Prompt}}, testCatalog(60), false, nil), tenant)
+	mustRead(t, resp)
+	recs := buf.waitLines(t, 1)
+	if len(recs) != 1 {
+		t.Fatalf("%d decision records, want 1", len(recs))
+	}
+	key := recs[0].Get("session").String()
+
+	get := func(root, id string, hdr map[string]string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(root, "/v1")+"/debug/sessions/"+id, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	good := map[string]string{AdminTokenHeader: "admin-s3cret"}
+	for _, tc := range []struct {
+		name       string
+		root, id   string
+		hdr        map[string]string
+		wantStatus int
+		wantBody   string
+	}{
+		{"without an admin token configured the route does not exist", off, key, good, http.StatusNotFound, ""},
+		{"without the token header it refuses", base, key, nil, http.StatusUnauthorized, ""},
+		{"with a wrong token it refuses", base, key, map[string]string{AdminTokenHeader: "admin-s3cres"}, http.StatusUnauthorized, ""},
+		{"the tenant's own credential is not an admin token", base, key, map[string]string{"Authorization": "Bearer sk-tenant-a"}, http.StatusUnauthorized, ""},
+		{"with the token it shows the session by its store key", base, key, good, http.StatusOK, "repo_create_issue"},
+		{"with the token and the tenant's credential it finds the session by X-Session-ID", base, "dbg-1",
+			map[string]string{AdminTokenHeader: "admin-s3cret", "Authorization": "Bearer sk-tenant-a"}, http.StatusOK, key},
+		{"another tenant's credential does not reach the session", base, "dbg-1",
+			map[string]string{AdminTokenHeader: "admin-s3cret", "Authorization": "Bearer sk-tenant-b"}, http.StatusNotFound, ""},
+		{"an unknown session is 404", base, "nope", good, http.StatusNotFound, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := get(tc.root, tc.id, tc.hdr)
+			if status != tc.wantStatus || !strings.Contains(body, tc.wantBody) {
+				t.Errorf("status %d body %s, want %d containing %q", status, body, tc.wantStatus, tc.wantBody)
+			}
+		})
+	}
+}

@@ -1,0 +1,188 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tiktoken-go/tokenizer"
+
+	"github.com/toolgate/toolgate/selector"
+)
+
+// report is what one chat request did. The turn fills it as it runs (the
+// hooks below are the only places the search loop touches it); the tracker
+// emits it once when the request ends, to the metrics and the decision log,
+// and the response headers read it when they are committed.
+type report struct {
+	start    time.Time
+	mode     string // the policy mode, or "passthrough"
+	reason   string // why a chat request passed through, if it did
+	upstream time.Duration
+	calls    int // upstream calls made
+
+	enc     tokenizer.Encoding
+	toolsIn int   // tools in the client's array
+	tokIn   int   // their tokens
+	tokErr  error // set when counting failed: token figures are then absent
+
+	rounds   []roundNote
+	searches []searchNote
+}
+
+// roundNote is one upstream call of a turn.
+type roundNote struct {
+	tools  int // tools sent, tool_search included
+	tokens int // their tokens
+	// promptBefore is the upstream prompt tokens of the earlier calls, so
+	// the difference to the next note is this call's prompt.
+	promptBefore int64
+}
+
+// searchNote is one tool_search the gateway answered.
+type searchNote struct {
+	Query   string      `json:"query"`
+	TookMS  float64     `json:"took_ms"`
+	Results []searchHit `json:"results"`
+	took    time.Duration
+}
+
+type searchHit struct {
+	Name  string  `json:"name"`
+	Score float64 `json:"score"`
+}
+
+// searchHitsLogged bounds the results kept per search for the decision log.
+const searchHitsLogged = 8
+
+// noteClient counts the client's tools array, once per catalog.
+func (t *turn) noteClient(rep *report) {
+	t.rep = rep
+	rep.mode = string(t.snap.Gateway.Mode)
+	rep.enc = encodingFor(t.req.Model)
+	rep.toolsIn = len(t.req.Tools)
+	rep.tokIn, rep.tokErr = t.g.tokens.catalog(rep.enc, t.catKey, t.req.Tools)
+	if rep.tokErr != nil {
+		t.g.logger().Warn("counting tool tokens", "err", rep.tokErr)
+	}
+}
+
+// roundTools returns the tools array of the turn's next upstream call and
+// notes its size and tokens.
+func (t *turn) roundTools(round int) []string {
+	tools := t.tools(t.withSearch(round))
+	if t.rep == nil {
+		return tools
+	}
+	n := roundNote{tools: len(tools), promptBefore: promptTokens(t.usage)}
+	if t.rep.tokErr == nil {
+		n.tokens, t.rep.tokErr = t.g.tokens.tools(t.rep.enc, tools)
+	}
+	t.rep.rounds = append(t.rep.rounds, n)
+	return tools
+}
+
+// send is g.send for the turn's upstream calls; it adds the time spent
+// waiting on the upstream (the round trip, retries, and every read of the
+// response body) to the report, so gateway-added latency can exclude it.
+func (t *turn) send(ctx context.Context, in *http.Request, o sendOptions) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.g.send(ctx, in, o)
+	if t.rep == nil {
+		return resp, err
+	}
+	t.rep.calls++
+	t.rep.upstream += time.Since(start)
+	if err != nil {
+		return resp, err
+	}
+	resp.Body = &timedBody{ReadCloser: resp.Body, acc: &t.rep.upstream}
+	return resp, nil
+}
+
+// timedBody adds the time its reads block to acc. Reads happen on the
+// handler's goroutine only, so acc needs no lock.
+type timedBody struct {
+	io.ReadCloser
+	acc *time.Duration
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	start := time.Now()
+	n, err := b.ReadCloser.Read(p)
+	*b.acc += time.Since(start)
+	return n, err
+}
+
+// noteSearch records one search for the decision log and the metrics.
+func (t *turn) noteSearch(query string, res selector.Results, took time.Duration) {
+	if t.rep == nil {
+		return
+	}
+	hits := make([]searchHit, 0, min(len(res.Items), searchHitsLogged))
+	for _, it := range res.Items[:min(len(res.Items), searchHitsLogged)] {
+		hits = append(hits, searchHit{Name: it.Name, Score: it.Score})
+	}
+	t.rep.searches = append(t.rep.searches, searchNote{
+		Query: query, Results: hits, took: took,
+		TookMS: float64(took.Microseconds()) / 1000,
+	})
+}
+
+// inputTokens returns the upstream prompt tokens of all the turn's calls
+// and an estimate of what the same client turn would have cost direct: its
+// first call's prompt with the client's full tools array in place of the
+// gateway's. The extra search rounds are the gateway's cost and are not in
+// the estimate. ok is false when the upstream reported no usage or tokens
+// could not be counted.
+func (t *turn) inputTokens() (gateway, direct int64, ok bool) {
+	rep := t.rep
+	if rep == nil || rep.tokErr != nil || len(rep.rounds) == 0 {
+		return 0, 0, false
+	}
+	gateway = promptTokens(t.usage)
+	if gateway <= 0 {
+		return 0, 0, false
+	}
+	first := gateway
+	if len(rep.rounds) > 1 {
+		first = rep.rounds[1].promptBefore
+	}
+	direct = first - int64(rep.rounds[0].tokens) + int64(rep.tokIn)
+	return gateway, direct, true
+}
+
+func promptTokens(usage []byte) int64 {
+	if len(usage) == 0 {
+		return 0
+	}
+	return gjson.GetBytes(usage, "prompt_tokens").Int()
+}
+
+// setToolgateHeaders reports what the gateway did, on every rewritten
+// response: tools and tool tokens the client sent -> the upstream received
+// in the call whose answer the client gets, and the upstream calls so far.
+// Once the whole turn's usage is known (non-streamed responses) it adds the
+// input tokens: the direct estimate -> the real sum over all calls.
+func setToolgateHeaders(h http.Header, t *turn) {
+	rep := t.rep
+	if rep == nil || len(rep.rounds) == 0 {
+		h.Set("X-Toolgate-Tools", strconv.Itoa(len(t.req.Tools))+"->"+strconv.Itoa(len(t.activeNames())+1))
+		h.Set("X-Toolgate-Rounds", strconv.Itoa(len(t.rounds)+1))
+		return
+	}
+	last := rep.rounds[len(rep.rounds)-1]
+	h.Set("X-Toolgate-Tools", strconv.Itoa(rep.toolsIn)+"->"+strconv.Itoa(last.tools))
+	if rep.tokErr == nil {
+		h.Set("X-Toolgate-Tool-Tokens", strconv.Itoa(rep.tokIn)+"->"+strconv.Itoa(last.tokens))
+	}
+	h.Set("X-Toolgate-Rounds", strconv.Itoa(len(rep.rounds)))
+	if !t.req.Stream {
+		if gw, direct, ok := t.inputTokens(); ok {
+			h.Set("X-Toolgate-Input-Tokens", strconv.FormatInt(direct, 10)+"->"+strconv.FormatInt(gw, 10))
+		}
+	}
+}

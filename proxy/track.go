@@ -1,0 +1,70 @@
+package proxy
+
+import (
+	"net/http"
+	"time"
+)
+
+// Routes as the metrics and the decision log name them.
+const (
+	routeChat        = "chat"
+	routePassthrough = "passthrough"
+)
+
+// tracker wraps the client's ResponseWriter for one request: it learns the
+// status the client got and, when the request ends, emits the request's
+// report to the metrics and the decision log. It adds no buffering:
+// Flush, Hijack and the rest reach the real writer through Unwrap.
+type tracker struct {
+	http.ResponseWriter
+	g      *Gateway
+	route  string
+	status int
+	rep    report
+	turn   *turn // nil unless the request ran the search loop
+}
+
+// track starts tracking a request on route.
+func (g *Gateway) track(w http.ResponseWriter, route string) *tracker {
+	return &tracker{ResponseWriter: w, g: g, route: route, rep: report{start: time.Now()}}
+}
+
+func (tr *tracker) WriteHeader(code int) {
+	if tr.status == 0 && code >= 200 {
+		tr.status = code
+	}
+	tr.ResponseWriter.WriteHeader(code)
+}
+
+func (tr *tracker) Write(b []byte) (int, error) {
+	if tr.status == 0 {
+		tr.status = http.StatusOK
+	}
+	return tr.ResponseWriter.Write(b)
+}
+
+// Flush lets code that type-asserts http.Flusher flush through the tracker.
+func (tr *tracker) Flush() { _ = http.NewResponseController(tr.ResponseWriter).Flush() }
+
+// Unwrap gives http.ResponseController the real writer.
+func (tr *tracker) Unwrap() http.ResponseWriter { return tr.ResponseWriter }
+
+// attach links the turn that serves the request, so its accounting lands in
+// this request's report.
+func (tr *tracker) attach(t *turn) {
+	tr.turn = t
+	t.noteClient(&tr.rep)
+}
+
+// passthrough records that a chat request went upstream unchanged, and why.
+func (tr *tracker) passthrough(why string) {
+	tr.rep.mode = "passthrough"
+	tr.rep.reason = why
+}
+
+// done emits the report; call it once, when the handler returns.
+func (tr *tracker) done() {
+	total := time.Since(tr.rep.start)
+	tr.g.Metrics.observe(tr, total)
+	tr.g.logDecision(tr, total)
+}
