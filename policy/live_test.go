@@ -66,7 +66,7 @@ func replaceFile(t *testing.T, path, content string) {
 }
 
 func TestLiveWatch(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, ignoreBleveWorkers)
 	dir := writeFiles(t, map[string]string{
 		"tools.yaml":    "deny: [a_*]\ncategories:\n  code: {hints: hints/code.md}\n",
 		"hints/code.md": "old guidance",
@@ -177,7 +177,7 @@ func TestLiveReload(t *testing.T) {
 		}
 	})
 	t.Run("no path serves the defaults and Watch ends with ctx", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
+		defer goleak.VerifyNone(t, ignoreBleveWorkers)
 		l, err := NewLive("", nil)
 		if err != nil || l.Current().Source() != "built-in" {
 			t.Fatalf("%v %v", err, l)
@@ -189,3 +189,8 @@ func TestLiveReload(t *testing.T) {
 		}
 	})
 }
+
+// ignoreBleveWorkers skips the analysis workers bleve starts when its
+// package loads (policy imports selector, which imports bleve): they live as
+// long as the process and are not the watcher's.
+var ignoreBleveWorkers = goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker")
