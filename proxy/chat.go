@@ -24,7 +24,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 		g.writeError(w, r, err)
 		return
 	}
-	req, err := rewrite.ParseRequest(body)
+	req, err := rewrite.ParseRequestCached(body, g.parsed)
 	if err != nil {
 		g.writeError(w, r, err)
 		return

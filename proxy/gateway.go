@@ -73,6 +73,7 @@ type Gateway struct {
 	handler  http.Handler
 	basePath string
 	tokens   *tokenCounter
+	parsed   *toolCache
 }
 
 func (g *Gateway) init() {
@@ -81,6 +82,7 @@ func (g *Gateway) init() {
 		g.basePath = strings.TrimRight(g.Upstream.Path, "/")
 		g.pass = g.newPassthrough()
 		g.tokens = newTokenCounter()
+		g.parsed = newToolCache(256)
 		g.Metrics.bind(g)
 		g.handler = g.routes()
 	})

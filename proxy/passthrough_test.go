@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/rewrite"
 )
 
 // recorder is an upstream that remembers the last request and answers with
@@ -111,5 +114,44 @@ func TestKeyLabelNeverRevealsTheCredential(t *testing.T) {
 				t.Errorf("keyLabel(%q) = %q, want %q", tc.cred, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestToolCacheReturnsOnlyTheSameCatalog(t *testing.T) {
+	c := newToolCache(4)
+	raw := `[{"type":"function","function":{"name":"a","description":"first"}}]`
+	req, err := rewrite.ParseRequestCached([]byte(`{"messages":[],"tools":`+raw+`}`), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		raw  string
+		hit  bool
+	}{
+		{"the same text is a hit", raw, true},
+		{"a one-byte change is a miss", strings.Replace(raw, "first", "First", 1), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := c.Get(tc.raw)
+			if ok != tc.hit {
+				t.Fatalf("hit = %v, want %v", ok, tc.hit)
+			}
+			if ok && (got[0].Name != "a" || got[0].Description != "first" || got[0].Raw != req.Tools[0].Raw) {
+				t.Errorf("cached tool = %+v", got[0])
+			}
+		})
+	}
+	// The cached strings must not alias the request body.
+	body := []byte(`{"messages":[],"tools":` + raw + `}`)
+	c2 := newToolCache(4)
+	if _, err := rewrite.ParseRequestCached(body, c2); err != nil {
+		t.Fatal(err)
+	}
+	for i := range body {
+		body[i] = 'x'
+	}
+	if got, ok := c2.Get(raw); !ok || got[0].Name != "a" || !strings.HasPrefix(got[0].Raw, `{"type"`) {
+		t.Errorf("cache entry changed with the body: %+v", got)
 	}
 }

@@ -50,11 +50,8 @@ type Response struct {
 func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 	body := req.Body
 	var err error
-	if len(rounds) > 0 {
-		if body, err = appendRounds(body, rounds); err != nil {
-			return nil, err
-		}
-	}
+	// Tools first: the parse located them in req.Body, so the splice needs
+	// no second scan; the rounds then go into a body a fraction the size.
 	if len(tools) == 0 {
 		for _, p := range []string{pathTools, pathToolChoice, "parallel_tool_calls"} {
 			if body, err = sjson.DeleteBytes(body, p); err != nil {
@@ -62,7 +59,12 @@ func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 			}
 		}
 	} else {
-		body = replaceTools(body, tools)
+		body = replaceTools(body, req.ToolsRaw, tools)
+	}
+	if len(rounds) > 0 {
+		if body, err = appendRounds(body, rounds); err != nil {
+			return nil, err
+		}
 	}
 	if req.Stream && !req.IncludeUsage {
 		if body, err = sjson.SetBytes(body, pathIncludeUsage, true); err != nil {
@@ -73,22 +75,13 @@ func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 }
 
 // replaceTools splices a new tools array where the old one stands, so the
-// rest of the body is copied once and never re-encoded.
-func replaceTools(body []byte, tools []string) []byte {
-	old := gjson.Get(view(body), pathTools)
-	size := 2 + len(tools)
-	for _, t := range tools {
-		size += len(t)
+// rest of the body is copied once and never re-encoded. old is where the
+// parse found the array in body; when it is unknown the body is searched.
+func replaceTools(body []byte, old gjson.Result, tools []string) []byte {
+	if end := old.Index + len(old.Raw); old.Index <= 0 || end > len(body) || body[old.Index] != '[' || body[end-1] != ']' {
+		old = gjson.Get(view(body), pathTools)
 	}
-	arr := make([]byte, 0, size)
-	arr = append(arr, '[')
-	for i, t := range tools {
-		if i > 0 {
-			arr = append(arr, ',')
-		}
-		arr = append(arr, t...)
-	}
-	arr = append(arr, ']')
+	arr := joinArray(tools)
 	if !old.Exists() || old.Index <= 0 {
 		out, err := sjson.SetRawBytes(body, pathTools, arr)
 		if err != nil {

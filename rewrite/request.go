@@ -85,7 +85,21 @@ func view(b []byte) string {
 // gateway needs. It rejects invalid JSON, invalid UTF-8, nesting deeper than
 // MaxDepth, a missing messages array, and a malformed tools array, each with
 // an error wrapping ErrBadRequest.
-func ParseRequest(body []byte) (*Request, error) {
+func ParseRequest(body []byte) (*Request, error) { return ParseRequestCached(body, nil) }
+
+// ToolCache remembers parsed tools arrays by their exact text, so a client
+// that resends the same catalog every turn has it parsed once. Get must only
+// return tools parsed from exactly raw; implementations must be safe for
+// concurrent use and must copy raw before keeping it (it aliases a body).
+type ToolCache interface {
+	Get(raw string) ([]Tool, bool)
+	Add(raw string, tools []Tool)
+}
+
+// ParseRequestCached is ParseRequest with the tools array looked up in
+// cache first (nil: always parsed). A cached array was validated when it
+// was first parsed; the body is validated in full either way.
+func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 	// Depth first: it is iterative, while validation recurses.
 	if d := depth(body); d > MaxDepth {
 		return nil, fmt.Errorf("%w: JSON nesting deeper than %d", ErrBadRequest, MaxDepth)
@@ -159,9 +173,18 @@ func ParseRequest(body []byte) (*Request, error) {
 		r.ToolChoice = choice.Get("function.name").String()
 	}
 	if tools.Exists() && tools.Type != gjson.Null {
-		parsed, err := parseTools(tools, false)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		parsed, ok := []Tool(nil), false
+		if cache != nil {
+			parsed, ok = cache.Get(tools.Raw)
+		}
+		if !ok {
+			var err error
+			if parsed, err = parseTools(tools, false); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+			}
+			if cache != nil {
+				cache.Add(tools.Raw, parsed)
+			}
 		}
 		r.Tools, r.ToolsRaw = parsed, tools
 	}
