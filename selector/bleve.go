@@ -80,8 +80,8 @@ type tokens analysis.TokenStream
 
 func (t tokens) Analyze([]byte) analysis.TokenStream { return analysis.TokenStream(t) }
 
-// toolDocument is a tool's bleve document (the all field, the split name
-// and the whole name) and its analysed fields.
+// toolDocument is a tool's bleve document (the all field and the whole
+// name) and its analysed fields.
 func toolDocument(i int, t *Tool, an *analyzer) (*document.Document, toolFields) {
 	d := document.NewDocument(strconv.Itoa(i))
 	add := func(name string, ts analysis.TokenStream) {
@@ -112,9 +112,8 @@ func toolDocument(i int, t *Tool, an *analyzer) (*document.Document, toolFields)
 	category := analyse(t.Meta.Category)
 	prefix := analyse(namePrefix(t.Name))
 	var tf toolFields
-	tf.name = countTerms(name)
 	tf.whole = lowerName(t.Name)
-	for j, ts := range [len(sideFields)]analysis.TokenStream{title, keywords, examples, desc, category, prefix} {
+	for j, ts := range [len(sideFields)]analysis.TokenStream{name, title, keywords, examples, desc, category, prefix} {
 		tf.side[j] = countTerms(ts)
 	}
 	// all: every field once per unit of its weight, so a term's frequencies
@@ -132,7 +131,6 @@ func toolDocument(i int, t *Tool, an *analyzer) (*document.Document, toolFields)
 		}
 	}
 	tf.all = countTerms(all)
-	add(fName, name)
 	if strings.TrimSpace(t.Name) != "" {
 		d.AddField(document.NewTextFieldCustom(fWhole, nil, []byte(t.Name), fieldOptions, an.whole))
 	}

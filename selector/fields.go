@@ -18,6 +18,7 @@ var sideFields = [...]struct {
 	field string
 	boost float64
 }{
+	{fName, 0.5},
 	{fTitle, 0.5},
 	{fKeywords, 0.5},
 	{fExamples, 0.3},
@@ -27,13 +28,14 @@ var sideFields = [...]struct {
 }
 
 // bleveFields are the fields the bleve query searches, with their boosts:
-// all (BM25F: every field repeated by its weight) and the split name.
+// all (BM25F: every field repeated by its weight). With one field and a
+// plain query bleve's disjunction stays under its heap takeover (10
+// searchers) and scans its clauses as a slice, which is faster.
 var bleveFields = [...]struct {
 	field string
 	boost float64
 }{
 	{fAll, 1.0},
-	{fName, 0.5},
 }
 
 // termCounts is one field of one tool: term frequencies and length.
@@ -53,9 +55,9 @@ func countTerms(ts analysis.TokenStream) termCounts {
 // toolFields are a tool's analysed fields, kept for the side fields'
 // scores, coverage and bleve's match counts.
 type toolFields struct {
-	all, name termCounts
-	whole     string // the lower-case full name
-	side      [len(sideFields)]termCounts
+	all   termCounts
+	whole string // the lower-case full name
+	side  [len(sideFields)]termCounts
 }
 
 // fieldStats are a catalog's document frequencies and total lengths per
@@ -84,9 +86,6 @@ func newFieldStats(tf []toolFields) *fieldStats {
 		}
 		for term := range t.all.tf {
 			s.bleveDF[0][term]++
-		}
-		for term := range t.name.tf {
-			s.bleveDF[1][term]++
 		}
 	}
 	return s
@@ -171,9 +170,6 @@ func (r *lexRescorer) score(d int32, bleveScore float64) float64 {
 	matched := 0
 	for _, term := range r.terms {
 		if tf.all.tf[term] > 0 {
-			matched++
-		}
-		if tf.name.tf[term] > 0 {
 			matched++
 		}
 	}
