@@ -24,10 +24,11 @@ import (
 const fieldOptions = index.IndexField
 
 // buildIndex indexes one bleve document per tool (id = the tool's index)
-// in an in-memory scorch index with BM25 scoring. Documents are built
-// directly with their analyzers, so the mapping only carries the scoring
-// model. NewMemOnly is not used: its upsidedown index ignores BM25.
-func buildIndex(ctx context.Context, tools []Tool, an *analyzer) (bleve.Index, *search.BM25Stats, error) {
+// in an in-memory scorch index with BM25 scoring, and returns each tool's
+// analysed fields. Documents are built directly with their analyzers, so
+// the mapping only carries the scoring model. NewMemOnly is not used: its
+// upsidedown index ignores BM25.
+func buildIndex(ctx context.Context, tools []Tool, an *analyzer) (bleve.Index, *search.BM25Stats, []toolFields, error) {
 	m := mapping.NewIndexMapping()
 	m.ScoringModel = index.BM25Scoring
 	m.IndexDynamic = false
@@ -35,26 +36,27 @@ func buildIndex(ctx context.Context, tools []Tool, an *analyzer) (bleve.Index, *
 	m.DocValuesDynamic = false
 	idx, err := bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating index: %w", err)
+		return nil, nil, nil, fmt.Errorf("creating index: %w", err)
 	}
 	b := idx.NewBatch()
 	docs := make([]*document.Document, len(tools))
+	fields := make([]toolFields, len(tools))
 	for i := range tools {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
 				_ = idx.Close()
-				return nil, nil, fmt.Errorf("indexing tools: %w", err)
+				return nil, nil, nil, fmt.Errorf("indexing tools: %w", err)
 			}
 		}
-		docs[i] = toolDocument(i, &tools[i], an)
+		docs[i], fields[i] = toolDocument(i, &tools[i], an)
 		if err := b.IndexAdvanced(docs[i]); err != nil {
 			_ = idx.Close()
-			return nil, nil, fmt.Errorf("indexing tool %q: %w", tools[i].Name, err)
+			return nil, nil, nil, fmt.Errorf("indexing tool %q: %w", tools[i].Name, err)
 		}
 	}
 	if err := idx.Batch(b); err != nil {
 		_ = idx.Close()
-		return nil, nil, fmt.Errorf("indexing tools: %w", err)
+		return nil, nil, nil, fmt.Errorf("indexing tools: %w", err)
 	}
 	// bleve's BM25 takes a field's average length to be its distinct terms
 	// per document (ceil(dictionary size / docs)), which on tool texts is
@@ -68,26 +70,26 @@ func buildIndex(ctx context.Context, tools []Tool, an *analyzer) (bleve.Index, *
 			stats.FieldCardinality[f.Name()] += f.AnalyzedLength()
 		})
 	}
-	return idx, stats, nil
+	return idx, stats, fields, nil
 }
 
-// toolDocument is a tool's bleve document: every field analysed by the
-// text chain except the whole name.
-func toolDocument(i int, t *Tool, an *analyzer) *document.Document {
+// tokens is an already analysed field: handed to bleve as the field's
+// analyzer, so every text is analysed once per compile, however many
+// fields (and repeats in the all field) it feeds.
+type tokens analysis.TokenStream
+
+func (t tokens) Analyze([]byte) analysis.TokenStream { return analysis.TokenStream(t) }
+
+// toolDocument is a tool's bleve document (the all field and the whole
+// name) and its analysed fields.
+func toolDocument(i int, t *Tool, an *analyzer) (*document.Document, toolFields) {
 	d := document.NewDocument(strconv.Itoa(i))
-	add := func(name, text string, a analysis.Analyzer) {
-		if strings.TrimSpace(text) == "" {
+	add := func(name string, ts analysis.TokenStream) {
+		if len(ts) == 0 {
 			return
 		}
-		d.AddField(document.NewTextFieldCustom(name, nil, []byte(text), fieldOptions, a))
+		d.AddField(document.NewTextFieldCustom(name, nil, nil, fieldOptions, tokens(ts)))
 	}
-	add(fName, t.Name, an.text)
-	add(fWhole, t.Name, an.whole)
-	add(fTitle, t.Meta.Title, an.text)
-	add(fKeywords, strings.Join(t.Meta.Keywords, " ; "), an.text)
-	add(fExamples, strings.Join(t.Meta.Examples, " ; "), an.text)
-	add(fDesc, t.Description, an.text)
-	add(fLead, leadSentence(t.Description), an.text)
 	var params strings.Builder
 	for _, p := range t.Params {
 		params.WriteString(p.Name)
@@ -95,44 +97,45 @@ func toolDocument(i int, t *Tool, an *analyzer) *document.Document {
 		params.WriteString(p.Description)
 		params.WriteString(" ; ")
 	}
-	add(fParams, params.String(), an.text)
-	add(fCategory, t.Meta.Category, an.text)
-	add(fPrefix, namePrefix(t.Name), an.text)
+	analyse := func(s string) analysis.TokenStream {
+		if strings.TrimSpace(s) == "" {
+			return nil
+		}
+		return an.text.Analyze([]byte(s))
+	}
+	name := analyse(t.Name)
+	title := analyse(t.Meta.Title)
+	keywords := analyse(strings.Join(t.Meta.Keywords, " ; "))
+	examples := analyse(strings.Join(t.Meta.Examples, " ; "))
+	desc := analyse(t.Description)
+	ps := analyse(params.String())
+	category := analyse(t.Meta.Category)
+	prefix := analyse(namePrefix(t.Name))
+	var tf toolFields
+	tf.whole = lowerName(t.Name)
+	for j, ts := range [len(sideFields)]analysis.TokenStream{name, title, keywords, examples, desc, category, prefix} {
+		tf.side[j] = countTerms(ts)
+	}
 	// all: every field once per unit of its weight, so a term's frequencies
 	// across fields add up before BM25 saturates them (BM25F's combination,
 	// which per-field scores summed at query time cannot give).
-	var all strings.Builder
+	var all analysis.TokenStream
 	for _, part := range []struct {
-		text string
+		ts   analysis.TokenStream
 		reps int
 	}{
-		{t.Name, 3}, {t.Meta.Title, 2}, {strings.Join(t.Meta.Keywords, " ; "), 2},
-		{strings.Join(t.Meta.Examples, " ; "), 1}, {t.Description, 1}, {params.String(), 1},
-		{t.Meta.Category, 1}, {namePrefix(t.Name), 1},
+		{name, 3}, {title, 2}, {keywords, 2}, {examples, 1}, {desc, 1}, {ps, 1}, {category, 1}, {prefix, 1},
 	} {
-		if strings.TrimSpace(part.text) == "" {
-			continue
-		}
 		for range part.reps {
-			all.WriteString(part.text)
-			all.WriteString(" ; ")
+			all = append(all, part.ts...)
 		}
 	}
-	add(fAll, all.String(), an.text)
-	return d
-}
-
-// leadSentence returns the first sentence of a description: up to the
-// first ". ", newline or end.
-func leadSentence(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexAny(s, "\n"); i >= 0 {
-		s = s[:i]
+	tf.all = countTerms(all)
+	if strings.TrimSpace(t.Name) != "" {
+		d.AddField(document.NewTextFieldCustom(fWhole, nil, []byte(t.Name), fieldOptions, an.whole))
 	}
-	if i := strings.Index(s, ". "); i >= 0 {
-		s = s[:i]
-	}
-	return s
+	add(fAll, all)
+	return d, tf
 }
 
 // lexQuery is a query analysed once: its weighted terms and its raw
@@ -164,21 +167,25 @@ func (c *Catalog) analyzeQuery(text string, weight float64) *lexQuery {
 	return q
 }
 
-// bleveQuery is the BM25F-style disjunction: for every field with a
-// boost, every query term as a term query boosted by field boost × term
-// weight (what a MatchQuery per field with SetBoost builds, without
-// re-analysing the query per field), plus the raw tokens against the
-// whole-name field.
-func (c *Catalog) bleveQuery(q *lexQuery) query.Query {
-	// Sorted, so the float sums (and so ties) do not depend on map order.
+// sortedTerms returns q's terms sorted, so the float sums (and so ties)
+// do not depend on map order.
+func sortedTerms(q *lexQuery) []string {
 	terms := make([]string, 0, len(q.terms))
 	for t := range q.terms {
 		terms = append(terms, t)
 	}
 	slices.Sort(terms)
+	return terms
+}
+
+// bleveQuery is the BM25F-style disjunction over the bleve fields: every
+// query term as a term query boosted by field boost × term weight (what a
+// MatchQuery per field with SetBoost builds, without re-analysing the
+// query per field), plus the raw tokens against the whole-name field.
+func (c *Catalog) bleveQuery(q *lexQuery, terms []string) query.Query {
 	var ds []query.Query
-	for _, fb := range fieldBoosts {
-		if fb.boost == 0 || c.stats.FieldCardinality[fb.field] == 0 {
+	for _, fb := range bleveFields {
+		if c.stats.FieldCardinality[fb.field] == 0 {
 			continue
 		}
 		for _, term := range terms {
@@ -200,26 +207,49 @@ func (c *Catalog) bleveQuery(q *lexQuery) query.Query {
 }
 
 // search runs q against the index and returns up to n documents with
-// their bleve scores, best first.
+// their scores (bleve's, completed by the side fields), best first. bleve
+// returns a few more than n, so a document the side fields lift can make
+// the cut.
 func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []float64, error) {
 	if len(q.terms) == 0 && len(q.raw) == 0 {
 		return nil, nil, nil
 	}
-	req := bleve.NewSearchRequestOptions(c.bleveQuery(q), n, 0, false)
+	terms := sortedTerms(q)
+	req := bleve.NewSearchRequestOptions(c.bleveQuery(q, terms), n+n/3, 0, false)
 	req.PreSearchData = map[string]any{search.BM25PreSearchDataKey: c.stats}
 	res, err := c.idx.SearchInContext(ctx, req)
 	if err != nil {
 		return nil, nil, fmt.Errorf("searching index: %w", err)
 	}
-	docs := make([]int32, 0, len(res.Hits))
-	scores := make([]float64, 0, len(res.Hits))
+	rs := c.newRescorer(q, terms)
+	type hit struct {
+		doc   int32
+		score float64
+	}
+	hits := make([]hit, 0, len(res.Hits))
 	for _, h := range res.Hits {
 		d, err := strconv.Atoi(h.ID)
 		if err != nil || d < 0 || d >= len(c.tools) {
 			continue
 		}
-		docs = append(docs, int32(d))
-		scores = append(scores, h.Score)
+		hits = append(hits, hit{int32(d), rs.score(int32(d), h.Score)})
+	}
+	slices.SortStableFunc(hits, func(a, b hit) int {
+		if a.score != b.score {
+			if a.score > b.score {
+				return -1
+			}
+			return 1
+		}
+		return int(a.doc - b.doc)
+	})
+	if len(hits) > n {
+		hits = hits[:n]
+	}
+	docs := make([]int32, len(hits))
+	scores := make([]float64, len(hits))
+	for i, h := range hits {
+		docs[i], scores[i] = h.doc, h.score
 	}
 	return docs, scores, nil
 }
@@ -230,28 +260,17 @@ func (c *Catalog) coverage(q *lexQuery, d int32) float64 {
 	if len(q.terms) == 0 {
 		return 0
 	}
-	t := &c.tools[d]
-	have := map[string]bool{}
-	for _, s := range []string{t.Name, t.Meta.Title, strings.Join(t.Meta.Keywords, " "), strings.Join(t.Meta.Examples, " "), t.Description, t.Meta.Category} {
-		for _, term := range c.an.terms(s) {
-			have[term] = true
-		}
-	}
-	for _, p := range t.Params {
-		for _, term := range c.an.terms(p.Name + " " + p.Description) {
-			have[term] = true
-		}
-	}
+	have := c.toolFields[d].all.tf
 	n := float64(len(c.tools))
 	var mass, got float64
 	for term, w := range q.terms {
-		df, ok := c.df[term]
+		df, ok := c.fields.bleveDF[0][term]
 		if !ok {
 			continue // a word no tool uses says nothing about coverage
 		}
 		idf := w * math.Log(1+(n-float64(df)+0.5)/(float64(df)+0.5))
 		mass += idf
-		if have[term] {
+		if have[term] > 0 {
 			got += idf
 		}
 	}
@@ -259,40 +278,4 @@ func (c *Catalog) coverage(q *lexQuery, d int32) float64 {
 		return 0
 	}
 	return got / mass
-}
-
-// docFreqs reads each term's document frequency (the largest over the
-// text fields) from the index's dictionaries, for coverage.
-func docFreqs(idx bleve.Index) (map[string]int, error) {
-	adv, err := idx.Advanced()
-	if err != nil {
-		return nil, fmt.Errorf("opening index: %w", err)
-	}
-	r, err := adv.Reader()
-	if err != nil {
-		return nil, fmt.Errorf("opening index reader: %w", err)
-	}
-	defer r.Close()
-	df := map[string]int{}
-	for _, fb := range fieldBoosts {
-		fd, err := r.FieldDict(fb.field)
-		if err != nil {
-			return nil, fmt.Errorf("reading field %s: %w", fb.field, err)
-		}
-		for {
-			e, err := fd.Next()
-			if err != nil {
-				_ = fd.Close()
-				return nil, fmt.Errorf("reading field %s: %w", fb.field, err)
-			}
-			if e == nil {
-				break
-			}
-			if int(e.Count) > df[e.Term] {
-				df[e.Term] = int(e.Count)
-			}
-		}
-		_ = fd.Close()
-	}
-	return df, nil
 }

@@ -34,21 +34,26 @@ func TestAnalyzerSplitsIdentifiersAndKeepsCJK(t *testing.T) {
 func TestBM25StatsHoldExactFieldLengths(t *testing.T) {
 	tools := testTools(t)
 	c := compileTest(t, tools, Config{})
-	var desc, name int
-	for _, tl := range tools {
+	var desc, all int
+	for i, tl := range tools {
 		desc += len(c.an.terms(tl.Description))
-		name += len(c.an.terms(tl.Name))
+		all += int(c.toolFields[i].all.len)
 	}
 	for _, tt := range []struct {
 		field string
 		want  int
-	}{{fDesc, desc}, {fName, name}, {fWhole, len(tools)}} {
+	}{{fAll, all}, {fWhole, len(tools)}} {
 		t.Run("the "+tt.field+" field's total is its analysed length", func(t *testing.T) {
 			if got := c.stats.FieldCardinality[tt.field]; got != tt.want {
 				t.Errorf("stats[%s] = %d, want %d", tt.field, got, tt.want)
 			}
 		})
 	}
+	t.Run("the side field desc's total is its analysed length", func(t *testing.T) {
+		if got := c.fields.sideLen[4]; got != float64(desc) {
+			t.Errorf("sideLen[desc] = %v, want %d", got, desc)
+		}
+	})
 	if c.stats.DocCount != float64(len(tools)) {
 		t.Errorf("DocCount = %v, want %d", c.stats.DocCount, len(tools))
 	}

@@ -12,7 +12,12 @@ import (
 	"github.com/blevesearch/bleve/v2/search"
 )
 
-// Document fields of the bleve index, one per searchable part of a tool.
+// Fields of a tool: all, name and whole are bleve's (the query searches
+// them); the others are scored beside bleve (sideFields). Measured on the
+// dev sets: all alone or the separate fields alone (per-field BM25 summed,
+// as a disjunction does) both rank worse than all plus small per-field
+// boosts; the parameters only help through all, the description's lead
+// sentence not at all.
 const (
 	fName     = "name"     // the name split into words
 	fWhole    = "whole"    // the name as one lower-case term
@@ -20,34 +25,10 @@ const (
 	fKeywords = "keywords" // Meta.Keywords
 	fExamples = "examples" // Meta.Examples
 	fDesc     = "desc"     // the description
-	fLead     = "lead"     // the description's first sentence
-	fParams   = "params"   // parameter names and descriptions
 	fCategory = "category" // Meta.Category
 	fPrefix   = "prefix"   // server / namespace prefix of the name
 	fAll      = "all"      // every field, repeated by weight
 )
-
-// fieldBoosts are the query-time boosts of the fields. The all field
-// carries BM25F (fields repeated by weight, one saturation); the separate
-// fields add a little for a hit where it says most (the name, curated
-// enrichment). Measured on the dev sets: all alone or the separate fields
-// alone (per-field BM25 summed, as a disjunction does) both rank worse;
-// the parameters only help through all.
-var fieldBoosts = []struct {
-	field string
-	boost float64
-}{
-	{fAll, 1.0},
-	{fName, 0.5},
-	{fTitle, 0.5},
-	{fKeywords, 0.5},
-	{fExamples, 0.3},
-	{fDesc, 0.3},
-	{fLead, 0},
-	{fParams, 0},
-	{fCategory, 0.3},
-	{fPrefix, 0.2},
-}
 
 // wholeBoost is the boost of a query token that spells a tool's full name.
 const wholeBoost = 8.0
@@ -64,12 +45,17 @@ type Catalog struct {
 	first  []string // first line of each description
 	an     *analyzer
 	idx    bleve.Index       // in-memory scorch, BM25; one document per tool, id = index in tools
-	df     map[string]int    // term -> document frequency, for coverage
 	stats  *search.BM25Stats // exact field lengths for bleve's BM25
-	cfg    Config
-	w      Weights
-	areas  []string
-	sem    *semantic // nil when semantic search is off
+	// toolFields are each tool's analysed fields and fields their
+	// document frequencies and lengths: the side fields' scores and
+	// coverage come from them.
+	toolFields []toolFields
+	fields     *fieldStats
+	wholeNames map[string]bool // lower-case full names (the whole field's terms)
+	cfg        Config
+	w          Weights
+	areas      []string
+	sem        *semantic // nil when semantic search is off
 }
 
 // Compile builds a Catalog from tools and their ranking configuration: a
@@ -104,15 +90,17 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 		c.byName[t.Name] = i
 		c.first[i] = firstLine(t.Description, 160)
 	}
-	if c.idx, c.stats, err = buildIndex(ctx, tools, an); err != nil {
+	if c.idx, c.stats, c.toolFields, err = buildIndex(ctx, tools, an); err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
 	// The index's scorch instance runs a goroutine until closed; the
 	// catalog is shared through the cache and may be searched after its
 	// eviction, so the index closes when the catalog becomes unreachable.
 	runtime.AddCleanup(c, func(idx bleve.Index) { _ = idx.Close() }, c.idx)
-	if c.df, err = docFreqs(c.idx); err != nil {
-		return nil, fmt.Errorf("compiling catalog: %w", err)
+	c.fields = newFieldStats(c.toolFields)
+	c.wholeNames = make(map[string]bool, len(tools))
+	for i := range c.toolFields {
+		c.wholeNames[c.toolFields[i].whole] = true
 	}
 	c.areas = computeAreas(tools)
 	if err := c.initSemantic(ctx); err != nil {

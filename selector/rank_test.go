@@ -292,3 +292,42 @@ func TestAreasSummariseTheCatalog(t *testing.T) {
 		}
 	}
 }
+
+func TestLexLeadFindsTheWinnerAndItsMargin(t *testing.T) {
+	tests := []struct {
+		name       string
+		score      map[int32]float64
+		wantTop    int32
+		wantMargin float64
+	}{
+		{"a clear winner gets its margin over the runner-up", map[int32]float64{3: 1, 5: 0.25, 7: 0.5}, 3, 0.5},
+		{"a tie gives no margin", map[int32]float64{4: 1, 2: 1}, 2, 0},
+		{"a single candidate has the whole margin", map[int32]float64{9: 0.8}, 9, 1},
+		{"no candidates means no winner", map[int32]float64{}, -1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			top, m := lexLead(tt.score)
+			if top != tt.wantTop || m != tt.wantMargin {
+				t.Errorf("lexLead = %d, %v; want %d, %v", top, m, tt.wantTop, tt.wantMargin)
+			}
+		})
+	}
+}
+
+// TestLexicalLeadKeepsAClearWinnerFirst shows the lead bonus change a
+// ranking: without it, a tool that is only close lexically can take rank
+// 1 through semantic rank fusion.
+func TestLexicalLeadKeepsAClearWinnerFirst(t *testing.T) {
+	c := compileTest(t, testTools(t), Config{})
+	res, err := c.Search(context.Background(), Query{Text: "merging pull requests", Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Items) == 0 || res.Items[0].Signals["lead"] <= 0 {
+		t.Fatalf("top result %+v has no lead bonus", res.Items)
+	}
+	if res.Items[0].Name != "repo_merge_pull_request" {
+		t.Errorf("top = %s, want repo_merge_pull_request", res.Items[0].Name)
+	}
+}
