@@ -304,7 +304,7 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 		g.fail(s.w, r, err)
 		return
 	}
-	if r.Context().Err() != nil {
+	if errors.Is(r.Context().Err(), context.Canceled) {
 		g.logger().Debug("client went away mid-stream", "err", err)
 		return
 	}
