@@ -52,8 +52,9 @@ func ParseTools(arr gjson.Result) ([]Tool, error) {
 		if !fn.Exists() {
 			fn = it
 		}
-		name := fn.Get("name").String()
-		if name == "" {
+		nm := fn.Get("name")
+		name := nm.Str // a name that is not a JSON string is no name
+		if nm.Type != gjson.String || name == "" {
 			return nil, fmt.Errorf("tools[%d]: %w", i, ErrToolNoName)
 		}
 		if _, dup := seen[name]; dup {
