@@ -187,6 +187,9 @@ func FuzzStreamRelay(f *testing.F) {
 	u, _ := url.Parse("http://upstream.invalid/v1")
 	snap := policy.Default()
 	body := chatRequestBytes(testCatalog(30))
+	// Shared by every input: the store starts a goroutine, and compiling
+	// the same catalog each time would only slow the fuzzer.
+	sessions, catalogs := session.NewMemory(100, 0), selector.NewCache(2)
 	f.Fuzz(func(t *testing.T, ops []byte, tail string) {
 		if len(ops) > 256 || len(tail) > 4096 {
 			return
@@ -196,8 +199,8 @@ func FuzzStreamRelay(f *testing.F) {
 		g := &Gateway{
 			Upstream: u,
 			Policy:   func() *policy.Snapshot { return snap },
-			Sessions: session.NewMemory(10, 0),
-			Catalogs: selector.NewCache(2),
+			Sessions: sessions,
+			Catalogs: catalogs,
 			Logger:   testLogger(),
 			Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 				stream := textChunk("after") + finishChunk("stop") + doneEvent
