@@ -294,7 +294,7 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolR
 		switch {
 		case c.Name == SearchToolName && searched >= maxSearchesPerRound:
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
-				"Error: too many searches in one turn (at most %d); use the tools already found or search again next turn.", maxSearchesPerRound)})
+				"Error: too many searches in one step (at most %d); use the tools already found, or search again in your next step.", maxSearchesPerRound)})
 		case c.Name == SearchToolName:
 			searched++
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: t.search(ctx, c.Arguments)})
