@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,11 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 		return
 	}
 	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
+	if d := snap.Gateway.RequestTimeout; d > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	if why := passthroughReason(snap, req); why != "" {
 		tr.passthrough(why)
 		g.forwardChat(w, r, rest, snap, req, why)

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -278,18 +276,6 @@ func TestMetricsAreExposedAndCount(t *testing.T) {
 
 func eq(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
 func gt(min float64) func(float64) bool  { return func(v float64) bool { return v > min } }
-
-// syncBuffer is a bytes.Buffer safe for the handler's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
 
 // waitLines returns the records once there are n of them (a record is
 // written when its handler returns, which can be just after the client has

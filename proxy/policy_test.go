@@ -15,9 +15,9 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// withPolicy writes a tools.yaml (and hint files) to a temp dir and serves
+// withLivePolicy writes a tools.yaml (and hint files) to a temp dir and serves
 // it live: edits to the file apply to the running gateway.
-func withPolicy(t *testing.T, yaml string, files map[string]string) (func(*Gateway), string) {
+func withLivePolicy(t *testing.T, yaml string, files map[string]string) (func(*Gateway), string) {
 	t.Helper()
 	dir := t.TempDir()
 	for name, body := range files {
@@ -60,7 +60,7 @@ func TestPolicyShapesWhatTheModelSees(t *testing.T) {
 		Answer: "Done.",
 	}
 	t.Run("a core tool is in the very first upstream request", func(t *testing.T) {
-		opt, _ := withPolicy(t, "core: [calendar_create_event]\n", nil)
+		opt, _ := withLivePolicy(t, "core: [calendar_create_event]\n", nil)
 		model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
 		base := newTestGateway(t, model, opt)
 		runAgent(t, base, twoStepTask, testCatalog(30), false, nil)
@@ -69,7 +69,7 @@ func TestPolicyShapesWhatTheModelSees(t *testing.T) {
 		}
 	})
 	t.Run("denied tools never reach the upstream even when the task asks for them", func(t *testing.T) {
-		opt, _ := withPolicy(t, "deny: ['*delete*']\n", nil)
+		opt, _ := withLivePolicy(t, "deny: ['*delete*']\n", nil)
 		model := &fakellm.Model{Tasks: []fakellm.Task{deleteTask}}
 		base := newTestGateway(t, model, opt)
 		run := runAgent(t, base, deleteTask, testCatalog(30), true, nil)
@@ -85,7 +85,7 @@ func TestPolicyShapesWhatTheModelSees(t *testing.T) {
 		}
 	})
 	t.Run("a model's call to a denied tool is answered with an error and never reaches the client", func(t *testing.T) {
-		opt, _ := withPolicy(t, "deny: ['*delete*']\n", nil)
+		opt, _ := withLivePolicy(t, "deny: ['*delete*']\n", nil)
 		model := &fakellm.Model{Tasks: []fakellm.Task{deleteTask}, Keep: true, Reckless: true}
 		base := newTestGateway(t, model, opt)
 		for _, stream := range []bool{false, true} {
@@ -114,7 +114,7 @@ func TestPolicyShapesWhatTheModelSees(t *testing.T) {
 			{"without keywords", "gateway: {min_tools: 12}\n", false},
 			{"with keywords", "tools:\n  util_gadget_150: {keywords: [zorblax]}\n", true},
 		} {
-			opt, _ := withPolicy(t, tc.yaml, nil)
+			opt, _ := withLivePolicy(t, tc.yaml, nil)
 			model := &fakellm.Model{Tasks: []fakellm.Task{task}}
 			base := newTestGateway(t, model, opt)
 			run := runAgent(t, base, task, testCatalog(200), false, nil)
@@ -125,7 +125,7 @@ func TestPolicyShapesWhatTheModelSees(t *testing.T) {
 	})
 	t.Run("a category's hints reach the model inside the tool_search result", func(t *testing.T) {
 		yaml := "tools:\n  'chat_*': {category: chat}\ncategories:\n  chat: {hints: hints/chat.md}\n"
-		opt, _ := withPolicy(t, yaml, map[string]string{"hints/chat.md": "Always reply in the thread, never in the channel."})
+		opt, _ := withLivePolicy(t, yaml, map[string]string{"hints/chat.md": "Always reply in the thread, never in the channel."})
 		task := fakellm.Task{
 			Prompt: "Let everyone know the deploy finished.",
 			Steps:  []fakellm.Step{{Tool: "chat_post_message", Query: "send message chat channel", Args: json.RawMessage(`{}`)}},
@@ -144,7 +144,7 @@ func TestPolicyShapesWhatTheModelSees(t *testing.T) {
 	})
 	t.Run("a query naming a bundle gets the bundle whole", func(t *testing.T) {
 		yaml := "bundles:\n  browser: {description: Drive the browser, tools: ['browser_*']}\n"
-		opt, _ := withPolicy(t, yaml, nil)
+		opt, _ := withLivePolicy(t, yaml, nil)
 		task := fakellm.Task{
 			Prompt: "Hello.",
 			Steps:  []fakellm.Step{{Tool: "browser_screenshot", Query: "browser", Args: json.RawMessage(`{}`)}},
@@ -162,7 +162,7 @@ func TestPolicyShapesWhatTheModelSees(t *testing.T) {
 		}
 	})
 	t.Run("appending to deny takes effect without a restart", func(t *testing.T) {
-		opt, path := withPolicy(t, "core: [repo_delete_branch]\n", nil)
+		opt, path := withLivePolicy(t, "core: [repo_delete_branch]\n", nil)
 		model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
 		base := newTestGateway(t, model, opt)
 		tools := testCatalog(30)
@@ -187,7 +187,7 @@ func TestPolicyShapesWhatTheModelSees(t *testing.T) {
 		}
 	})
 	t.Run("a broken edit keeps the last good policy serving", func(t *testing.T) {
-		opt, path := withPolicy(t, "core: [calendar_create_event]\n", nil)
+		opt, path := withLivePolicy(t, "core: [calendar_create_event]\n", nil)
 		model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
 		base := newTestGateway(t, model, opt)
 		if err := os.WriteFile(path, []byte("core: [calendar_create_event\n  bad: ["), 0o644); err != nil {

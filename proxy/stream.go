@@ -199,6 +199,9 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 			default:
 				emitFinish = true
 			}
+			if s.finished { // an upstream that finishes twice: the client gets one
+				edit.Finish, emitFinish = "null", false
+			}
 		}
 		if !ev.Text && len(calls) == 0 && !emitFinish {
 			if !s.sentRole && s.role == nil && len(ev.Calls) == 0 {
@@ -304,7 +307,7 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 		g.fail(s.w, r, err)
 		return
 	}
-	if r.Context().Err() != nil {
+	if errors.Is(r.Context().Err(), context.Canceled) {
 		g.logger().Debug("client went away mid-stream", "err", err)
 		return
 	}

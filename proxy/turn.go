@@ -31,6 +31,11 @@ const (
 // recentKeep bounds the session's list of recently called tools.
 const recentKeep = 8
 
+// maxSearchesPerRound bounds the tool_search calls answered in one upstream
+// round; the calls past it get a short refusal instead of a search, so a
+// model that fans out cannot make one round cost unbounded work.
+const maxSearchesPerRound = 4
+
 // turn is one client request handled by the search loop: the catalog, the
 // session, the active set and the rounds the gateway answered itself.
 type turn struct {
@@ -70,12 +75,16 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 		visible: map[string]bool{},
 		decide:  snap.Decider(req.LastUser),
 	}
+	if err := checkCatalog(req.Tools); err != nil {
+		return nil, err
+	}
 	for i := range req.Tools {
 		t.byName[req.Tools[i].Name] = &req.Tools[i]
 	}
 	key := strconv.FormatUint(maphash.String(g.seed, req.ToolsRaw.Raw), 36) + ":" + strconv.FormatUint(snap.Generation(), 36)
 	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) {
 		tools, cfg := snap.Catalog(req.ToolsWithParams())
+		tools = capCatalog(tools)
 		switch snap.Search.Embeddings.Provider {
 		case "off":
 			cfg.Weights.Semantic = 0
@@ -291,9 +300,14 @@ func (t *turn) internal(c rewrite.Call) bool {
 // tools found join the active set. Real calls are recorded for recency.
 func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolResult {
 	var results []rewrite.ToolResult
+	searched := 0
 	for _, c := range calls {
 		switch {
+		case c.Name == SearchToolName && searched >= maxSearchesPerRound:
+			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
+				"Error: too many searches in one step (at most %d); use the tools already found, or search again in your next step.", maxSearchesPerRound)})
 		case c.Name == SearchToolName:
+			searched++
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: t.search(ctx, c.Arguments)})
 		case t.internal(c):
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(

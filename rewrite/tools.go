@@ -71,7 +71,8 @@ func parseTools(arr gjson.Result, withParams bool) ([]Tool, error) {
 			}
 			return true
 		})
-		if name.String() == "" {
+		// A name that is not a JSON string is no name.
+		if name.Type != gjson.String || name.Str == "" {
 			return nil, fmt.Errorf("tools[%d]: %w", i, ErrToolNoName)
 		}
 		if _, dup := seen[name.String()]; dup {

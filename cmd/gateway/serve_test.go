@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/policy"
+)
+
+// addrWriter captures the address serveHTTP announces.
+type addrWriter struct {
+	once sync.Once
+	addr chan string
+}
+
+func (w *addrWriter) Write(p []byte) (int, error) {
+	if _, rest, ok := strings.Cut(string(p), "http://"); ok {
+		w.once.Do(func() { w.addr <- strings.TrimSpace(rest) })
+	}
+	return len(p), nil
+}
+
+func TestServerRefusesOversizedHeaders(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &addrWriter{addr: make(chan string, 1)}
+	done := make(chan error, 1)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	go func() { done <- serveHTTP(ctx, "127.0.0.1:0", ok, slog.New(slog.NewTextHandler(io.Discard, nil)), out) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serveHTTP: %v", err)
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-out.addr:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not announce its address")
+	}
+	for _, tc := range []struct {
+		name   string
+		size   int
+		status int
+	}{
+		{"a request with ordinary headers is served", 100, http.StatusOK},
+		{"a request with 2 MiB of headers is refused with 431", 2 << 20, http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+			req.Header.Set("X-Padding", strings.Repeat("a", tc.size))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Errorf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+		})
+	}
+}
+
+func TestUpstreamTransportTakesItsTimeoutsFromThePolicy(t *testing.T) {
+	g := policy.Default().Gateway
+	g.HeaderTimeout = 1234 * time.Millisecond
+	tr := newTransport(g)
+	if tr.ResponseHeaderTimeout != g.HeaderTimeout {
+		t.Errorf("ResponseHeaderTimeout = %s, want the policy's first_byte %s", tr.ResponseHeaderTimeout, g.HeaderTimeout)
+	}
+	if tr.DialContext == nil {
+		t.Error("no DialContext: the connect timeout is not applied")
+	}
+}

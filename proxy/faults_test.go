@@ -1,0 +1,394 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/goleak"
+
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/selector"
+	"github.com/toolgate/toolgate/session"
+)
+
+// loadPolicy compiles a tools.yaml source into a snapshot.
+func loadPolicy(t testing.TB, src string) *policy.Snapshot {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tools.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := policy.Load(path)
+	if err != nil {
+		t.Fatalf("loading policy: %v", err)
+	}
+	return s
+}
+
+func withPolicy(s *policy.Snapshot) func(*Gateway) {
+	return func(g *Gateway) { g.Policy = func() *policy.Snapshot { return s } }
+}
+
+// Chat Completions stream chunks, as an upstream writes them.
+func sseData(v string) string { return "data: " + v + "\n\n" }
+
+func textChunk(content string) string {
+	return sseData(fmt.Sprintf(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":%q},"finish_reason":null}]}`, content))
+}
+
+func callChunk(index int, id, name, args string) string {
+	return sseData(fmt.Sprintf(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":%q,"type":"function","function":{"name":%q,"arguments":%q}}]},"finish_reason":null}]}`, index, id, name, args))
+}
+
+func finishChunk(reason string) string {
+	return sseData(fmt.Sprintf(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":%q}]}`, reason))
+}
+
+// waitGone blocks an upstream handler until its client (the gateway) hangs
+// up, or 10 s pass. The body is drained first: only then does the server
+// notice a closed connection and cancel the request's context.
+func waitGone(r *http.Request) bool {
+	_, _ = io.Copy(io.Discard, r.Body)
+	select {
+	case <-r.Context().Done():
+		return true
+	case <-time.After(10 * time.Second):
+		return false
+	}
+}
+
+const doneEvent = "data: [DONE]\n\n"
+
+// searchRound is a streamed round in which the model only calls tool_search.
+var searchRound = callChunk(0, "call_s1", SearchToolName, `{"query":"create issue repository"}`) + finishChunk("tool_calls") + doneEvent
+
+// searchReply is the same round, not streamed.
+const searchReply = `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_s1","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"create issue repository\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`
+
+// sseHandler answers every request with a stream: the n-th request gets
+// rounds[n] (the last one repeats), written and flushed in one piece.
+func sseHandler(calls *atomic.Int32, rounds ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		n := int(calls.Add(1)) - 1
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, rounds[min(n, len(rounds)-1)])
+	}
+}
+
+// exchange is one client request and what came back.
+type exchange struct {
+	status int
+	header http.Header
+	body   []byte
+	took   time.Duration
+}
+
+// send posts body with a deadline, so a gateway that hangs fails the test
+// instead of stalling it.
+func send(t *testing.T, base string, body []byte, hdr map[string]string) exchange {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sk-test")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("posting: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the gateway's answer: %v", err)
+	}
+	return exchange{status: resp.StatusCode, header: resp.Header, body: b, took: time.Since(start)}
+}
+
+func bigRequest(t *testing.T, stream bool) []byte {
+	return chatRequest(t, []map[string]any{{"role": "user", "content": "File a bug about the login crash."}}, testCatalog(30), stream, nil)
+}
+
+// wantError checks an OpenAI-shaped error body with the given code.
+func wantError(t *testing.T, x exchange, status int, code string) {
+	t.Helper()
+	e := gjson.GetBytes(x.body, "error")
+	if x.status != status || e.Get("code").String() != code || e.Get("message").String() == "" || e.Get("type").String() == "" {
+		t.Errorf("got %d %s; want %d with an OpenAI error of code %q", x.status, x.body, status, code)
+	}
+}
+
+func TestUpstreamTimeoutsAre504(t *testing.T) {
+	short := loadPolicy(t, "gateway:\n  timeouts: {idle: 200ms, request: 400ms}\n")
+	stall := func(w http.ResponseWriter, r *http.Request) { waitGone(r) }
+	headerTimeout := func(g *Gateway) {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.ResponseHeaderTimeout = 200 * time.Millisecond
+		g.Transport = tr
+	}
+	dialTimeout := func(g *Gateway) {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			// What net.Dialer returns when its Timeout passes on a
+			// black-holed address.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+				return nil, &net.OpError{Op: "dial", Net: network, Err: os.ErrDeadlineExceeded}
+			}
+		}
+		g.Transport = tr
+	}
+	for _, tc := range []struct {
+		name     string
+		upstream http.HandlerFunc
+		opt      func(*Gateway)
+		stream   bool
+	}{
+		{"a first byte that never comes is a 504", stall, headerTimeout, false},
+		{"a first byte that never comes on a stream is a 504", stall, headerTimeout, true},
+		{"a connect that times out is a 504", stall, dialTimeout, false},
+		{"a connect that times out on a stream is a 504", stall, dialTimeout, true},
+		{"a stream that stays silent after its headers is a 504", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(200)
+			_ = http.NewResponseController(w).Flush()
+			waitGone(r)
+		}, withPolicy(short), true},
+		{"a response body that stalls is a 504 at the request timeout", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"id":"c1","choices":[`)
+			_ = http.NewResponseController(w).Flush()
+			waitGone(r)
+		}, withPolicy(short), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := newTestGateway(t, tc.upstream, tc.opt)
+			x := send(t, base, bigRequest(t, tc.stream), nil)
+			wantError(t, x, http.StatusGatewayTimeout, "upstream_timeout")
+			if x.took > 5*time.Second {
+				t.Errorf("the 504 took %s; the timeouts are well under a second", x.took)
+			}
+		})
+	}
+}
+
+func TestAStreamSilentMidWayEndsWithATimeoutEvent(t *testing.T) {
+	up := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, textChunk("partial"))
+		_ = http.NewResponseController(w).Flush()
+		waitGone(r)
+	}
+	base := newTestGateway(t, http.HandlerFunc(up), withPolicy(loadPolicy(t, "gateway:\n  timeouts: {idle: 200ms}\n")))
+	x := send(t, base, bigRequest(t, true), nil)
+	rep := readStream(t, bytes.NewReader(x.body))
+	if x.status != 200 || rep.content != "partial" || !rep.errorEvent || rep.dones != 0 {
+		t.Fatalf("status %d content %q error event %v [DONE] %d; want the partial text, then an error event and no [DONE]", x.status, rep.content, rep.errorEvent, rep.dones)
+	}
+	last := rep.raw[len(rep.raw)-1]
+	if gjson.Get(last, "error.code").String() != "upstream_timeout" {
+		t.Errorf("last event %s; want an upstream_timeout error", last)
+	}
+}
+
+func TestUpstreamsThatAnswerGarbageAre502(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer string
+		stream bool
+	}{
+		{"a truncated JSON 200 is a 502", `{"id":"c1","object":"chat.completion","choices":[{"index":0,"mess`, false},
+		{"an empty 200 is a 502", ``, false},
+		{"a JSON 200 without choices is a 502", `{"id":"c1"}`, false},
+		{"an HTML 200 to a stream is a 502", "<html><body>Bad gateway</body></html>", true},
+		{"a stream of events that are not JSON is a 502", "data: {not json\n\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := newTestGateway(t, &recorder{answer: tc.answer})
+			wantError(t, send(t, base, bigRequest(t, tc.stream), nil), http.StatusBadGateway, "upstream_bad_response")
+		})
+	}
+}
+
+func TestUnreachableUpstreamIs502WithinTheConnectTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	dead, _ := url.Parse("http://" + addr + "/v1")
+	base := newTestGateway(t, &recorder{}, func(g *Gateway) { g.Upstream = dead })
+	for _, stream := range []bool{false, true} {
+		x := send(t, base, bigRequest(t, stream), nil)
+		wantError(t, x, http.StatusBadGateway, "upstream_unreachable")
+		if x.took > policy.Default().Gateway.ConnectTimeout {
+			t.Errorf("stream=%v: the 502 took %s, over the connect timeout", stream, x.took)
+		}
+	}
+}
+
+func TestServerErrorsAreRetriedOnlyBeforeOutput(t *testing.T) {
+	t.Run("a 503 followed by success is invisible to the client", func(t *testing.T) {
+		for _, stream := range []bool{false, true} {
+			var calls atomic.Int32
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if calls.Add(1) == 1 {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error","code":null}}`)
+					return
+				}
+				if stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, textChunk("fine")+finishChunk("stop")+doneEvent)
+					return
+				}
+				_, _ = io.WriteString(w, plainAnswer)
+			})
+			base := newTestGateway(t, up)
+			x := send(t, base, bigRequest(t, stream), nil)
+			if x.status != 200 || calls.Load() != 2 {
+				t.Errorf("stream=%v: status %d after %d upstream calls; want 200 after 2", stream, x.status, calls.Load())
+			}
+		}
+	})
+	t.Run("a streamed 500 is retried once and then relayed with its body", func(t *testing.T) {
+		var calls atomic.Int32
+		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			w.WriteHeader(500)
+			_, _ = io.WriteString(w, `{"error":{"message":"boom","type":"server_error","code":null}}`)
+		})
+		base := newTestGateway(t, up)
+		x := send(t, base, bigRequest(t, true), nil)
+		if x.status != 500 || calls.Load() != 2 || gjson.GetBytes(x.body, "error.message").String() != "boom" {
+			t.Errorf("status %d after %d calls, body %s; want the upstream's 500 after 2 calls", x.status, calls.Load(), x.body)
+		}
+	})
+	t.Run("with retries set to 0 a 500 is relayed at once", func(t *testing.T) {
+		var calls atomic.Int32
+		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			w.WriteHeader(502)
+		})
+		base := newTestGateway(t, up, withPolicy(loadPolicy(t, "gateway:\n  retries: 0\n")))
+		x := send(t, base, bigRequest(t, false), nil)
+		if x.status != 502 || calls.Load() != 1 {
+			t.Errorf("status %d after %d calls; want 502 after 1", x.status, calls.Load())
+		}
+	})
+	t.Run("a 500 after text reached the client is not retried and ends the stream with an error event", func(t *testing.T) {
+		var calls atomic.Int32
+		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if calls.Add(1) == 1 {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, textChunk("Let me look. ")+searchRound)
+				return
+			}
+			w.WriteHeader(500)
+			_, _ = io.WriteString(w, `{"error":{"message":"boom","type":"server_error","code":null}}`)
+		})
+		base := newTestGateway(t, up)
+		x := send(t, base, bigRequest(t, true), nil)
+		rep := readStream(t, bytes.NewReader(x.body))
+		if calls.Load() != 2 || rep.content != "Let me look. " || !rep.errorEvent || rep.dones != 0 {
+			t.Errorf("%d upstream calls, content %q, error event %v, [DONE] %d; want 2 calls, the text, an error event, no [DONE]", calls.Load(), rep.content, rep.errorEvent, rep.dones)
+		}
+	})
+}
+
+func TestAStreamCutInTheSecondRoundEndsWithAnErrorEvent(t *testing.T) {
+	var calls atomic.Int32
+	// Round two sends some text and then the connection ends: no finish,
+	// no [DONE].
+	base := newTestGateway(t, sseHandler(&calls, searchRound, textChunk("half an ans")))
+	x := send(t, base, bigRequest(t, true), nil)
+	rep := readStream(t, bytes.NewReader(x.body))
+	if calls.Load() != 2 || rep.content != "half an ans" || !rep.errorEvent || rep.dones != 0 || len(rep.calls) != 0 {
+		t.Errorf("%d upstream calls, content %q, error event %v, [DONE] %d, calls %v; want 2 calls, the partial text, an error event, no [DONE], no calls",
+			calls.Load(), rep.content, rep.errorEvent, rep.dones, rep.calls)
+	}
+	if strings.Contains(string(x.body), SearchToolName) {
+		t.Errorf("the client stream mentions %s: %s", SearchToolName, x.body)
+	}
+}
+
+func TestAClientHangingUpMidStreamCancelsTheUpstreamAndLeaksNothing(t *testing.T) {
+	// Everything the gateway needs that lives as long as a process is made
+	// before the goroutine snapshot; the servers and connections after it.
+	sessions := session.NewMemory(100, 0)
+	catalogs := selector.NewCache(8)
+	ignore := goleak.IgnoreCurrent()
+
+	sawCancel := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, textChunk("Hello"))
+		_ = http.NewResponseController(w).Flush()
+		if waitGone(r) {
+			close(sawCancel)
+		}
+	}))
+	upURL, _ := url.Parse(up.URL + "/v1")
+	upstreamTransport := http.DefaultTransport.(*http.Transport).Clone()
+	g := &Gateway{Upstream: upURL, Sessions: sessions, Catalogs: catalogs, Transport: upstreamTransport, Logger: testLogger()}
+	gw := httptest.NewServer(g.Handler())
+	clientTransport := http.DefaultTransport.(*http.Transport).Clone()
+	client := &http.Client{Transport: clientTransport}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.URL+"/v1/chat/completions", bytes.NewReader(bigRequest(t, true)))
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended before the first text: %v", err)
+		}
+		if strings.Contains(line, "Hello") {
+			break
+		}
+	}
+	cancel() // the client hangs up mid-stream
+	resp.Body.Close()
+	select {
+	case <-sawCancel:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request was not cancelled after the client hung up")
+	}
+
+	gw.Close()
+	up.Close()
+	clientTransport.CloseIdleConnections()
+	upstreamTransport.CloseIdleConnections()
+	// The catalog this request compiled stays in the catalog cache, made
+	// before the snapshot: its index goroutine is the cache's, by design.
+	goleak.VerifyNone(t, ignore, goleak.IgnoreTopFunction("github.com/blevesearch/bleve/v2/index/scorch.(*Scorch).introducerLoop"))
+}
+
+func testLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(testLogOut(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}

@@ -1,0 +1,229 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/iotest"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/selector"
+	"github.com/toolgate/toolgate/session"
+)
+
+// readEvents reads every event of r with the gateway's SSE reader.
+func readEvents(r io.Reader) ([]string, error) {
+	s := newSSEReader(r)
+	var out []string
+	for {
+		data, err := s.Next()
+		if err != nil {
+			return out, err
+		}
+		if len(data) > maxEventSize {
+			return out, fmt.Errorf("event of %d bytes passed the %d limit", len(data), maxEventSize)
+		}
+		out = append(out, string(data))
+	}
+}
+
+// FuzzSSEReader feeds arbitrary bytes to the SSE reader: it must end with
+// io.EOF, io.ErrUnexpectedEOF or errEventTooLarge, never panic, and read
+// the same events whether the bytes arrive at once or one at a time.
+func FuzzSSEReader(f *testing.F) {
+	for _, s := range []string{
+		"", "data: x\n\n", "data: a\ndata: b\n\n", "data: x\r\n\r\n", ": comment\n\ndata: [DONE]\n\n",
+		"event: message\nid: 1\ndata: {}\n\n", "data:no-space\n\n", "data: cut", "data: x\n", "\n\n\n",
+		textChunk("hi") + finishChunk("stop") + doneEvent, searchRound, "data: " + strings.Repeat("x", 70000) + "\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		whole, werr := readEvents(bytes.NewReader(in))
+		bytewise, berr := readEvents(iotest.OneByteReader(bytes.NewReader(in)))
+		for _, err := range []error{werr, berr} {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, errEventTooLarge) {
+				t.Fatalf("reader ended with %v", err)
+			}
+		}
+		if !errors.Is(werr, berr) || fmt.Sprint(whole) != fmt.Sprint(bytewise) {
+			t.Fatalf("whole read gave %q (%v), byte-wise read %q (%v)", whole, werr, bytewise, berr)
+		}
+		if len(whole) > len(in)/2+1 {
+			t.Fatalf("%d events from %d bytes", len(whole), len(in))
+		}
+	})
+}
+
+// streamOps builds an upstream stream from fuzz bytes: each byte picks a
+// chunk from a menu of what real upstreams send (and some of what broken
+// ones do), so the fuzzer explores orders of fragments, not JSON syntax.
+func streamOps(ops []byte, tail string) string {
+	names := []string{"repo_create_issue", SearchToolName, "chat_post_message", "fs_read_file"}
+	var b strings.Builder
+	for _, op := range ops {
+		p := int(op / 10)
+		i := p % 4
+		switch op % 10 {
+		case 0:
+			b.WriteString(textChunk(fmt.Sprintf("t%d ", p)))
+		case 1:
+			b.WriteString(callChunk(i, fmt.Sprintf("call_%d", p), names[p%len(names)], ""))
+		case 2:
+			b.WriteString(callChunk(i, "", "", `{"query":`))
+		case 3:
+			b.WriteString(callChunk(i, "", "", `"create issue"}`))
+		case 4:
+			b.WriteString(finishChunk([]string{"stop", "tool_calls", "length"}[p%3]))
+		case 5:
+			b.WriteString(sseData(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`))
+		case 6:
+			b.WriteString(doneEvent)
+		case 7:
+			b.WriteString(sseData(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`))
+		case 8:
+			b.WriteString([]string{": keep-alive\n\n", "data: {broken\n\n", "event: ping\n\n", "data: 42\n\n"}[p%4])
+		case 9:
+			b.WriteString(sseData(`{"error":{"message":"overloaded","type":"server_error"}}`))
+		}
+	}
+	b.WriteString(tail)
+	return b.String()
+}
+
+// checkClientStream asserts what any client may rely on in a 200 stream:
+// every event is JSON or [DONE]; it ends with exactly one [DONE] or with one
+// error event, nothing after; at most one finish; tool-call indices are
+// contiguous from 0; tool_search never appears as a call.
+func checkClientStream(body string) error {
+	var events []string
+	for _, line := range strings.Split(body, "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			events = append(events, data)
+		} else if line != "" {
+			return fmt.Errorf("a line that is not an event: %q", line)
+		}
+	}
+	if len(events) == 0 {
+		return errors.New("an empty stream")
+	}
+	finishes, next := 0, int64(0)
+	for i, ev := range events {
+		last := i == len(events)-1
+		if ev == "[DONE]" {
+			if !last {
+				return fmt.Errorf("[DONE] at event %d of %d", i, len(events))
+			}
+			continue
+		}
+		if !gjson.Valid(ev) {
+			return fmt.Errorf("event %d is not JSON: %q", i, ev)
+		}
+		j := gjson.Parse(ev)
+		if j.Get("error").Exists() {
+			if !last {
+				return fmt.Errorf("an error event before the end: %q", ev)
+			}
+			continue
+		}
+		if last {
+			return fmt.Errorf("the stream ends without [DONE] or an error: %q", ev)
+		}
+		if j.Get("choices.0.finish_reason").String() != "" {
+			finishes++
+		}
+		var bad error
+		j.Get("choices.0.delta.tool_calls").ForEach(func(_, c gjson.Result) bool {
+			idx := c.Get("index").Int()
+			switch {
+			case c.Get("function.name").String() == SearchToolName:
+				bad = fmt.Errorf("the client saw a %s call: %q", SearchToolName, ev)
+			case idx > next:
+				bad = fmt.Errorf("tool-call index %d after %d: %q", idx, next-1, ev)
+			case idx == next:
+				next++
+			}
+			return bad == nil
+		})
+		if bad != nil {
+			return bad
+		}
+	}
+	if finishes > 1 {
+		return fmt.Errorf("%d finish chunks", finishes)
+	}
+	return nil
+}
+
+// FuzzStreamRelay sends fuzzed upstream streams through the whole gateway
+// (search loop and relay, no network): the first round is the fuzz stream,
+// later rounds answer in text. The client gets a well-formed stream or an
+// OpenAI-shaped error status.
+func FuzzStreamRelay(f *testing.F) {
+	f.Add([]byte{0, 10, 40, 6}, "")                    // text, finish stop
+	f.Add([]byte{11, 2, 3, 14, 6}, "")                 // a tool_search call
+	f.Add([]byte{1, 2, 3, 21, 32, 33, 14, 5, 6}, "")   // a real call and a search
+	f.Add([]byte{7, 0, 2, 3, 1, 14, 6}, "")            // arguments before the name
+	f.Add([]byte{0, 10, 9}, "")                        // an error event mid-way
+	f.Add([]byte{0, 1, 31, 2, 3}, "data: {\"cut\":")   // cut mid-event
+	f.Add([]byte{4, 4, 6}, "")                         // two finishes
+	f.Add([]byte{0, 8, 18, 28, 38, 40, 6}, ": done\n") // noise
+	u, _ := url.Parse("http://upstream.invalid/v1")
+	snap := policy.Default()
+	body := chatRequestBytes(testCatalog(30))
+	// Shared by every input: the store starts a goroutine, and compiling
+	// the same catalog each time would only slow the fuzzer.
+	sessions, catalogs := session.NewMemory(100, 0), selector.NewCache(2)
+	f.Fuzz(func(t *testing.T, ops []byte, tail string) {
+		if len(ops) > 256 || len(tail) > 4096 {
+			return
+		}
+		first := streamOps(ops, tail)
+		var calls atomic.Int32
+		g := &Gateway{
+			Upstream: u,
+			Policy:   func() *policy.Snapshot { return snap },
+			Sessions: sessions,
+			Catalogs: catalogs,
+			Logger:   testLogger(),
+			Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				stream := textChunk("after") + finishChunk("stop") + doneEvent
+				if calls.Add(1) == 1 {
+					stream = first
+				}
+				return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(stream)), Request: r}, nil
+			}),
+		}
+		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		g.ServeHTTP(rec, req)
+		out := rec.Body.String()
+		if rec.Code != http.StatusOK {
+			if rec.Code != http.StatusBadGateway && rec.Code != http.StatusGatewayTimeout || !gjson.Get(out, "error.message").Exists() {
+				t.Fatalf("status %d with %q", rec.Code, out)
+			}
+			return
+		}
+		if err := checkClientStream(out); err != nil {
+			t.Fatalf("%v\nupstream:\n%s\nclient:\n%s", err, first, out)
+		}
+	})
+}
+
+func chatRequestBytes(tools []map[string]any) []byte {
+	b, _ := json.Marshal(map[string]any{"model": "m", "stream": true, "tools": tools,
+		"messages": []map[string]any{{"role": "user", "content": "File a bug and tell the team."}}})
+	return b
+}

@@ -1,0 +1,116 @@
+package rewrite
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// searchDef stands for the gateway's tool_search definition.
+const searchDef = `{"type":"function","function":{"name":"tool_search","parameters":{"type":"object","properties":{"query":{"type":"string"}}}}}`
+
+// FuzzParseRequestBuild feeds arbitrary bodies to ParseRequest and, when
+// one is accepted, rewrites it with Build three ways (a new tools array, no
+// tools, and an appended search round). A body is either refused with an
+// error wrapping ErrBadRequest, or every rewrite is valid JSON that keeps
+// the body an object whose messages grew by exactly the round.
+func FuzzParseRequestBuild(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"a","description":"d","parameters":{"type":"object","properties":{"x":{"type":"string","description":"y"}}}}}],"tool_choice":{"type":"function","function":{"name":"a"}}}`,
+		`{"model":"m","stream":true,"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"assistant","tool_calls":[{"id":"1","type":"function","function":{"name":"a","arguments":"{}"}}]},{"role":"tool","tool_call_id":"1","content":"ok"}],"tools":[{"name":"a"}],"parallel_tool_calls":true}`,
+		`{"messages":[],"tools":null}`, `{"messages":[],"tools":{}}`, `{"messages":{}}`, `[]`, `"x"`, ``, `{"messages":[],"x":[[[[[]]]]]}`,
+		`{"messages":[],"tools":[{"function":{"name":"a"}},{"function":{"name":"a"}}]}`,
+		"{\"messages\":[],\"a\":\"\xff\"}", `{"messages":[] , "tools" : [ {"name":"b\"c"} ] }`, `{"tools":[{"name":"a"}],"messages":[]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := ParseRequest(body)
+		if err != nil {
+			if !errors.Is(err, ErrBadRequest) {
+				t.Fatalf("refused with %v, which does not wrap ErrBadRequest", err)
+			}
+			return
+		}
+		before := len(gjson.GetBytes(body, pathMessages).Array())
+		var tools []string
+		for i, tl := range req.Tools {
+			if i == 2 {
+				break
+			}
+			tools = append(tools, tl.Raw)
+		}
+		round := []Round{{Content: "looking", Calls: []Call{{ID: "s1", Name: "tool_search", Arguments: `{"query":"x"}`}}, Results: []ToolResult{{CallID: "s1", Content: "found \"a\"\n"}}}}
+		for _, tc := range []struct {
+			name   string
+			tools  []string
+			rounds []Round
+			added  int
+		}{
+			{"a new tools array", append([]string{searchDef}, tools...), nil, 0},
+			{"no tools", nil, nil, 0},
+			{"a search round", []string{searchDef}, round, 2},
+		} {
+			out, err := Build(req, tc.tools, tc.rounds)
+			if err != nil {
+				t.Fatalf("%s: Build refused an accepted request: %v", tc.name, err)
+			}
+			if !gjson.ValidBytes(out) {
+				t.Fatalf("%s: Build wrote invalid JSON: %q", tc.name, out)
+			}
+			root := gjson.ParseBytes(out)
+			if got := len(root.Get(pathMessages).Array()); !root.IsObject() || got != before+tc.added {
+				t.Fatalf("%s: %d messages after the rewrite, want %d: %q", tc.name, got, before+tc.added, out)
+			}
+			got := root.Get(pathTools)
+			switch {
+			case tc.tools == nil && got.Exists():
+				t.Fatalf("%s: tools remain: %q", tc.name, out)
+			case tc.tools != nil && len(got.Array()) != len(tc.tools):
+				t.Fatalf("%s: %d tools upstream, want %d: %q", tc.name, len(got.Array()), len(tc.tools), out)
+			}
+			if req.Stream && !root.Get(pathIncludeUsage).Bool() {
+				t.Fatalf("%s: a stream rewrite does not ask for usage: %q", tc.name, out)
+			}
+		}
+	})
+}
+
+// FuzzEditEvent feeds arbitrary chunks to ParseEvent and EditEvent: an
+// accepted chunk edited in every way stays valid JSON.
+func FuzzEditEvent(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}`,
+		`{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":3,"id":"x","function":{"name":"a","arguments":"{"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1}}`,
+		`{"choices":[],"usage":{"total_tokens":3}}`, `{"error":{"message":"x"}}`, `{}`, `[]`, `{"choices":{"0":1}}`, `{"choices":[1]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ev, err := ParseEvent(data)
+		if err != nil {
+			return
+		}
+		var calls []string
+		for i, c := range ev.Calls {
+			calls = append(calls, Reindex(c.Raw, i), CallDeltaJSON(i, c.ID, c.Name, c.Args))
+		}
+		for _, e := range []EventEdit{
+			{ID: "chatcmpl-x", Created: 7},
+			{SetCalls: true, Calls: calls},
+			{SetCalls: true},
+			{Finish: "null", DropUsage: true},
+			{Finish: "stop", ID: "y", SetCalls: true, Calls: calls, DropUsage: true},
+		} {
+			out, err := EditEvent(append([]byte(nil), data...), e)
+			if err != nil {
+				continue // refusing an odd chunk is fine; corrupting it is not
+			}
+			if !gjson.ValidBytes(out) {
+				t.Fatalf("edit %+v of %q wrote invalid JSON %q", e, data, out)
+			}
+		}
+	})
+}
