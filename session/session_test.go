@@ -1,0 +1,59 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestKeysAreNamespacedByTenant(t *testing.T) {
+	a, b := Tenant("Bearer sk-alpha-123"), Tenant("Bearer sk-beta-456")
+	for _, tc := range []struct {
+		name   string
+		ka, kb string
+	}{
+		{"the same explicit session id under two credentials gives two keys", Key(a, "s1", "", ""), Key(b, "s1", "", "")},
+		{"the same conversation opening under two credentials gives two keys", Key(a, "", "sys", "hi"), Key(b, "", "sys", "hi")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.ka == tc.kb {
+				t.Errorf("both tenants map to %q", tc.ka)
+			}
+		})
+	}
+	t.Run("a tenant label never contains the credential", func(t *testing.T) {
+		if strings.Contains(a, "alpha") || strings.Contains(Key(a, "s1", "", ""), "sk-") {
+			t.Errorf("tenant %q carries the credential", a)
+		}
+	})
+}
+
+func TestMemoryIsSafeUnderConcurrentUse(t *testing.T) {
+	m := NewMemory(64, 0)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := 0; i < 200; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("k%d", i%16)
+			st, _ := m.Get(ctx, key)
+			st.Join(fmt.Sprintf("tool_%d", i))
+			st.Touch(fmt.Sprintf("tool_%d", i), 4)
+			_ = m.Put(ctx, key, st)
+		}()
+	}
+	wg.Wait()
+	st, err := m.Get(ctx, "k0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy: changing it must not change what the store holds.
+	st.Active[0] = "changed"
+	again, _ := m.Get(ctx, "k0")
+	if again.Active[0] == "changed" {
+		t.Error("Get returned the stored slice, not a copy")
+	}
+}
