@@ -25,7 +25,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 		g.writeError(w, r, err)
 		return
 	}
-	req, err := rewrite.ParseRequestCached(body, g.parsed)
+	req, err := g.chat.ParseRequest(body, g.parsed)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -86,7 +86,7 @@ func (g *Gateway) forwardChat(w http.ResponseWriter, r *http.Request, rest strin
 		}
 		if len(kept) != len(req.Tools) {
 			var err error
-			if body, err = rewrite.Build(&rewrite.Request{Body: body}, kept, nil); err != nil {
+			if body, err = g.chat.Build(&rewrite.Request{Body: body}, kept, nil); err != nil {
 				g.writeError(w, r, err)
 				return
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
 	"github.com/toolgate/toolgate/session"
 )
@@ -74,6 +75,7 @@ type Gateway struct {
 	basePath string
 	tokens   *tokenCounter
 	parsed   *toolCache
+	chat     rewrite.Dialect // the dialect of /chat/completions
 }
 
 func (g *Gateway) init() {
@@ -83,6 +85,7 @@ func (g *Gateway) init() {
 		g.pass = g.newPassthrough()
 		g.tokens = newTokenCounter()
 		g.parsed = newToolCache(256)
+		g.chat = rewrite.Chat{}
 		g.Metrics.bind(g)
 		g.handler = g.routes()
 	})

@@ -21,7 +21,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 	ctx := r.Context()
 	defer t.save(context.WithoutCancel(ctx))
 	for round := 0; ; round++ {
-		body, err := rewrite.Build(t.req, t.roundTools(round), t.rounds)
+		body, err := t.d.Build(t.req, t.roundTools(round), t.rounds)
 		if err != nil {
 			g.writeError(w, r, err)
 			return
@@ -37,7 +37,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			g.writeError(w, r, fmt.Errorf("%w: reading: %w", ErrUpstreamBadResponse, upstreamErr(ctx, err)))
 			return
 		}
-		out, err := rewrite.ParseResponse(raw)
+		out, err := t.d.ParseResponse(raw)
 		if err != nil {
 			g.writeError(w, r, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err))
 			return
@@ -53,7 +53,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, Calls: internal, Results: results})
 			continue
 		}
-		final, err := rewrite.ClientResponse(out, func(c rewrite.Call) bool { return !t.internal(c) }, t.usage, t.id, t.created)
+		final, err := t.d.ClientResponse(out, func(c rewrite.Call) bool { return !t.internal(c) }, t.usage, t.id, t.created)
 		if err != nil {
 			g.writeError(w, r, err)
 			return

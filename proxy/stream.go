@@ -20,9 +20,14 @@ import (
 func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string, t *turn) {
 	ctx := r.Context()
 	defer t.save(context.WithoutCancel(ctx))
-	s := &relay{w: w, rc: http.NewResponseController(w), t: t}
+	ew, ok := t.d.(rewrite.EventWriter)
+	if !ok {
+		writeJSONError(w, http.StatusBadRequest, apiError{"streaming is not supported for this API through the gateway", "invalid_request_error", "stream_unsupported"})
+		return
+	}
+	s := &relay{w: w, rc: http.NewResponseController(w), t: t, ew: ew}
 	for round := 0; ; round++ {
-		body, err := rewrite.Build(t.req, t.roundTools(round), t.rounds)
+		body, err := t.d.Build(t.req, t.roundTools(round), t.rounds)
 		if err != nil {
 			s.fail(g, r, err)
 			return
@@ -69,6 +74,7 @@ type relay struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
 	t  *turn
+	ew rewrite.EventWriter
 
 	started  bool   // SSE headers sent
 	role     []byte // the first role-only chunk, held until something follows
@@ -121,12 +127,12 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 			}
 			return res, fmt.Errorf("%w: stream ended early: %w", ErrUpstreamBadResponse, err)
 		}
-		if string(data) == rewrite.Done {
-			break
-		}
-		ev, err := rewrite.ParseEvent(data)
+		ev, err := t.d.ParseEvent(data)
 		if err != nil {
 			return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
+		}
+		if ev.End {
+			break
 		}
 		if ev.Error.Exists() {
 			return res, &inBandError{data: append([]byte(nil), data...)}
@@ -173,13 +179,13 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 			case st.internal:
 				edit.SetCalls = true
 			case st.held && !st.sent:
-				calls = append(calls, rewrite.CallDeltaJSON(st.client, st.id, st.name, st.args.String()))
+				calls = append(calls, s.ew.CallDelta("", st.client, st.id, st.name, st.args.String()))
 				edit.SetCalls = true
 			default:
 				if int64(st.client) != cd.Index {
 					edit.SetCalls = true
 				}
-				calls = append(calls, rewrite.Reindex(cd.Raw, st.client))
+				calls = append(calls, s.ew.CallDelta(cd.Raw, st.client, "", "", ""))
 			}
 			if st.name != "" && !st.internal {
 				st.sent = true
@@ -205,11 +211,11 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 		}
 		if !ev.Text && len(calls) == 0 && !emitFinish {
 			if !s.sentRole && s.role == nil && len(ev.Calls) == 0 {
-				s.role, _ = rewrite.EditEvent(append([]byte(nil), data...), edit)
+				s.role, _ = s.ew.EditEvent(append([]byte(nil), data...), edit)
 			}
 			continue
 		}
-		out, err := rewrite.EditEvent(data, edit)
+		out, err := s.ew.EditEvent(data, edit)
 		if err != nil {
 			return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
 		}
@@ -281,17 +287,19 @@ func (s *relay) write(data []byte) error {
 // the summed usage chunk when the client asked for it, and [DONE].
 func (s *relay) end() {
 	t := s.t
+	finish := ""
 	if !s.finished {
-		if err := s.emit(nil, rewrite.FinishEvent(t.id, t.created, s.model, "stop")); err != nil {
-			return
-		}
+		finish = "stop"
 	}
+	var usage []byte
 	if t.req.IncludeUsage {
-		if err := s.emit(nil, rewrite.UsageEvent(t.id, t.created, s.model, t.usage)); err != nil {
+		usage = append([]byte{}, t.usage...)
+	}
+	for _, ev := range s.ew.EndEvents(t.id, t.created, s.model, finish, usage) {
+		if err := s.emit(nil, ev); err != nil {
 			return
 		}
 	}
-	_ = s.emit(nil, []byte(rewrite.Done))
 }
 
 // fail reports err: before the stream started, as a real status; after,

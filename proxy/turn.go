@@ -40,6 +40,7 @@ const maxSearchesPerRound = 4
 // session, the active set and the rounds the gateway answered itself.
 type turn struct {
 	g    *Gateway
+	d    rewrite.Dialect
 	in   *http.Request
 	snap *policy.Snapshot
 	req  *rewrite.Request
@@ -68,7 +69,7 @@ type turn struct {
 
 func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Snapshot, req *rewrite.Request) (*turn, error) {
 	t := &turn{
-		g: g, in: in, snap: snap, req: req,
+		g: g, d: g.chat, in: in, snap: snap, req: req,
 		byName:  make(map[string]*rewrite.Tool, len(req.Tools)),
 		pinned:  map[string]bool{},
 		reasons: map[string]string{},

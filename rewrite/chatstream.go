@@ -14,7 +14,10 @@ const Done = "[DONE]"
 
 // Event is one chat.completion.chunk of a stream. Its strings alias Data.
 type Event struct {
-	Data    []byte
+	Data []byte
+	// End is true for the event that ends the stream ([DONE]); nothing
+	// else is set then.
+	End     bool
 	ID      string
 	Model   string
 	Created int64
@@ -45,6 +48,9 @@ type CallDelta struct {
 // ParseEvent reads one chunk. It returns an error for data that is not a
 // JSON object; the caller decides whether that ends the stream.
 func ParseEvent(data []byte) (*Event, error) {
+	if string(data) == Done {
+		return &Event{Data: data, End: true}, nil
+	}
 	if !gjson.ValidBytes(data) {
 		return nil, fmt.Errorf("stream chunk is not valid JSON")
 	}

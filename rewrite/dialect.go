@@ -1,0 +1,94 @@
+package rewrite
+
+// Dialect is one API's wire format as the search loop needs it: read the
+// tools and the conversation, write the upstream request, read the calls in
+// a response or a stream event, and strip the gateway's traces from what the
+// client gets. The loop in proxy talks only to this interface; Chat is the
+// OpenAI Chat Completions dialect, and the Responses API and Anthropic
+// Messages are meant to fit the same methods without changing the loop.
+type Dialect interface {
+	// ParseRequest validates a request body and reads its tools and
+	// conversation, looking the tools array up in cache first (nil: always
+	// parsed). Errors wrap ErrBadRequest.
+	ParseRequest(body []byte, cache ToolCache) (*Request, error)
+	// Build returns the upstream body: tools replaced by tools (raw JSON
+	// objects; none removes them) and the gateway's rounds appended.
+	Build(req *Request, tools []string, rounds []Round) ([]byte, error)
+	// ParseResponse reads the text, calls and usage of a non-streamed
+	// response.
+	ParseResponse(body []byte) (*Response, error)
+	// ClientResponse returns the final response without the calls keep
+	// rejects, with usage replaced and the first round's id.
+	ClientResponse(r *Response, keep func(Call) bool, usage []byte, id string, created int64) ([]byte, error)
+	// ParseEvent classifies the data of one stream event.
+	ParseEvent(data []byte) (*Event, error)
+}
+
+// EventWriter is the streaming capability of a dialect: how the relay edits
+// the upstream's events and writes its own. The relay finds it by type
+// assertion, so a dialect without streaming need not stub it.
+type EventWriter interface {
+	// EditEvent applies e to an event's data.
+	EditEvent(data []byte, e EventEdit) ([]byte, error)
+	// CallDelta renders one tool-call fragment the client sees: raw with
+	// its index set, or, when raw is empty, a whole call built from the
+	// held fragments.
+	CallDelta(raw string, index int, id, name, args string) string
+	// EndEvents returns the events that close a turn: a finish event when
+	// finish is not empty, a usage event when usage is not nil, and the
+	// end-of-stream marker.
+	EndEvents(id string, created int64, model, finish string, usage []byte) [][]byte
+}
+
+// Chat is the OpenAI Chat Completions dialect.
+type Chat struct{}
+
+var (
+	_ Dialect     = Chat{}
+	_ EventWriter = Chat{}
+)
+
+// ParseRequest implements Dialect with ParseRequestCached.
+func (Chat) ParseRequest(body []byte, cache ToolCache) (*Request, error) {
+	return ParseRequestCached(body, cache)
+}
+
+// Build implements Dialect.
+func (Chat) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
+	return Build(req, tools, rounds)
+}
+
+// ParseResponse implements Dialect.
+func (Chat) ParseResponse(body []byte) (*Response, error) { return ParseResponse(body) }
+
+// ClientResponse implements Dialect.
+func (Chat) ClientResponse(r *Response, keep func(Call) bool, usage []byte, id string, created int64) ([]byte, error) {
+	return ClientResponse(r, keep, usage, id, created)
+}
+
+// ParseEvent implements Dialect.
+func (Chat) ParseEvent(data []byte) (*Event, error) { return ParseEvent(data) }
+
+// EditEvent implements EventWriter.
+func (Chat) EditEvent(data []byte, e EventEdit) ([]byte, error) { return EditEvent(data, e) }
+
+// CallDelta implements EventWriter.
+func (Chat) CallDelta(raw string, index int, id, name, args string) string {
+	if raw == "" {
+		return CallDeltaJSON(index, id, name, args)
+	}
+	return Reindex(raw, index)
+}
+
+// EndEvents implements EventWriter: a finish chunk, a usage chunk with no
+// choices, and [DONE].
+func (Chat) EndEvents(id string, created int64, model, finish string, usage []byte) [][]byte {
+	var out [][]byte
+	if finish != "" {
+		out = append(out, FinishEvent(id, created, model, finish))
+	}
+	if usage != nil {
+		out = append(out, UsageEvent(id, created, model, usage))
+	}
+	return append(out, []byte(Done))
+}
