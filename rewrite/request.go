@@ -100,6 +100,11 @@ type ToolCache interface {
 // cache first (nil: always parsed). A cached array was validated when it
 // was first parsed; the body is validated in full either way.
 func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
+	if cache != nil {
+		if r, ok, err := parseKnownTools(body, cache); ok {
+			return r, err
+		}
+	}
 	// Depth first: it is iterative, while validation recurses.
 	if d := depth(body); d > MaxDepth {
 		return nil, fmt.Errorf("%w: JSON nesting deeper than %d", ErrBadRequest, MaxDepth)
@@ -322,4 +327,40 @@ func (r *Request) ToolsWithParams() []Tool {
 		return r.Tools
 	}
 	return full
+}
+
+// knownToolsMin is the size from which a cached tools array is worth
+// skipping during validation.
+const knownToolsMin = 4 << 10
+
+// parseKnownTools handles the common case of a resent catalog: when the
+// candidate tools array (found by an unvalidated lookup) is byte for byte
+// one the cache holds, it was validated when first seen, so only the rest of
+// the body is validated and parsed, with "[]" standing in for the array.
+// The substitution is sound only if the stand-in is the top-level tools
+// value of the valid rest, which is checked. ok is false when the fast path
+// does not apply; the caller then does the full parse.
+func parseKnownTools(body []byte, cache ToolCache) (r *Request, ok bool, err error) {
+	tools := gjson.Get(view(body), pathTools)
+	end := tools.Index + len(tools.Raw)
+	if len(tools.Raw) < knownToolsMin || tools.Index <= 0 || end > len(body) || !tools.IsArray() {
+		return nil, false, nil
+	}
+	known, hit := cache.Get(tools.Raw)
+	if !hit {
+		return nil, false, nil
+	}
+	rest := make([]byte, 0, len(body)-len(tools.Raw)+2)
+	rest = append(rest, body[:tools.Index]...)
+	rest = append(rest, "[]"...)
+	rest = append(rest, body[end:]...)
+	r, err = ParseRequestCached(rest, nil)
+	if err != nil {
+		return nil, true, err
+	}
+	if r.ToolsRaw.Index != tools.Index || r.ToolsRaw.Raw != "[]" {
+		return nil, false, nil // the stand-in is not where the tools are
+	}
+	r.Body, r.Tools, r.ToolsRaw = body, known, tools
+	return r, true, nil
 }

@@ -1,0 +1,95 @@
+package rewrite
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// mapCache is a ToolCache for tests: exact text to parsed tools.
+type mapCache struct {
+	mu sync.Mutex
+	m  map[string][]Tool
+}
+
+func (c *mapCache) Get(raw string) ([]Tool, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.m[raw]
+	return t, ok
+}
+
+func (c *mapCache) Add(raw string, tools []Tool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[strings.Clone(raw)] = tools
+}
+
+func bigTools(n int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"type":"function","function":{"name":"tool_` + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune('a'+i/26)) + `","description":"Does thing number ` + strings.Repeat("y", 40) + `","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}}`)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// TestAResentCatalogIsValidatedOnceAndReadTheSame: the fast path for a
+// cached tools array must read what the full parse reads, and must still
+// refuse a body whose other parts are bad.
+func TestAResentCatalogIsValidatedOnceAndReadTheSame(t *testing.T) {
+	tools := bigTools(60)
+	good := `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"hello"}],"tools":` + tools + `,"stream":true}`
+	cache := &mapCache{m: map[string][]Tool{}}
+	if _, err := ParseRequestCached([]byte(good), cache); err != nil {
+		t.Fatal(err)
+	}
+	if _, hit := cache.Get(tools); !hit {
+		t.Fatal("the first parse did not fill the cache")
+	}
+	t.Run("a resent catalog reads the same as a full parse", func(t *testing.T) {
+		fast, err := ParseRequestCached([]byte(good), cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, err := ParseRequest([]byte(good))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fast.Tools) != len(full.Tools) || fast.ToolsRaw.Index != full.ToolsRaw.Index || fast.ToolsRaw.Raw != full.ToolsRaw.Raw ||
+			fast.LastUser != full.LastUser || fast.System != full.System || fast.Stream != full.Stream || string(fast.Body) != good {
+			t.Errorf("fast path read %+v, full parse %+v", fast, full)
+		}
+	})
+	for _, tc := range []struct {
+		name, body string
+	}{
+		{"bad JSON outside the catalog is still refused", `{"model":"m","messages":[{"role":"user","content":"hi"],"tools":` + tools + `}`},
+		{"invalid UTF-8 outside the catalog is still refused", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}],\"tools\":" + tools + `}`},
+		{"deep nesting outside the catalog is still refused", `{"model":"m","messages":[],"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `,"tools":` + tools + `}`},
+		{"missing messages is still refused", `{"model":"m","tools":` + tools + `}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := ParseRequestCached([]byte(tc.body), cache); !errors.Is(err, ErrBadRequest) {
+				t.Errorf("err = %v, want ErrBadRequest", err)
+			}
+		})
+	}
+	t.Run("a catalog that differs from the cached one by a byte is checked in full", func(t *testing.T) {
+		// Renaming the second tool to the first's name makes a duplicate:
+		// only a full parse of the array can see it.
+		first := strings.SplitN(strings.SplitN(tools, `"name":"`, 2)[1], `"`, 2)[0]
+		parts := strings.SplitN(tools, `"name":"`, 3)
+		second := strings.SplitN(parts[2], `"`, 2)
+		dup := parts[0] + `"name":"` + parts[1] + `"name":"` + first + `"` + second[1]
+		body := `{"model":"m","messages":[],"tools":` + dup + `}`
+		if _, err := ParseRequestCached([]byte(body), cache); !errors.Is(err, ErrToolDuplicate) {
+			t.Errorf("err = %v, want a duplicate-name error", err)
+		}
+	})
+}
