@@ -81,7 +81,6 @@ func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query)
 	}
 	latest := texts[len(texts)-1]
 	lq := c.analyzeQuery(latest, 1)
-	c.expandQuery(lq, latest)
 	lex, err := c.lexicalWithParts(ctx, lq, latest)
 	if err != nil {
 		return Results{}, fmt.Errorf("preselecting tools: %w", err)
