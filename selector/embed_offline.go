@@ -23,6 +23,7 @@ var wordvecBin []byte
 type WordVectors struct {
 	dims  int
 	index map[string]int32 // word -> row; rows are in frequency order
+	words []string         // row -> word
 	data  []int8
 }
 
@@ -42,7 +43,7 @@ func parseWordVectors(b []byte) (*WordVectors, error) {
 	n := int(binary.LittleEndian.Uint32(b[5:]))
 	dims := int(binary.LittleEndian.Uint16(b[9:]))
 	off := 11
-	wv := &WordVectors{dims: dims, index: make(map[string]int32, n)}
+	wv := &WordVectors{dims: dims, index: make(map[string]int32, n), words: make([]string, n)}
 	for i := range n {
 		if off >= len(b) {
 			return nil, fmt.Errorf("word vectors: truncated at word %d", i)
@@ -52,7 +53,8 @@ func parseWordVectors(b []byte) (*WordVectors, error) {
 		if off+l > len(b) {
 			return nil, fmt.Errorf("word vectors: truncated at word %d", i)
 		}
-		wv.index[string(b[off:off+l])] = int32(i)
+		wv.words[i] = string(b[off : off+l])
+		wv.index[wv.words[i]] = int32(i)
 		off += l
 	}
 	if len(b)-off != n*dims {

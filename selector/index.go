@@ -56,6 +56,10 @@ type Catalog struct {
 	w          Weights
 	areas      []string
 	sem        *semantic // nil when semantic search is off
+	// wv and nbs are the offline word vectors and their neighbour table,
+	// for query expansion (both nil if either fails to load: no expansion).
+	wv  *WordVectors
+	nbs *neighbourTable
 }
 
 // Compile builds a Catalog from tools and their ranking configuration: a
@@ -103,6 +107,11 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 		c.wholeNames[c.toolFields[i].whole] = true
 	}
 	c.areas = computeAreas(tools)
+	if wv, err := DefaultWordVectors(); err == nil {
+		if nbs, err := loadNeighbours(); err == nil {
+			c.wv, c.nbs = wv, nbs
+		}
+	}
 	if err := c.initSemantic(ctx); err != nil {
 		return nil, err
 	}

