@@ -76,7 +76,7 @@ type GatewaySpec struct {
 	// MaxActive bounds the tools sent upstream besides tool_search. Default 32.
 	MaxActive int `yaml:"max_active"`
 	// Preselect is how many tools are preselected per user turn in hybrid and
-	// preselect modes. Default 5.
+	// preselect modes. Default 7.
 	Preselect int `yaml:"preselect"`
 	// Timeouts bound the upstream exchange.
 	Timeouts TimeoutsSpec `yaml:"timeouts"`
@@ -102,7 +102,8 @@ type TimeoutsSpec struct {
 
 // SearchSpec is the search section.
 type SearchSpec struct {
-	// Limit is the default number of tools a tool_search returns. Default 5.
+	// Limit is the default number of tools a tool_search returns (the
+	// model may ask for up to 10). Default 3.
 	Limit int `yaml:"limit"`
 	// Weights of the ranking ensemble; 0 switches a signal off.
 	Weights WeightsSpec `yaml:"weights"`
@@ -248,7 +249,11 @@ func defaultDocument() Document {
 			MinTools:  12,
 			MaxRounds: 4,
 			MaxActive: 32,
-			Preselect: 5,
+			// 7 preselected + 3 per search keeps the model at 10 tools
+			// after one search; measured against 5 + 5 on the bundled
+			// tasks: fewer upstream calls (1.21x vs 1.28x of direct) and
+			// fewer input tokens, the same steps completed.
+			Preselect: 7,
 			Timeouts: TimeoutsSpec{
 				Connect:   10 * time.Second,
 				FirstByte: 120 * time.Second,
@@ -259,7 +264,7 @@ func defaultDocument() Document {
 			Retries:   1,
 		},
 		Search: SearchSpec{
-			Limit: 5,
+			Limit: 3,
 			// The selector's defaults are the ones measured on the dev sets.
 			Weights:    WeightsSpec(selector.DefaultWeights()),
 			Embeddings: EmbeddingsSpec{Provider: "offline", Model: "text-embedding-3-small"},

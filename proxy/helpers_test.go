@@ -224,3 +224,9 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// searchOnly runs the gateway in search mode: nothing is preselected, so a
+// test can count on the model having to search.
+func searchOnly(t *testing.T) func(*Gateway) {
+	return withPolicy(loadPolicy(t, "gateway: {mode: search}\n"))
+}

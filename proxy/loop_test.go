@@ -121,8 +121,8 @@ func TestAgentCompletesMultiStepTaskThroughTheGateway(t *testing.T) {
 }
 
 func TestSearchRoundIsInvisibleToTheClient(t *testing.T) {
-	// The preselection cannot find "chat" from this prompt, so the model must
-	// search; the client must only ever see its own tools.
+	// In search mode nothing is preselected, so the model must search; the
+	// client must only ever see its own tools.
 	task := fakellm.Task{
 		Prompt: "Let everyone know the deploy finished.",
 		Steps:  []fakellm.Step{{Tool: "chat_post_message", Query: "send message chat channel", Args: json.RawMessage(`{}`)}},
@@ -132,7 +132,7 @@ func TestSearchRoundIsInvisibleToTheClient(t *testing.T) {
 		name := map[bool]string{false: "without streaming the search call never reaches the client", true: "with streaming the search call never reaches the client"}[stream]
 		t.Run(name, func(t *testing.T) {
 			model := &fakellm.Model{Tasks: []fakellm.Task{task}, Keep: true}
-			base := newTestGateway(t, model)
+			base := newTestGateway(t, model, searchOnly(t))
 			run := runAgent(t, base, task, testCatalog(30), stream, nil)
 			for _, c := range run.calls {
 				if c == SearchToolName {

@@ -124,7 +124,7 @@ func TestPolicyShapesWhatTheModelSees(t *testing.T) {
 		}
 	})
 	t.Run("a category's hints reach the model inside the tool_search result", func(t *testing.T) {
-		yaml := "tools:\n  'chat_*': {category: chat}\ncategories:\n  chat: {hints: hints/chat.md}\n"
+		yaml := "gateway: {mode: search}\ntools:\n  'chat_*': {category: chat}\ncategories:\n  chat: {hints: hints/chat.md}\n"
 		opt, _ := withLivePolicy(t, yaml, map[string]string{"hints/chat.md": "Always reply in the thread, never in the channel."})
 		task := fakellm.Task{
 			Prompt: "Let everyone know the deploy finished.",

@@ -17,7 +17,7 @@ const maxSearchLimit = 10
 
 // searchTool returns the tool_search definition for a catalog: its
 // description names the catalog's areas so the model knows what it can find.
-func searchTool(total int, areas []string) string {
+func searchTool(total, limit int, areas []string) string {
 	desc := fmt.Sprintf("Search the %d tools available to you and make the best matches callable. "+
 		"Only a few tools are loaded; call this whenever you need a capability that is not in your tool list, "+
 		"then call the tools it returns directly. Write the query as short English keywords naming the action "+
@@ -35,7 +35,7 @@ func searchTool(total int, areas []string) string {
 				"type": "object",
 				"properties": map[string]any{
 					"query": map[string]any{"type": "string", "description": "English keywords for the capability you need."},
-					"limit": map[string]any{"type": "integer", "description": "How many tools to return (default 5, at most 10).", "minimum": 1, "maximum": maxSearchLimit},
+					"limit": map[string]any{"type": "integer", "description": fmt.Sprintf("How many tools to return (default %d, at most %d).", limit, maxSearchLimit), "minimum": 1, "maximum": maxSearchLimit},
 				},
 				"required":             []string{"query"},
 				"additionalProperties": false,

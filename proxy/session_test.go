@@ -32,7 +32,7 @@ func TestLaterTurnsKeepTheToolsAlreadyUsed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			model := &fakellm.Model{Tasks: []fakellm.Task{task}}
 			mem := session.NewMemory(100, 0)
-			base := newTestGateway(t, model, func(g *Gateway) { g.Sessions = mem })
+			base := newTestGateway(t, model, searchOnly(t), func(g *Gateway) { g.Sessions = mem })
 			tools := testCatalog(30)
 			msgs := []map[string]any{{"role": "system", "content": "agent"}, {"role": "user", "content": task.Prompt}}
 			resp := post(t, base, chatRequest(t, msgs, tools, false, nil), tc.hdr)

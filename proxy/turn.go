@@ -98,7 +98,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
 	t.cat, t.catKey = cat, key
-	t.searchDef = searchTool(len(req.Tools), cat.Areas(8))
+	t.searchDef = searchTool(len(req.Tools), t.searchLimit(), cat.Areas(8))
 
 	tenant := session.Tenant(credential(in))
 	t.key = session.Key(tenant, in.Header.Get("X-Session-ID"), req.System, req.FirstUser)
@@ -275,6 +275,15 @@ func (t *turn) withSearch(round int) bool {
 	return round < t.maxRounds()
 }
 
+// searchLimit is how many tools a search returns when the model does not
+// say.
+func (t *turn) searchLimit() int {
+	if n := t.snap.Search.Limit; n > 0 {
+		return min(n, maxSearchLimit)
+	}
+	return 5
+}
+
 // canContinue reports whether the gateway may answer round i's internal
 // calls and ask the upstream again: rounds 0..max_rounds-1 may; the round
 // after them (without tool_search) is the last.
@@ -338,10 +347,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	}
 	limit := a.Limit
 	if limit <= 0 {
-		limit = t.snap.Search.Limit
-	}
-	if limit <= 0 {
-		limit = 5
+		limit = t.searchLimit()
 	}
 	limit = min(limit, maxSearchLimit)
 	start := time.Now()
