@@ -119,7 +119,9 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 			if body.expired() {
 				return res, fmt.Errorf("%w: no stream data for %s", ErrUpstreamTimeout, idleTimeout)
 			}
-			if errors.Is(err, io.EOF) && s.finishedRound(states) {
+			// Some servers omit [DONE]: a stream that ends cleanly after
+			// its finish chunk is complete.
+			if errors.Is(err, io.EOF) && s.finished {
 				break
 			}
 			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -233,10 +235,6 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 	}
 	return res, nil
 }
-
-// finishedRound reports whether a stream that ended without [DONE] had
-// nonetheless finished: some servers omit the marker.
-func (s *relay) finishedRound(map[int64]*callState) bool { return s.finished }
 
 func count(states map[int64]*callState) (internal, real int) {
 	for _, st := range states {
