@@ -111,9 +111,9 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 		content strings.Builder
 		order   []int64
 		states  = map[int64]*callState{}
-		done    bool
+		ended   bool // this round's upstream sent its finish
 	)
-	for !done {
+	for {
 		data, err := sse.Next()
 		if err != nil {
 			if body.expired() {
@@ -121,7 +121,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 			}
 			// Some servers omit [DONE]: a stream that ends cleanly after
 			// its finish chunk is complete.
-			if errors.Is(err, io.EOF) && s.finished {
+			if errors.Is(err, io.EOF) && ended {
 				break
 			}
 			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -196,6 +196,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 		edit.Calls = calls
 		emitFinish := false
 		if ev.Finish != "" {
+			ended = true
 			internalN, realN := count(states)
 			switch {
 			case realN > 0:

@@ -179,3 +179,29 @@ func TestStreamCutByTheUpstreamEndsWithAnErrorEvent(t *testing.T) {
 		t.Errorf("content %q, error event %v, [DONE] %d: want the partial text, an error event and no [DONE]", rep.content, rep.errorEvent, rep.dones)
 	}
 }
+
+func TestASearchRoundWithoutDoneStillContinues(t *testing.T) {
+	var calls int
+	var mu sync.Mutex
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		if n == 1 {
+			// A server that ends its stream after the finish, without [DONE].
+			_, _ = w.Write([]byte(callChunk(0, "call_s", "tool_search", `{"query":"send chat message"}`) + finishChunk("tool_calls")))
+			return
+		}
+		_, _ = w.Write([]byte(textChunk("All done.") + finishChunk("stop") + "data: [DONE]\n\n"))
+	})
+	base := newTestGateway(t, up)
+	msgs := []map[string]any{{"role": "user", "content": "hi"}}
+	resp := post(t, base, chatRequest(t, msgs, testCatalog(30), true, nil), nil)
+	defer resp.Body.Close()
+	rep := readStream(t, resp.Body)
+	if rep.content != "All done." || rep.errorEvent || rep.dones != 1 || calls != 2 {
+		t.Errorf("content %q, error event %v, [DONE] %d, upstream calls %d; want the second round's text, no error, one [DONE], 2 calls", rep.content, rep.errorEvent, rep.dones, calls)
+	}
+}
