@@ -58,10 +58,16 @@ func (c *Catalog) Search(ctx context.Context, q Query) (Results, error) {
 		return Results{}, fmt.Errorf("searching catalog: %w", err)
 	}
 	lq := c.analyzeQuery(q.Text, 1)
-	c.expandQuery(lq, q.Text)
 	lex, err := c.lexicalWithParts(ctx, lq, q.Text)
 	if err != nil {
 		return Results{}, fmt.Errorf("searching catalog: %w", err)
+	}
+	if xq := c.expandWeak(lq, q.Text, lex); xq != nil {
+		xl, err := c.lexicalWithParts(ctx, xq, q.Text)
+		if err != nil {
+			return Results{}, fmt.Errorf("searching catalog: %w", err)
+		}
+		lex, lq = xl, xq
 	}
 	return c.rank(ctx, q, lex, lq), nil
 }
