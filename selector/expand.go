@@ -124,7 +124,7 @@ func (c *Catalog) expandWeak(q *lexQuery, text string, lex lexScores) *lexQuery 
 	if len(lex.order) > 0 && c.coverage(q, lex.order[0]) >= expandMaxCover {
 		return nil
 	}
-	x := c.expansion(c.an.words(text), q.terms)
+	x := c.expansion(c.contentWords(c.an.words(text)), q.terms)
 	if len(x) == 0 {
 		return nil
 	}

@@ -60,6 +60,9 @@ type Catalog struct {
 	// for query expansion (both nil if either fails to load: no expansion).
 	wv  *WordVectors
 	nbs *neighbourTable
+	// genTerms and genWords are the generic request words (stemmed and
+	// plain).
+	genTerms, genWords map[string]bool
 }
 
 // Compile builds a Catalog from tools and their ranking configuration: a
@@ -107,6 +110,7 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 		c.wholeNames[c.toolFields[i].whole] = true
 	}
 	c.areas = computeAreas(tools)
+	c.genTerms, c.genWords = an.boilerplate()
 	if wv, err := DefaultWordVectors(); err == nil {
 		if nbs, err := loadNeighbours(); err == nil {
 			c.wv, c.nbs = wv, nbs

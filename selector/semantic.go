@@ -60,7 +60,7 @@ func (c *Catalog) initSemantic(ctx context.Context) error {
 	}
 	s.vecs.Store(&vecs)
 	s.query = func(_ context.Context, text string) []float32 {
-		return wv.average(c.an.words(text), nil)
+		return wv.average(c.contentWords(c.an.words(text)), nil)
 	}
 	c.sem = s
 	return nil
