@@ -63,6 +63,8 @@ type Catalog struct {
 	// genTerms and genWords are the generic request words (stemmed and
 	// plain).
 	genTerms, genWords map[string]bool
+	// toolRows are each tool's distinct word-vector rows (max-sim).
+	toolRows [][]int32
 }
 
 // Compile builds a Catalog from tools and their ranking configuration: a
@@ -116,6 +118,7 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 			c.wv, c.nbs = wv, nbs
 		}
 	}
+	c.initMaxSim()
 	if err := c.initSemantic(ctx); err != nil {
 		return nil, err
 	}
