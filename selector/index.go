@@ -118,8 +118,8 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 			c.wv, c.nbs = wv, nbs
 		}
 	}
-	c.initMaxSim()
-	if err := c.initSemantic(ctx); err != nil {
+	words := c.initMaxSim()
+	if err := c.initSemantic(ctx, words); err != nil {
 		return nil, err
 	}
 	return c, nil

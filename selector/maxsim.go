@@ -32,22 +32,27 @@ const (
 	maxSimPool  = 30
 )
 
-// initMaxSim stores each tool's distinct known word rows.
-func (c *Catalog) initMaxSim() {
+// initMaxSim stores each tool's distinct known word rows and returns each
+// tool's words (toolText analysed), which initSemantic reuses.
+func (c *Catalog) initMaxSim() [][]string {
 	if c.wv == nil {
-		return
+		return nil
 	}
 	c.toolRows = make([][]int32, len(c.tools))
+	all := make([][]string, len(c.tools))
+	seen := map[int32]bool{}
 	for i := range c.tools {
 		text, _ := toolText(&c.tools[i])
-		seen := map[int32]bool{}
-		for _, w := range c.an.words(text) {
+		all[i] = c.an.words(text)
+		clear(seen)
+		for _, w := range all[i] {
 			if r, ok := c.wv.index[w]; ok && !seen[r] {
 				seen[r] = true
 				c.toolRows[i] = append(c.toolRows[i], r)
 			}
 		}
 	}
+	return all
 }
 
 // rowF returns row r as float32 scaled to unit length.
