@@ -158,6 +158,7 @@ func (q *lexQuery) add(terms []string, weight float64) {
 func (c *Catalog) analyzeQuery(text string, weight float64) *lexQuery {
 	q := &lexQuery{terms: map[string]float64{}}
 	q.add(c.an.terms(text), weight)
+	c.dropBoilerplate(q)
 	for _, tok := range strings.Fields(text) {
 		tok = strings.ToLower(strings.Trim(tok, ".,;:!?\"'()[]{}`"))
 		if strings.ContainsAny(tok, "_.-:") {

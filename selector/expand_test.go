@@ -9,8 +9,8 @@ func TestNeighbourExpansionBridgesAVocabularyGap(t *testing.T) {
 		{Name: "stock_quote", Description: "Latest stock price of a ticker."},
 	}
 	lexOnly := Config{Weights: Weights{Lexical: 1}}
-	// A prose request (expansion needs six content words) whose only
-	// link to the research tool is a word-vector neighbour.
+	// A request whose only link to the research tool is a word-vector
+	// neighbour: the lexical winner is weak, so the query is expanded.
 	q := Query{Text: "looking for scientific studies about ocean tides near coastal towns"}
 	tests := []struct {
 		name      string
@@ -76,4 +76,42 @@ func TestNeighbourTableRejectsDamagedData(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+func TestExpansionIsGatedByTheLexicalWinnersWeakness(t *testing.T) {
+	tools := []Tool{
+		{Name: "paper_lookup", Description: "Search research papers by topic."},
+		{Name: "unit_converter", Description: "Convert scientific units."},
+		{Name: "weather_now", Description: "Current weather for a city."},
+	}
+	lexOnly := Config{Weights: Weights{Lexical: 1}}
+	c := compileTest(t, tools, lexOnly)
+	tests := []struct {
+		name   string
+		text   string
+		expand bool
+	}{
+		{"a query a tool fully covers is not expanded", "scientific units", false},
+		{"a short query no tool fully covers is expanded", "scientific topic", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lq := c.analyzeQuery(tt.text, 1)
+			lex, err := c.lexical(t.Context(), lq, candidatePool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.expandWeak(lq, tt.text, lex) != nil; got != tt.expand {
+				t.Errorf("expanded = %v, want %v", got, tt.expand)
+			}
+		})
+	}
+	// Two words, one each in two tools: expansion ("scientific" ->
+	// "research") breaks the tie for the research tool.
+	q := Query{Text: "scientific topic"}
+	plain := compileTest(t, tools, lexOnly)
+	plain.nbs = nil
+	if got, was := rankOf(t, c, q, "paper_lookup"), rankOf(t, plain, q, "paper_lookup"); got != 1 || was == 1 {
+		t.Errorf("paper_lookup rank %d with expansion, %d without; want 1 and not 1", got, was)
+	}
 }

@@ -60,6 +60,11 @@ type Catalog struct {
 	// for query expansion (both nil if either fails to load: no expansion).
 	wv  *WordVectors
 	nbs *neighbourTable
+	// genTerms and genWords are the generic request words (stemmed and
+	// plain).
+	genTerms, genWords map[string]bool
+	// toolRows are each tool's distinct word-vector rows (max-sim).
+	toolRows [][]int32
 }
 
 // Compile builds a Catalog from tools and their ranking configuration: a
@@ -107,12 +112,14 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 		c.wholeNames[c.toolFields[i].whole] = true
 	}
 	c.areas = computeAreas(tools)
+	c.genTerms, c.genWords = an.boilerplate()
 	if wv, err := DefaultWordVectors(); err == nil {
 		if nbs, err := loadNeighbours(); err == nil {
 			c.wv, c.nbs = wv, nbs
 		}
 	}
-	if err := c.initSemantic(ctx); err != nil {
+	words := c.initMaxSim()
+	if err := c.initSemantic(ctx, words); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -58,10 +58,16 @@ func (c *Catalog) Search(ctx context.Context, q Query) (Results, error) {
 		return Results{}, fmt.Errorf("searching catalog: %w", err)
 	}
 	lq := c.analyzeQuery(q.Text, 1)
-	c.expandQuery(lq, q.Text)
 	lex, err := c.lexicalWithParts(ctx, lq, q.Text)
 	if err != nil {
 		return Results{}, fmt.Errorf("searching catalog: %w", err)
+	}
+	if xq := c.expandWeak(lq, q.Text, lex); xq != nil {
+		xl, err := c.lexicalWithParts(ctx, xq, q.Text)
+		if err != nil {
+			return Results{}, fmt.Errorf("searching catalog: %w", err)
+		}
+		lex, lq = xl, xq
 	}
 	return c.rank(ctx, q, lex, lq), nil
 }
@@ -220,6 +226,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	focus := strings.ToLower(strings.TrimSpace(q.Focus))
 
 	lexRank, semRank := rankOrder(lex.score), rankOrder(sem)
+	msRank := c.maxSimRanks(q.Text, lexRank, semRank)
 	lexTop, margin := lexLead(lex.score)
 	list := make([]scored, 0, len(cands))
 	for _, d := range cands {
@@ -235,6 +242,11 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		}
 		if r, ok := semRank[d]; ok {
 			s.put("semantic", w.Semantic*(rrfK+1)/(rrfK+float64(r)))
+		}
+		if r, ok := msRank[d]; ok {
+			// Max-sim rides on the semantic weight (off with it), scaled
+			// so the default semantic weight gives maxSimWeight.
+			s.put("maxsim", w.Semantic/DefaultWeights().Semantic*maxSimWeight*(rrfK+1)/(rrfK+float64(r)))
 		}
 		if d == lexTop {
 			s.put("lead", w.Lexical*lexLeadWeight*margin)

@@ -31,7 +31,8 @@ func toolText(t *Tool) (words string, nameText string) {
 // initSemantic prepares semantic search when its weight is on: with the
 // Config's Embedder in the background, else with the offline word vectors
 // synchronously (averaging is cheap).
-func (c *Catalog) initSemantic(ctx context.Context) error {
+// all, when not nil, holds each tool's toolText words, already analysed.
+func (c *Catalog) initSemantic(ctx context.Context, all [][]string) error {
 	if c.w.Semantic <= 0 {
 		return nil
 	}
@@ -47,7 +48,12 @@ func (c *Catalog) initSemantic(ctx context.Context) error {
 	vecs := make([][]float32, len(c.tools))
 	for i := range c.tools {
 		text, name := toolText(&c.tools[i])
-		words := c.an.words(text)
+		var words []string
+		if all != nil {
+			words = all[i]
+		} else {
+			words = c.an.words(text)
+		}
 		nameWords := len(c.an.words(name))
 		weights := make([]float64, len(words))
 		for j := range words {
@@ -60,7 +66,7 @@ func (c *Catalog) initSemantic(ctx context.Context) error {
 	}
 	s.vecs.Store(&vecs)
 	s.query = func(_ context.Context, text string) []float32 {
-		return wv.average(c.an.words(text), nil)
+		return wv.average(c.contentWords(c.an.words(text)), nil)
 	}
 	c.sem = s
 	return nil

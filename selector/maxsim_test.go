@@ -1,0 +1,33 @@
+package selector
+
+import "testing"
+
+func TestMaxSimMatchesQueryWordsToToolWords(t *testing.T) {
+	tools := []Tool{
+		{Name: "city_guide", Description: "Describe a city: sights, museums, history and famous people."},
+		{Name: "forecast_lookup", Description: "Forecast for a city, with rain and temperature."},
+		{Name: "population_stats", Description: "Population of a city by year."},
+		{Name: "hotel_search", Description: "Find a hotel in a city."},
+	}
+	c := compileTest(t, tools, Config{})
+	t.Run("a query word's close relative in a tool's text scores", func(t *testing.T) {
+		ms := c.maxSim("weather", []int32{0, 1})
+		if !(ms[1] > ms[0]) {
+			t.Errorf("max-sim weather: city_guide %.3f, forecast_lookup %.3f; want forecast higher", ms[0], ms[1])
+		}
+	})
+	t.Run("an exact word scores 1", func(t *testing.T) {
+		if got := c.maxSim("forecast", []int32{1})[1]; got < 0.999 {
+			t.Errorf("max-sim forecast = %.3f, want 1", got)
+		}
+	})
+	t.Run("max-sim lifts the forecast tool for a weather query", func(t *testing.T) {
+		q := Query{Text: "weather city"}
+		off := compileTest(t, tools, Config{})
+		off.toolRows = nil
+		on, was := rankOf(t, c, q, "forecast_lookup"), rankOf(t, off, q, "forecast_lookup")
+		if on == 0 || was == 0 || on >= was {
+			t.Errorf("forecast_lookup rank %d with max-sim, %d without; want higher with", on, was)
+		}
+	})
+}
