@@ -10,6 +10,8 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/search"
+
+	"github.com/toolgate/toolgate/rewrite"
 )
 
 // Fields of a tool: all, name and whole are bleve's (the query searches
@@ -97,7 +99,7 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 			return nil, fmt.Errorf("compiling catalog: duplicate tool %q", t.Name)
 		}
 		c.byName[t.Name] = i
-		c.first[i] = firstLine(t.Description, 160)
+		c.first[i] = rewrite.FirstLine(t.Description, 160)
 	}
 	if c.idx, c.stats, c.toolFields, err = buildIndex(ctx, tools, an); err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
@@ -190,17 +192,4 @@ func computeAreas(tools []Tool) []string {
 		out[i] = e.k
 	}
 	return out
-}
-
-// firstLine returns the first line of s, cut to at most max runes.
-func firstLine(s string, max int) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = strings.TrimSpace(s[:i])
-	}
-	r := []rune(s)
-	if max > 0 && len(r) > max {
-		return strings.TrimSpace(string(r[:max-1])) + "…"
-	}
-	return s
 }
