@@ -115,15 +115,41 @@ func (d *decoder) resolve(n ast.Node) ast.Node {
 
 // pairs returns the key/value pairs of a mapping node, or ok=false after
 // reporting that the node is not a mapping.
-func (d *decoder) pairs(n ast.Node, path string) ([]*ast.MappingValueNode, bool) {
+// entry is one key of a mapping, once, with its node.
+type entry struct {
+	key string
+	kv  *ast.MappingValueNode
+}
+
+// entries returns a mapping's keys in order, reporting (and skipping) merge
+// keys and duplicates, so structs and maps apply the same rules.
+func (d *decoder) entries(n ast.Node, path string) ([]entry, bool) {
+	var pairs []*ast.MappingValueNode
 	switch m := n.(type) {
 	case *ast.MappingNode:
-		return m.Values, true
+		pairs = m.Values
 	case *ast.MappingValueNode:
-		return []*ast.MappingValueNode{m}, true
+		pairs = []*ast.MappingValueNode{m}
+	default:
+		d.probs.add(nodePos(n), "%s must be a mapping (key: value), not %s", describe(path), kindOf(n))
+		return nil, false
 	}
-	d.probs.add(nodePos(n), "%s must be a mapping (key: value), not %s", describe(path), kindOf(n))
-	return nil, false
+	out := make([]entry, 0, len(pairs))
+	seen := map[string]bool{}
+	for _, kv := range pairs {
+		if kv.Key.IsMergeKey() {
+			d.probs.add(nodePos(kv.Key), "merge keys (<<) are not supported; write the keys out")
+			continue
+		}
+		key := keyString(kv.Key)
+		if seen[key] {
+			d.probs.add(nodePos(kv.Key), "duplicate key %q in %s", key, describe(path))
+			continue
+		}
+		seen[key] = true
+		out = append(out, entry{key, kv})
+	}
+	return out, true
 }
 
 func keyString(k ast.MapKeyNode) string {
@@ -171,52 +197,31 @@ func (d *decoder) decode(n ast.Node, dst reflect.Value, path string) {
 }
 
 func (d *decoder) decodeStruct(n ast.Node, dst reflect.Value, path string) {
-	pairs, ok := d.pairs(n, path)
+	entries, ok := d.entries(n, path)
 	if !ok {
 		return
 	}
 	fields := yamlFields(dst.Type())
-	seen := map[string]bool{}
-	for _, kv := range pairs {
-		if kv.Key.IsMergeKey() {
-			d.probs.add(nodePos(kv.Key), "merge keys (<<) are not supported; write the keys out")
-			continue
-		}
-		key := keyString(kv.Key)
-		if seen[key] {
-			d.probs.add(nodePos(kv.Key), "duplicate key %q in %s", key, describe(path))
-			continue
-		}
-		seen[key] = true
-		idx, ok := fields[key]
+	for _, e := range entries {
+		idx, ok := fields[e.key]
 		if !ok {
-			d.probs.add(nodePos(kv.Key), "unknown key %q in %s (known keys: %s)", key, describe(path), knownKeys(fields))
+			d.probs.add(nodePos(e.kv.Key), "unknown key %q in %s (known keys: %s)", e.key, describe(path), knownKeys(fields))
 			continue
 		}
-		d.decode(kv.Value, dst.FieldByIndex(idx), join(path, key))
+		d.decode(e.kv.Value, dst.FieldByIndex(idx), join(path, e.key))
 	}
 }
 
 func (d *decoder) decodeMap(n ast.Node, dst reflect.Value, path string) {
-	pairs, ok := d.pairs(n, path)
+	entries, ok := d.entries(n, path)
 	if !ok {
 		return
 	}
 	if dst.IsNil() {
 		dst.Set(reflect.MakeMap(dst.Type()))
 	}
-	seen := map[string]bool{}
-	for _, kv := range pairs {
-		if kv.Key.IsMergeKey() {
-			d.probs.add(nodePos(kv.Key), "merge keys (<<) are not supported; write the keys out")
-			continue
-		}
-		key := keyString(kv.Key)
-		if seen[key] {
-			d.probs.add(nodePos(kv.Key), "duplicate key %q in %s", key, describe(path))
-			continue
-		}
-		seen[key] = true
+	for _, e := range entries {
+		key, kv := e.key, e.kv
 		if key == "" {
 			d.probs.add(nodePos(kv.Key), "empty key in %s", describe(path))
 			continue
