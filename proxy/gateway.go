@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/gin-gonic/gin"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
@@ -68,14 +69,15 @@ type Gateway struct {
 	// in X-Toolgate-Admin-Token. "" means the route does not exist (404).
 	AdminToken string
 
-	once     sync.Once
-	seed     maphash.Seed
-	pass     *httputil.ReverseProxy
-	handler  http.Handler
-	basePath string
-	tokens   *tokenCounter
-	parsed   *toolCache
-	chat     rewrite.Dialect // the dialect of /chat/completions
+	once       sync.Once
+	seed       maphash.Seed
+	pass       *httputil.ReverseProxy
+	handler    http.Handler
+	basePath   string
+	tokens     *tokenCounter
+	parsed     *toolCache
+	searchDefs *lru.Cache[string, string] // tool_search definitions by catalog
+	chat       rewrite.Dialect            // the dialect of /chat/completions
 }
 
 func (g *Gateway) init() {
@@ -85,6 +87,7 @@ func (g *Gateway) init() {
 		g.pass = g.newPassthrough()
 		g.tokens = newTokenCounter()
 		g.parsed = newToolCache(256)
+		g.searchDefs, _ = lru.New[string, string](256) // errors only on size <= 0
 		g.chat = rewrite.Chat{}
 		g.Metrics.bind(g)
 		g.handler = g.routes()

@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/toolgate/toolgate/rewrite"
@@ -44,6 +45,19 @@ func searchTool(total, limit int, areas []string) string {
 	}
 	b, _ := json.Marshal(def)
 	return string(b)
+}
+
+// searchDefinition returns the tool_search definition for a compiled
+// catalog, built once per catalog and limit: it is the same bytes on every
+// turn that resends the catalog.
+func (g *Gateway) searchDefinition(catKey string, total, limit int, cat *selector.Catalog) string {
+	key := catKey + "/" + strconv.Itoa(limit)
+	if def, ok := g.searchDefs.Get(key); ok {
+		return def
+	}
+	def := searchTool(total, limit, cat.Areas(8))
+	g.searchDefs.Add(key, def)
+	return def
 }
 
 // searchArgs reads tool_search arguments leniently: models sometimes send a

@@ -98,7 +98,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
 	t.cat, t.catKey = cat, key
-	t.searchDef = searchTool(len(req.Tools), t.searchLimit(), cat.Areas(8))
+	t.searchDef = g.searchDefinition(key, len(req.Tools), t.searchLimit(), cat)
 
 	tenant := session.Tenant(credential(in))
 	t.key = session.Key(tenant, in.Header.Get("X-Session-ID"), req.System, req.FirstUser)
