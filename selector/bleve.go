@@ -28,7 +28,7 @@ const fieldOptions = index.IndexField
 // analysed fields. Documents are built directly with their analyzers, so
 // the mapping only carries the scoring model. NewMemOnly is not used: its
 // upsidedown index ignores BM25.
-func buildIndex(ctx context.Context, tools []Tool, an *analyzer) (bleve.Index, *search.BM25Stats, []toolFields, error) {
+func buildIndex(ctx context.Context, tools []Tool, an *analyzer, wv *WordVectors) (bleve.Index, *search.BM25Stats, []toolFields, error) {
 	m := mapping.NewIndexMapping()
 	m.ScoringModel = index.BM25Scoring
 	m.IndexDynamic = false
@@ -48,7 +48,7 @@ func buildIndex(ctx context.Context, tools []Tool, an *analyzer) (bleve.Index, *
 				return nil, nil, nil, fmt.Errorf("indexing tools: %w", err)
 			}
 		}
-		docs[i], fields[i] = toolDocument(i, &tools[i], an)
+		docs[i], fields[i] = toolDocument(i, &tools[i], an, wv)
 		if err := b.IndexAdvanced(docs[i]); err != nil {
 			_ = idx.Close()
 			return nil, nil, nil, fmt.Errorf("indexing tool %q: %w", tools[i].Name, err)
@@ -81,8 +81,9 @@ type tokens analysis.TokenStream
 func (t tokens) Analyze([]byte) analysis.TokenStream { return analysis.TokenStream(t) }
 
 // toolDocument is a tool's bleve document (the all field and the whole
-// name) and its analysed fields.
-func toolDocument(i int, t *Tool, an *analyzer) (*document.Document, toolFields) {
+// name) and its analysed fields. A name that is one run-together word
+// also gets its pieces (compoundParts; wv may be nil).
+func toolDocument(i int, t *Tool, an *analyzer, wv *WordVectors) (*document.Document, toolFields) {
 	d := document.NewDocument(strconv.Itoa(i))
 	add := func(name string, ts analysis.TokenStream) {
 		if len(ts) == 0 {
@@ -104,6 +105,9 @@ func toolDocument(i int, t *Tool, an *analyzer) (*document.Document, toolFields)
 		return an.text.Analyze([]byte(s))
 	}
 	name := analyse(t.Name)
+	if cp := compoundParts(t.Name, an, wv); cp != "" {
+		name = append(name, analyse(cp)...)
+	}
 	title := analyse(t.Meta.Title)
 	keywords := analyse(strings.Join(t.Meta.Keywords, " ; "))
 	examples := analyse(strings.Join(t.Meta.Examples, " ; "))

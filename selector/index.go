@@ -101,7 +101,11 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 		c.byName[t.Name] = i
 		c.first[i] = rewrite.FirstLine(t.Description, 160)
 	}
-	if c.idx, c.stats, c.toolFields, err = buildIndex(ctx, tools, an); err != nil {
+	wv, wvErr := DefaultWordVectors()
+	if wvErr != nil {
+		wv = nil
+	}
+	if c.idx, c.stats, c.toolFields, err = buildIndex(ctx, tools, an, wv); err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
 	// The index's scorch instance runs a goroutine until closed; the
@@ -115,7 +119,7 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 	}
 	c.areas = computeAreas(tools)
 	c.genTerms, c.genWords = an.boilerplate()
-	if wv, err := DefaultWordVectors(); err == nil {
+	if wvErr == nil {
 		if nbs, err := loadNeighbours(); err == nil {
 			c.wv, c.nbs = wv, nbs
 		}
