@@ -308,29 +308,38 @@ func (e *env) measure(ctx context.Context, o Options, tools []json.RawMessage, s
 // throughput sends Options.Throughput requests from Options.Concurrency
 // clients and returns requests per second.
 func (e *env) throughput(ctx context.Context, o Options, path string, body []byte, stream bool) (float64, int, error) {
-	var next, errs atomic.Int64
-	var wg sync.WaitGroup
 	t0 := time.Now()
-	for c := 0; c < o.Concurrency; c++ {
+	errs := fanOut(ctx, o.Concurrency, o.Throughput, func(n int64) error {
+		return e.do(ctx, path, body, stream, "t"+strconv.FormatInt(n%64, 10))
+	})
+	if ctx.Err() != nil {
+		return 0, errs, ctx.Err()
+	}
+	return float64(o.Throughput) / time.Since(t0).Seconds(), errs, nil
+}
+
+// fanOut calls fn for n = 1..total from workers goroutines and returns how
+// many calls failed; it stops early when ctx ends.
+func fanOut(ctx context.Context, workers, total int, fn func(n int64) error) int {
+	var next, failed atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < workers; c++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				n := next.Add(1)
-				if n > int64(o.Throughput) || ctx.Err() != nil {
+				if n > int64(total) || ctx.Err() != nil {
 					return
 				}
-				if err := e.do(ctx, path, body, stream, "t"+strconv.FormatInt(n%64, 10)); err != nil {
-					errs.Add(1)
+				if err := fn(n); err != nil {
+					failed.Add(1)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		return 0, int(errs.Load()), ctx.Err()
-	}
-	return float64(o.Throughput) / time.Since(t0).Seconds(), int(errs.Load()), nil
+	return int(failed.Load())
 }
 
 // sessions sends one request for each of Options.Sessions distinct
@@ -341,32 +350,17 @@ func (e *env) sessions(ctx context.Context, o Options, tools []json.RawMessage, 
 		return nil, err
 	}
 	t0 := time.Now()
-	var next, failed atomic.Int64
-	var wg sync.WaitGroup
-	for c := 0; c < o.Concurrency; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				n := next.Add(1)
-				if n > int64(o.Sessions) || ctx.Err() != nil {
-					return
-				}
-				if err := e.do(ctx, Gateway, body, false, "mem-"+strconv.FormatInt(n, 10)); err != nil {
-					failed.Add(1)
-				}
-				if n%100 == 0 {
-					tick(100)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	failed := fanOut(ctx, o.Concurrency, o.Sessions, func(n int64) error {
+		if n%100 == 0 {
+			defer tick(100)
+		}
+		return e.do(ctx, Gateway, body, false, "mem-"+strconv.FormatInt(n, 10))
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if f := failed.Load(); f > 0 {
-		return nil, fmt.Errorf("%d of %d session requests failed", f, o.Sessions)
+	if failed > 0 {
+		return nil, fmt.Errorf("%d of %d session requests failed", failed, o.Sessions)
 	}
 	runtime.GC()
 	var ms runtime.MemStats
