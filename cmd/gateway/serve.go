@@ -20,7 +20,6 @@ import (
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/selector"
-	"github.com/toolgate/toolgate/session"
 )
 
 // serveConfig is what serve reads from flags and the environment; flags win
@@ -103,10 +102,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	sessions, closeSessions, err := newSessions(ctx, snap.Sessions, logger)
+	if err != nil {
+		return err
+	}
+	defer closeSessions()
 	gw := &proxy.Gateway{
 		Upstream:    up,
 		Policy:      live.Current,
-		Sessions:    session.NewMemory(snap.Sessions.MaxEntries, snap.Sessions.TTL),
+		Sessions:    sessions,
 		Catalogs:    selector.NewCache(256),
 		Learned:     proxy.NewLearned(4096),
 		Embedder:    embedder,

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/session"
+)
+
+// newSessions returns the session store the policy names (read at start-up)
+// and a func that releases it. An unreachable Redis is logged, not fatal:
+// sessions are a cache, and the gateway serves without them.
+func newSessions(ctx context.Context, s policy.Sessions, logger *slog.Logger) (session.Store, func(), error) {
+	if s.Store == "" || s.Store == "memory" {
+		return session.NewMemory(s.MaxEntries, s.TTL), func() {}, nil
+	}
+	r, err := session.NewRedis(s.Store, s.TTL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sessions.store: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := r.Ping(pingCtx); err != nil {
+		logger.Warn("redis session store unreachable; serving, each turn may repeat a search until it answers", "err", err)
+	} else {
+		logger.Info("sessions in redis")
+	}
+	return r, func() { _ = r.Close() }, nil
+}
+
+// redisLogger adapts slog to go-redis's logging interface. go-redis logs
+// through one process-wide logger, so main sets it once.
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.l.WarnContext(ctx, strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "component", "redis")
+}

@@ -1,0 +1,170 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// stores returns every Store implementation, each empty, for the tests
+// that all stores must pass.
+func stores(t *testing.T) map[string]Store {
+	t.Helper()
+	return map[string]Store{
+		"memory": NewMemory(16, time.Minute),
+		"redis":  newTestRedis(t, miniredis.RunT(t), time.Minute),
+	}
+}
+
+func newTestRedis(t *testing.T, srv *miniredis.Miniredis, ttl time.Duration) *Redis {
+	t.Helper()
+	r, err := NewRedis("redis://"+srv.Addr(), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+func TestEveryStoreKeepsSessionState(t *testing.T) {
+	ctx := context.Background()
+	want := State{
+		Active:  []string{"repo_get_issue", "chat_post_message"},
+		Recent:  []string{"repo_get_issue"},
+		Last:    "repo_get_issue",
+		Focus:   "issue",
+		Updated: time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC),
+	}
+	for name, s := range stores(t) {
+		t.Run(name+" returns what was put, as a copy", func(t *testing.T) {
+			if err := s.Put(ctx, "k", want); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Get(ctx, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Active, want.Active) || !slices.Equal(got.Recent, want.Recent) ||
+				got.Last != want.Last || got.Focus != want.Focus || !got.Updated.Equal(want.Updated) {
+				t.Fatalf("got %+v, want %+v", got, want)
+			}
+			got.Active[0] = "changed"
+			again, _ := s.Get(ctx, "k")
+			if again.Active[0] != want.Active[0] {
+				t.Error("changing a returned state changed the stored one")
+			}
+		})
+		t.Run(name+" reports an unknown key as ErrNotFound", func(t *testing.T) {
+			if _, err := s.Get(ctx, "never-put"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("err = %v, want ErrNotFound", err)
+			}
+		})
+		t.Run(name+" forgets a deleted key", func(t *testing.T) {
+			if err := s.Put(ctx, "gone", want); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Delete(ctx, "gone"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Get(ctx, "gone"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("err = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+func TestRedisStore(t *testing.T) {
+	ctx := context.Background()
+	st := State{Active: []string{"fs_read_file"}}
+
+	t.Run("two replicas on one server see each other's sessions", func(t *testing.T) {
+		srv := miniredis.RunT(t)
+		a, b := newTestRedis(t, srv, time.Minute), newTestRedis(t, srv, time.Minute)
+		if err := a.Put(ctx, "conv", st); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.Get(ctx, "conv")
+		if err != nil || !slices.Equal(got.Active, st.Active) {
+			t.Fatalf("replica b got %+v, %v", got, err)
+		}
+	})
+
+	t.Run("a session expires ttl after its last write", func(t *testing.T) {
+		srv := miniredis.RunT(t)
+		r := newTestRedis(t, srv, 30*time.Minute)
+		if err := r.Put(ctx, "conv", st); err != nil {
+			t.Fatal(err)
+		}
+		srv.FastForward(29 * time.Minute)
+		if _, err := r.Get(ctx, "conv"); err != nil {
+			t.Fatalf("expired early: %v", err)
+		}
+		srv.FastForward(2 * time.Minute)
+		if _, err := r.Get(ctx, "conv"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("err = %v after the ttl, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("keys carry the gateway's prefix", func(t *testing.T) {
+		srv := miniredis.RunT(t)
+		r := newTestRedis(t, srv, time.Minute)
+		if err := r.Put(ctx, "tenant:id:s1", st); err != nil {
+			t.Fatal(err)
+		}
+		if keys := srv.Keys(); !slices.Equal(keys, []string{"toolgate:session:tenant:id:s1"}) {
+			t.Errorf("keys = %q", keys)
+		}
+	})
+
+	t.Run("a value that is not a session is an error, not a crash", func(t *testing.T) {
+		srv := miniredis.RunT(t)
+		r := newTestRedis(t, srv, time.Minute)
+		if err := srv.Set("toolgate:session:bad", "{not json"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := r.Get(ctx, "bad")
+		if err == nil || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "decoding session") {
+			t.Errorf("err = %v, want a decoding error", err)
+		}
+	})
+
+	t.Run("a server that is gone fails fast with an error", func(t *testing.T) {
+		srv := miniredis.RunT(t)
+		r := newTestRedis(t, srv, time.Minute)
+		srv.Close()
+		start := time.Now()
+		_, err := r.Get(ctx, "conv")
+		if err == nil || errors.Is(err, ErrNotFound) {
+			t.Fatalf("err = %v, want a connection error", err)
+		}
+		if err := r.Put(ctx, "conv", st); err == nil {
+			t.Error("Put to a dead server succeeded")
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("took %v to fail", d)
+		}
+	})
+}
+
+func TestNewRedisRejectsBadURLsWithoutEchoingThem(t *testing.T) {
+	for _, tc := range []struct{ name, url string }{
+		{"a non-redis scheme", "http://user:hunter2@localhost:6379"},
+		{"a database that is not a number", "redis://:hunter2@localhost:6379/zero"},
+		{"an unknown option", "redis://:hunter2@localhost:6379?colour=blue"},
+	} {
+		t.Run(tc.name+" is rejected", func(t *testing.T) {
+			_, err := NewRedis(tc.url, time.Minute)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error leaks the password: %v", err)
+			}
+		})
+	}
+}
