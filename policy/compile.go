@@ -45,6 +45,7 @@ func compile(doc Document, env compileEnv) (*Snapshot, error) {
 			MaxRounds:      g.MaxRounds,
 			MaxActive:      g.MaxActive,
 			Preselect:      g.Preselect,
+			Explore:        g.Explore,
 			BodyLimit:      g.BodyLimit,
 			ConnectTimeout: g.Timeouts.Connect,
 			HeaderTimeout:  g.Timeouts.FirstByte,

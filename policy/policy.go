@@ -35,7 +35,8 @@ type Gateway struct {
 	MinTools       int
 	MaxRounds      int
 	MaxActive      int
-	Preselect      int // tools preselected per user turn in hybrid/preselect mode
+	Preselect      int  // tools preselected per user turn in hybrid/preselect mode
+	Explore        bool // preselect mode: one preselected slot samples below the cut
 	BodyLimit      int64
 	ConnectTimeout time.Duration
 	HeaderTimeout  time.Duration // first byte

@@ -78,6 +78,11 @@ type GatewaySpec struct {
 	// Preselect is how many tools are preselected per user turn in hybrid and
 	// preselect modes. Default 7.
 	Preselect int `yaml:"preselect"`
+	// Explore, in preselect mode, gives the last preselected slot to a tool
+	// drawn from the few ranked just below the cut, a different one each
+	// user turn, so a conversation whose first guess was wrong is not stuck
+	// with it (the model has no tool_search there). Default false.
+	Explore bool `yaml:"explore"`
 	// Timeouts bound the upstream exchange.
 	Timeouts TimeoutsSpec `yaml:"timeouts"`
 	// BodyLimit is the largest request body accepted, in bytes. Default

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"hash/maphash"
 	"net/http"
 	"slices"
@@ -25,6 +26,7 @@ const (
 	reasonHistory    = "history"
 	reasonSession    = "session"
 	reasonPreselect  = "preselected"
+	reasonExplore    = "explored" // preselect mode's exploration slot
 	reasonDiscovered = "discovered"
 )
 
@@ -173,16 +175,46 @@ func (t *turn) seedActive(ctx context.Context) {
 		t.join(n, reasonSession)
 	}
 	mode := t.snap.Gateway.Mode
-	if t.req.UserTurn && (mode == policy.ModeHybrid || mode == policy.ModePreselect) && t.snap.Gateway.Preselect > 0 {
-		res, err := t.cat.Preselect(ctx, t.req.Recent, t.snap.Gateway.Preselect, t.query("", t.snap.Gateway.Preselect))
+	if n := t.snap.Gateway.Preselect; t.req.UserTurn && (mode == policy.ModeHybrid || mode == policy.ModePreselect) && n > 0 {
+		explore := mode == policy.ModePreselect && t.snap.Gateway.Explore
+		limit := n
+		if explore {
+			limit = n - 1 + exploreWidth
+		}
+		res, err := t.cat.Preselect(ctx, t.req.Recent, limit, t.query("", limit))
 		if err != nil {
 			t.g.logger().Warn("preselecting tools", "err", err)
 		}
-		for _, it := range res.Items {
+		items, explored := res.Items, ""
+		if explore && len(items) > n {
+			explored = items[n-1+t.exploreDraw(len(items)-(n-1))].Name
+			items = items[:n-1]
+		}
+		for _, it := range items {
 			t.join(it.Name, reasonPreselect)
+		}
+		if explored != "" {
+			t.join(explored, reasonExplore)
 		}
 	}
 	t.bound()
+}
+
+// exploreWidth is how many ranks, from the last preselected slot down, the
+// exploration slot draws from.
+const exploreWidth = 4
+
+// exploreDraw picks an index below n for the exploration slot. It is a hash
+// of the session and the user's latest message, not a random number: a
+// retried request gets the same tools (and the upstream's prompt cache its
+// prefix), and each new user turn draws again.
+func (t *turn) exploreDraw(n int) int {
+	h := fnv.New64a()
+	h.Write([]byte(t.key))
+	if len(t.req.Recent) > 0 {
+		h.Write([]byte(t.req.Recent[len(t.req.Recent)-1]))
+	}
+	return int(h.Sum64() % uint64(n))
 }
 
 // query builds a selector query that skips what is active or hidden.
