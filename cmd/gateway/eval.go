@@ -23,21 +23,36 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	queries := fs.String("queries", "", "queries file (JSONL: id, catalog, query, gold, gold_alts, subset)")
 	config := fs.String("config", "", "tools.yaml whose enrichment and weights apply (default: none)")
 	limit := fs.Int("limit", 10, "how many results to rank per query (recall@10 needs 10)")
+	through := fs.Bool("http", false, "measure through an in-process gateway: a scripted model searches once with each query; "+
+		"the ranking is the tools it was offered (preselected, then found)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if *catalog == "" || *queries == "" {
 		return fmt.Errorf("%w: eval needs --catalog and --queries", errUsage)
 	}
-	cats, err := loadCatalogs(ctx, *catalog, *config)
-	if err != nil {
-		return err
-	}
 	qs, err := selector.LoadQueries(*queries)
 	if err != nil {
 		return err
 	}
-	rep, err := selector.Evaluate(ctx, qs, selector.SearchRanker(cats, max(*limit, 10)))
+	var rank selector.Ranker
+	var hr *httpRanker
+	if *through {
+		var stop func()
+		hr, stop, err = newHTTPRanker(ctx, *catalog, *config)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		rank = hr.rank
+	} else {
+		cats, err := loadCatalogs(ctx, *catalog, *config)
+		if err != nil {
+			return err
+		}
+		rank = selector.SearchRanker(cats, max(*limit, 10))
+	}
+	rep, err := selector.Evaluate(ctx, qs, rank)
 	if err != nil {
 		return err
 	}
@@ -52,7 +67,20 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			row("  "+s, rep.BySubset[s])
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if hr != nil && len(hr.offered) > 0 {
+		sum, most := 0, 0
+		for _, n := range hr.offered {
+			sum += n
+			most = max(most, n)
+		}
+		fmt.Fprintf(stdout, "\nthrough the gateway: R@k = in the first k tools offered (preselected first, then what one\n"+
+			"search with the query's text added); tools offered per query: mean %.1f, max %d\n",
+			float64(sum)/float64(len(hr.offered)), most)
+	}
+	return nil
 }
 
 // loadCatalogs reads and compiles every catalog of a catalog file, with the

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestEval(t *testing.T) {
+	dir := t.TempDir()
+	queries := filepath.Join(dir, "q.jsonl")
+	lines := []string{
+		`{"id":"q1","query":"merge the pull request into main","gold":["repo_merge_pull_request"],"subset":"code"}`,
+		`{"id":"q2","query":"post a message in the chat channel","gold":["chat_post_message"],"subset":"chat"}`,
+		`{"id":"q3","query":"take a screenshot of the web page and email it","gold":["browser_screenshot","mail_send"],"subset":"mixed"}`,
+		`{"id":"q4","query":"water the office plants","gold":["no_such_tool"],"subset":"mixed"}`,
+	}
+	if err := os.WriteFile(queries, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	catalog := filepath.Join("..", "..", "testdata", "catalog.json")
+	allRow := regexp.MustCompile(`(?m)^ALL\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$`)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"the selector alone ranks each query", nil},
+		{"through the gateway each query is ranked by what the model was offered", []string{"--http"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			args := append([]string{"eval", "--catalog", catalog, "--queries", queries}, tc.args...)
+			if err := run(context.Background(), args, &out, &errOut); err != nil {
+				t.Fatalf("%v\n%s", err, errOut.String())
+			}
+			m := allRow.FindStringSubmatch(out.String())
+			if m == nil {
+				t.Fatalf("no ALL row in:\n%s", out.String())
+			}
+			// Three of four queries are answerable; the unanswerable one
+			// caps recall at 0.75, so anything above means a miscount.
+			r10, _ := strconv.ParseFloat(m[4], 64)
+			if m[1] != "4" || r10 != 0.75 {
+				t.Errorf("n = %s, R@10 = %.3f; want 4 and 0.750:\n%s", m[1], r10, out.String())
+			}
+			if strings.Contains(out.String(), "through the gateway") != (len(tc.args) > 0) {
+				t.Errorf("the gateway summary is wrong for this mode:\n%s", out.String())
+			}
+			if len(tc.args) > 0 && !strings.Contains(out.String(), "max 10\n") {
+				t.Errorf("want at most 10 tools offered per query:\n%s", out.String())
+			}
+		})
+	}
+}

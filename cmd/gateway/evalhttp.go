@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/selector"
+	"github.com/toolgate/toolgate/session"
+)
+
+// httpRanker measures what a model behind the gateway is offered: each
+// query goes, as the only user message with its catalog's whole tools
+// array, through an in-process gateway to a scripted model that calls
+// tool_search once with the query's own text and then answers. The ranking
+// is the client tools the model saw, in the order it first saw them: the
+// preselected tools of the first request, then what the search added. Its
+// recall is the recall of the product, not of the selector alone.
+type httpRanker struct {
+	gw      http.Handler
+	tools   map[string]json.RawMessage // catalog id -> tools array
+	model   *searchOnceModel
+	offered []int // tools offered per query, for the summary
+}
+
+func newHTTPRanker(ctx context.Context, catalogPath, config string) (*httpRanker, func(), error) {
+	snap, err := policy.Load(config)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := os.ReadFile(catalogPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading catalog: %w", err)
+	}
+	tools := map[string]json.RawMessage{}
+	if root := gjson.ParseBytes(data); root.IsArray() {
+		tools[""] = json.RawMessage(root.Raw)
+	} else {
+		root.ForEach(func(k, v gjson.Result) bool {
+			tools[k.String()] = json.RawMessage(v.Raw)
+			return true
+		})
+	}
+	model := &searchOnceModel{}
+	up := httptest.NewServer(model)
+	u, _ := url.Parse(up.URL + "/v1")
+	gw := &proxy.Gateway{
+		Upstream: u,
+		Policy:   func() *policy.Snapshot { return snap },
+		Sessions: session.NewMemory(1000, 0),
+		Catalogs: selector.NewCache(8),
+		Learned:  proxy.NewLearned(64),
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	return &httpRanker{gw: gw.Handler(), tools: tools, model: model}, up.Close, nil
+}
+
+// rank sends one query through the gateway. selector.Evaluate calls it
+// sequentially, so the model's record is this query's alone.
+func (h *httpRanker) rank(ctx context.Context, q selector.EvalQuery) ([]string, error) {
+	tools, ok := h.tools[q.Catalog]
+	if !ok && len(h.tools) == 1 {
+		for _, only := range h.tools {
+			tools = only
+		}
+	} else if !ok {
+		return nil, fmt.Errorf("query %s: unknown catalog %q", q.ID, q.Catalog)
+	}
+	body, err := json.Marshal(map[string]any{
+		"model":    "gpt-4o",
+		"messages": []map[string]string{{"role": "user", "content": q.Query}},
+		"tools":    tools,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query %s: %w", q.ID, err)
+	}
+	h.model.reset()
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Session-ID", q.ID)
+	rec := httptest.NewRecorder()
+	h.gw.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		return nil, fmt.Errorf("query %s: gateway answered %d: %s", q.ID, rec.Code, rec.Body.Bytes())
+	}
+	seen := h.model.seen()
+	h.offered = append(h.offered, len(seen))
+	return seen, nil
+}
+
+// searchOnceModel plays a model that searches once per user turn with the
+// user's words and then answers in text; it records the tools it is
+// offered.
+type searchOnceModel struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (m *searchOnceModel) reset() {
+	m.mu.Lock()
+	m.names = m.names[:0]
+	m.mu.Unlock()
+}
+
+func (m *searchOnceModel) seen() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.names)
+}
+
+func (m *searchOnceModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req := gjson.ParseBytes(body)
+	canSearch := false
+	m.mu.Lock()
+	req.Get("tools.#.function.name").ForEach(func(_, v gjson.Result) bool {
+		if n := v.String(); n == "tool_search" {
+			canSearch = true
+		} else if !slices.Contains(m.names, n) {
+			m.names = append(m.names, n)
+		}
+		return true
+	})
+	m.mu.Unlock()
+	last := req.Get("messages.@reverse.0")
+	msg := `{"role":"assistant","content":"done"}`
+	if canSearch && last.Get("role").String() == "user" {
+		args, _ := json.Marshal(map[string]string{"query": last.Get("content").String()})
+		call, _ := json.Marshal(map[string]any{"id": "call_1", "type": "function",
+			"function": map[string]string{"name": "tool_search", "arguments": string(args)}})
+		msg = `{"role":"assistant","content":null,"tool_calls":[` + string(call) + `]}`
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":`+
+		msg+`,"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+}
