@@ -101,7 +101,7 @@ func TestExpansionIsGatedByTheLexicalWinnersWeakness(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := c.expandWeak(lq, tt.text, lex) != nil; got != tt.expand {
+			if got := c.expandWeak(lq, c.contentWords(c.an.words(tt.text)), lex) != nil; got != tt.expand {
 				t.Errorf("expanded = %v, want %v", got, tt.expand)
 			}
 		})

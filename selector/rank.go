@@ -62,14 +62,15 @@ func (c *Catalog) Search(ctx context.Context, q Query) (Results, error) {
 	if err != nil {
 		return Results{}, fmt.Errorf("searching catalog: %w", err)
 	}
-	if xq := c.expandWeak(lq, q.Text, lex); xq != nil {
+	words := c.contentWords(c.an.words(q.Text))
+	if xq := c.expandWeak(lq, words, lex); xq != nil {
 		xl, err := c.lexicalWithParts(ctx, xq, q.Text)
 		if err != nil {
 			return Results{}, fmt.Errorf("searching catalog: %w", err)
 		}
 		lex, lq = xl, xq
 	}
-	return c.rank(ctx, q, lex, lq), nil
+	return c.rank(ctx, q, lex, lq, words), nil
 }
 
 // Preselect returns the k tools that best fit a conversation turn, for the
@@ -112,7 +113,7 @@ func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query)
 	}
 	q.Text = latest
 	q.Limit = k
-	return c.rank(ctx, q, lex, lq), nil
+	return c.rank(ctx, q, lex, lq, c.contentWords(c.an.words(latest))), nil
 }
 
 // lexicalWithParts returns the candidates' normalised lexical scores for
@@ -154,8 +155,9 @@ type scored struct {
 
 // rank runs the ensemble over the lexical candidates plus the tools the
 // session signals name, then cuts, adds related tools and computes the
-// confidence.
-func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery) Results {
+// confidence. words are q.Text's content words (contentWords), analysed
+// once per search for the semantic query and max-sim.
+func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery, words []string) Results {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultLimit
@@ -175,7 +177,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 
 	var sem map[int32]float64
 	if w.Semantic > 0 && c.sem != nil {
-		sem = c.sem.scores(ctx, c, q.Text, candidatePool)
+		sem = c.sem.scores(ctx, q.Text, words, candidatePool)
 		for d := range sem {
 			if !seen[d] {
 				seen[d] = true
@@ -217,7 +219,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		}
 	}
 	var qwords map[string]bool
-	if w.Avoid > 0 {
+	if w.Avoid > 0 && c.hasAvoid {
 		qwords = map[string]bool{}
 		for _, t := range c.an.terms(q.Text) {
 			qwords[t] = true
@@ -226,7 +228,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	focus := strings.ToLower(strings.TrimSpace(q.Focus))
 
 	lexRank, semRank := rankOrder(lex.score), rankOrder(sem)
-	msRank := c.maxSimRanks(q.Text, lexRank, semRank)
+	msRank := c.maxSimRanks(words, lexRank, semRank)
 	lexTop, margin := lexLead(lex.score)
 	list := make([]scored, 0, len(cands))
 	for _, d := range cands {

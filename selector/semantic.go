@@ -9,8 +9,10 @@ import (
 // tool vectors may arrive later (computed in the background by a remote
 // embedder); until then scores returns nil and the search is lexical.
 type semantic struct {
-	vecs  atomic.Pointer[[][]float32] // per document, unit length, nil entries allowed
-	query func(ctx context.Context, text string) []float32
+	vecs atomic.Pointer[[][]float32] // per document, unit length, nil entries allowed
+	// query embeds a query: text as written, words its content words
+	// (the offline vectors use the words, a remote embedder the text).
+	query func(ctx context.Context, text string, words []string) []float32
 }
 
 // toolText is what a tool's embedding is computed from: its name twice
@@ -48,8 +50,8 @@ func (c *Catalog) initSemantic(ctx context.Context, all [][]string) error {
 	vecs := c.toolVectors(wv, all)
 	removeCommon(vecs, commonShare)
 	s.vecs.Store(&vecs)
-	s.query = func(_ context.Context, text string) []float32 {
-		return wv.average(c.contentWords(c.an.words(text)), nil)
+	s.query = func(_ context.Context, _ string, words []string) []float32 {
+		return wv.average(words, nil)
 	}
 	c.sem = s
 	return nil
@@ -127,13 +129,13 @@ func removeCommon(vecs [][]float32, share float32) {
 // a vector, rescaled per query so the best is 1 and the median-ish floor 0,
 // keeping the top n. It returns nil when vectors are not ready or the query
 // has no known word.
-func (s *semantic) scores(ctx context.Context, c *Catalog, text string, n int) map[int32]float64 {
+func (s *semantic) scores(ctx context.Context, text string, words []string, n int) map[int32]float64 {
 	vp := s.vecs.Load()
 	if vp == nil {
 		return nil
 	}
 	vecs := *vp
-	qv := s.query(ctx, text)
+	qv := s.query(ctx, text, words)
 	if qv == nil {
 		return nil
 	}

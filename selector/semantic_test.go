@@ -29,7 +29,7 @@ func TestRemoveCommonLetsContentOutweighSharedBoilerplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qv := c.sem.query(context.Background(), "album tracks")
+	qv := c.sem.query(context.Background(), "album tracks", []string{"album", "tracks"})
 	best := func(vecs [][]float32) string {
 		b, bs := "", math.Inf(-1)
 		for i, v := range vecs {
