@@ -172,12 +172,19 @@ func (c *Catalog) analyzeQuery(text string, weight float64) *lexQuery {
 	return q
 }
 
-// sortedTerms returns q's terms sorted, so the float sums (and so ties)
-// do not depend on map order.
-func sortedTerms(q *lexQuery) []string {
+// indexedTerms returns q's terms that some tool has, sorted, so the float
+// sums (and so ties) do not depend on map order. A term no tool has adds
+// only a constant to every document's score (it changes the query norm and
+// the coord denominator alike for all), so leaving it out ranks the same
+// and spares bleve a term searcher and the rescorer its lookups: a prose
+// query has many such words.
+func (c *Catalog) indexedTerms(q *lexQuery) []string {
+	df := c.fields.bleveDF[0]
 	terms := make([]string, 0, len(q.terms))
 	for t := range q.terms {
-		terms = append(terms, t)
+		if df[t] > 0 {
+			terms = append(terms, t)
+		}
 	}
 	slices.Sort(terms)
 	return terms
@@ -219,7 +226,10 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	if len(q.terms) == 0 && len(q.raw) == 0 {
 		return nil, nil, nil
 	}
-	terms := sortedTerms(q)
+	terms := c.indexedTerms(q)
+	if len(terms) == 0 && len(q.raw) == 0 {
+		return nil, nil, nil
+	}
 	req := bleve.NewSearchRequestOptions(c.bleveQuery(q, terms), n+n/3, 0, false)
 	req.PreSearchData = map[string]any{search.BM25PreSearchDataKey: c.stats}
 	res, err := c.idx.SearchInContext(ctx, req)
