@@ -158,10 +158,12 @@ func (q *lexQuery) add(terms []string, weight float64) {
 }
 
 // analyzeQuery analyses text with the text chain (the same as every
-// field's but the whole name's) at weight.
-func (c *Catalog) analyzeQuery(text string, weight float64) *lexQuery {
+// field's but the whole name's) at weight, and returns its content words
+// (contentWords of the plain chain) from the same pass.
+func (c *Catalog) analyzeQuery(text string, weight float64) (*lexQuery, []string) {
 	q := &lexQuery{terms: map[string]float64{}}
-	q.add(c.an.terms(text), weight)
+	terms, words := c.an.query(text)
+	q.add(terms, weight)
 	c.dropBoilerplate(q)
 	for _, tok := range strings.Fields(text) {
 		tok = strings.ToLower(strings.Trim(tok, ".,;:!?\"'()[]{}`"))
@@ -169,7 +171,7 @@ func (c *Catalog) analyzeQuery(text string, weight float64) *lexQuery {
 			q.raw = append(q.raw, tok)
 		}
 	}
-	return q
+	return q, c.contentWords(words)
 }
 
 // indexedTerms returns q's terms that some tool has, sorted, so the float

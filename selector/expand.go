@@ -98,7 +98,7 @@ func (c *Catalog) expansion(words []string, have map[string]float64) map[string]
 			if nb.sim < expandMinSim {
 				continue
 			}
-			for _, t := range c.an.terms(c.wv.words[nb.row]) {
+			for _, t := range c.an.wordTerms(c.wv.words[nb.row]) {
 				if _, dup := have[t]; dup || allDF[t] == 0 {
 					continue
 				}
