@@ -66,3 +66,27 @@ func BenchmarkCompile(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPreselect measures one user turn's preselection (the latest
+// message plus an earlier one as context), which the proxy runs before
+// every first upstream call of a turn in hybrid and preselect modes.
+func BenchmarkPreselect(b *testing.B) {
+	for _, n := range []int{200, 2000} {
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			c, err := Compile(context.Background(), syntheticTools(n), Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			texts := []string{
+				"I wrote a draft of the release notes in the drive folder last week.",
+				"Please upload the cover image to the cms page, publish the draft and share the link with the team on slack.",
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Preselect(context.Background(), texts, 7, Query{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

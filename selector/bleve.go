@@ -158,10 +158,12 @@ func (q *lexQuery) add(terms []string, weight float64) {
 }
 
 // analyzeQuery analyses text with the text chain (the same as every
-// field's but the whole name's) at weight.
-func (c *Catalog) analyzeQuery(text string, weight float64) *lexQuery {
+// field's but the whole name's) at weight, and returns its content words
+// (contentWords of the plain chain) from the same pass.
+func (c *Catalog) analyzeQuery(text string, weight float64) (*lexQuery, []string) {
 	q := &lexQuery{terms: map[string]float64{}}
-	q.add(c.an.terms(text), weight)
+	terms, words := c.an.query(text)
+	q.add(terms, weight)
 	c.dropBoilerplate(q)
 	for _, tok := range strings.Fields(text) {
 		tok = strings.ToLower(strings.Trim(tok, ".,;:!?\"'()[]{}`"))
@@ -169,15 +171,22 @@ func (c *Catalog) analyzeQuery(text string, weight float64) *lexQuery {
 			q.raw = append(q.raw, tok)
 		}
 	}
-	return q
+	return q, c.contentWords(words)
 }
 
-// sortedTerms returns q's terms sorted, so the float sums (and so ties)
-// do not depend on map order.
-func sortedTerms(q *lexQuery) []string {
+// indexedTerms returns q's terms that some tool has, sorted, so the float
+// sums (and so ties) do not depend on map order. A term no tool has adds
+// only a constant to every document's score (it changes the query norm and
+// the coord denominator alike for all), so leaving it out ranks the same
+// and spares bleve a term searcher and the rescorer its lookups: a prose
+// query has many such words.
+func (c *Catalog) indexedTerms(q *lexQuery) []string {
+	df := c.fields.bleveDF[0]
 	terms := make([]string, 0, len(q.terms))
 	for t := range q.terms {
-		terms = append(terms, t)
+		if df[t] > 0 {
+			terms = append(terms, t)
+		}
 	}
 	slices.Sort(terms)
 	return terms
@@ -219,7 +228,10 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	if len(q.terms) == 0 && len(q.raw) == 0 {
 		return nil, nil, nil
 	}
-	terms := sortedTerms(q)
+	terms := c.indexedTerms(q)
+	if len(terms) == 0 && len(q.raw) == 0 {
+		return nil, nil, nil
+	}
 	req := bleve.NewSearchRequestOptions(c.bleveQuery(q, terms), n+n/3, 0, false)
 	req.PreSearchData = map[string]any{search.BM25PreSearchDataKey: c.stats}
 	res, err := c.idx.SearchInContext(ctx, req)

@@ -23,7 +23,7 @@ func (c *Catalog) startRemote(ctx context.Context, e Embedder) *semantic {
 	for i := range c.tools {
 		texts[i], _ = toolText(&c.tools[i])
 	}
-	s.query = func(ctx context.Context, text string) []float32 {
+	s.query = func(ctx context.Context, text string, _ []string) []float32 {
 		v, err := e.Embed(ctx, []string{text})
 		if err != nil || len(v) != 1 {
 			slog.Debug("embedding query failed; lexical only", "err", err)

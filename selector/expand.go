@@ -98,7 +98,7 @@ func (c *Catalog) expansion(words []string, have map[string]float64) map[string]
 			if nb.sim < expandMinSim {
 				continue
 			}
-			for _, t := range c.an.terms(c.wv.words[nb.row]) {
+			for _, t := range c.an.wordTerms(c.wv.words[nb.row]) {
 				if _, dup := have[t]; dup || allDF[t] == 0 {
 					continue
 				}
@@ -114,17 +114,17 @@ func (c *Catalog) expansion(words []string, have map[string]float64) map[string]
 	return out
 }
 
-// expandWeak returns q plus its words' neighbours (expansion) when the
-// unexpanded lexical winner is weak: no hit, or one that covers less than
-// expandMaxCover of the query's idf mass. It returns nil to keep q.
+// expandWeak returns q plus the neighbours of its content words (words;
+// expansion) when the unexpanded lexical winner is weak: no hit, or one
+// that covers less than expandMaxCover of the query's idf mass. It returns nil to keep q.
 // Gating on the winner's weakness instead of the query's length (round 4:
 // prose only) expands short queries that miss and leaves alone the
 // keyword queries whose words a tool already has.
-func (c *Catalog) expandWeak(q *lexQuery, text string, lex lexScores) *lexQuery {
+func (c *Catalog) expandWeak(q *lexQuery, words []string, lex lexScores) *lexQuery {
 	if len(lex.order) > 0 && c.coverage(q, lex.order[0]) >= expandMaxCover {
 		return nil
 	}
-	x := c.expansion(c.contentWords(c.an.words(text)), q.terms)
+	x := c.expansion(words, q.terms)
 	if len(x) == 0 {
 		return nil
 	}

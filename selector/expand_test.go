@@ -96,12 +96,12 @@ func TestExpansionIsGatedByTheLexicalWinnersWeakness(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lq := c.analyzeQuery(tt.text, 1)
+			lq, words := c.analyzeQuery(tt.text, 1)
 			lex, err := c.lexical(t.Context(), lq, candidatePool)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := c.expandWeak(lq, tt.text, lex) != nil; got != tt.expand {
+			if got := c.expandWeak(lq, words, lex) != nil; got != tt.expand {
 				t.Errorf("expanded = %v, want %v", got, tt.expand)
 			}
 		})

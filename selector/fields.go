@@ -104,24 +104,32 @@ func bm25TF(tf, dl, avgdl float64) float64 {
 // lexRescorer turns bleve's scores of the all+name query into the scores
 // the full per-field disjunction would give: bleve's score undone of its
 // query norm and coord factor, plus the side fields' BM25 sums, times the
-// full query's norm and coord. It is built once per query.
+// full query's norm and coord. It is built once per query, with each side
+// field's query terms that the field has anywhere and their constant
+// factors, so scoring a candidate looks up only terms that can match.
 type lexRescorer struct {
-	c                  *Catalog
-	terms              []string
-	weights            []float64
-	raw                []string
-	bleveNorm, allNorm float64
-	bleveN, allN       int
+	c            *Catalog
+	terms        []string
+	raw          []string
+	bleveNorm    float64
+	bleveN, allN int
+	side         [len(sideFields)][]sideTerm
+}
+
+// sideTerm is a query term some tool has in a side field, with its
+// constant factor: field boost × term weight × idf² (bleve's BM25 term
+// score is query weight × idf × tf part, its query weight boost × idf).
+type sideTerm struct {
+	term string
+	coef float64
 }
 
 func (c *Catalog) newRescorer(q *lexQuery, terms []string) *lexRescorer {
 	r := &lexRescorer{c: c, terms: terms, raw: q.raw}
-	r.weights = make([]float64, len(terms))
-	var bleveSq, sideSq float64
+	var bleveSq float64
 	fs := c.fields
-	for i, t := range terms {
+	for _, t := range terms {
 		w := q.terms[t]
-		r.weights[i] = w
 		for j, bf := range bleveFields {
 			if c.stats.FieldCardinality[bf.field] == 0 {
 				continue
@@ -134,9 +142,11 @@ func (c *Catalog) newRescorer(q *lexQuery, terms []string) *lexRescorer {
 			if fs.sideLen[j] == 0 {
 				continue
 			}
-			x := sf.boost * w * bm25IDF(fs.docs, fs.sideDF[j][t])
-			sideSq += x * x
 			r.allN++
+			if df := fs.sideDF[j][t]; df > 0 {
+				idf := bm25IDF(fs.docs, df)
+				r.side[j] = append(r.side[j], sideTerm{t, sf.boost * w * idf * idf})
+			}
 		}
 	}
 	if c.stats.FieldCardinality[fWhole] > 0 {
@@ -154,15 +164,12 @@ func (c *Catalog) newRescorer(q *lexQuery, terms []string) *lexRescorer {
 	if bleveSq > 0 {
 		r.bleveNorm = 1 / math.Sqrt(bleveSq)
 	}
-	if bleveSq+sideSq > 0 {
-		r.allNorm = 1 / math.Sqrt(bleveSq+sideSq)
-	}
 	return r
 }
 
 // score rescores document d given bleve's score for it.
 func (r *lexRescorer) score(d int32, bleveScore float64) float64 {
-	if r.bleveNorm == 0 || r.allNorm == 0 {
+	if r.bleveNorm == 0 {
 		return bleveScore
 	}
 	tf := &r.c.toolFields[d]
@@ -183,20 +190,17 @@ func (r *lexRescorer) score(d int32, bleveScore float64) float64 {
 	}
 	raw := bleveScore * float64(r.bleveN) / (float64(matched) * r.bleveNorm)
 	var side float64
-	for j, sf := range sideFields {
+	for j, sts := range r.side {
 		f := &tf.side[j]
-		if f.len == 0 || fs.sideLen[j] == 0 {
+		if f.len == 0 || len(sts) == 0 {
 			continue
 		}
 		avgdl := fs.sideLen[j] / fs.docs
-		for i, term := range r.terms {
-			n := f.tf[term]
-			if n == 0 {
-				continue
+		for _, st := range sts {
+			if n := f.tf[st.term]; n > 0 {
+				side += st.coef * bm25TF(float64(n), float64(f.len), avgdl)
+				matched++
 			}
-			idf := bm25IDF(fs.docs, fs.sideDF[j][term])
-			side += idf * bm25TF(float64(n), float64(f.len), avgdl) * sf.boost * r.weights[i] * idf
-			matched++
 		}
 	}
 	// The full query's norm is the same for every document: left out.

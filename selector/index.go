@@ -65,8 +65,12 @@ type Catalog struct {
 	// genTerms and genWords are the generic request words (stemmed and
 	// plain).
 	genTerms, genWords map[string]bool
-	// toolRows are each tool's distinct word-vector rows (max-sim).
+	// toolRows are each tool's distinct words as ids into msVocab (max-sim).
 	toolRows [][]int32
+	msVocab  *maxSimVocab
+	// hasAvoid reports whether any tool has avoid_when phrases (else a
+	// search need not analyse the query for them).
+	hasAvoid bool
 }
 
 // Compile builds a Catalog from tools and their ranking configuration: a
@@ -99,6 +103,7 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 			return nil, fmt.Errorf("compiling catalog: duplicate tool %q", t.Name)
 		}
 		c.byName[t.Name] = i
+		c.hasAvoid = c.hasAvoid || len(t.Meta.AvoidWhen) > 0
 		c.first[i] = rewrite.FirstLine(t.Description, 160)
 	}
 	wv, wvErr := DefaultWordVectors()

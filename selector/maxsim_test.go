@@ -11,13 +11,13 @@ func TestMaxSimMatchesQueryWordsToToolWords(t *testing.T) {
 	}
 	c := compileTest(t, tools, Config{})
 	t.Run("a query word's close relative in a tool's text scores", func(t *testing.T) {
-		ms := c.maxSim("weather", []int32{0, 1})
+		ms := c.maxSim([]string{"weather"}, []int32{0, 1})
 		if !(ms[1] > ms[0]) {
 			t.Errorf("max-sim weather: city_guide %.3f, forecast_lookup %.3f; want forecast higher", ms[0], ms[1])
 		}
 	})
 	t.Run("an exact word scores 1", func(t *testing.T) {
-		if got := c.maxSim("forecast", []int32{1})[1]; got < 0.999 {
+		if got := c.maxSim([]string{"forecast"}, []int32{1})[1]; got < 0.999 {
 			t.Errorf("max-sim forecast = %.3f, want 1", got)
 		}
 	})

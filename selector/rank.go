@@ -1,10 +1,12 @@
 package selector
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -57,19 +59,19 @@ func (c *Catalog) Search(ctx context.Context, q Query) (Results, error) {
 	if err := ctx.Err(); err != nil {
 		return Results{}, fmt.Errorf("searching catalog: %w", err)
 	}
-	lq := c.analyzeQuery(q.Text, 1)
+	lq, words := c.analyzeQuery(q.Text, 1)
 	lex, err := c.lexicalWithParts(ctx, lq, q.Text)
 	if err != nil {
 		return Results{}, fmt.Errorf("searching catalog: %w", err)
 	}
-	if xq := c.expandWeak(lq, q.Text, lex); xq != nil {
+	if xq := c.expandWeak(lq, words, lex); xq != nil {
 		xl, err := c.lexicalWithParts(ctx, xq, q.Text)
 		if err != nil {
 			return Results{}, fmt.Errorf("searching catalog: %w", err)
 		}
 		lex, lq = xl, xq
 	}
-	return c.rank(ctx, q, lex, lq), nil
+	return c.rank(ctx, q, lex, lq, words), nil
 }
 
 // Preselect returns the k tools that best fit a conversation turn, for the
@@ -86,7 +88,7 @@ func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query)
 		return Results{}, nil
 	}
 	latest := texts[len(texts)-1]
-	lq := c.analyzeQuery(latest, 1)
+	lq, words := c.analyzeQuery(latest, 1)
 	lex, err := c.lexicalWithParts(ctx, lq, latest)
 	if err != nil {
 		return Results{}, fmt.Errorf("preselecting tools: %w", err)
@@ -112,7 +114,7 @@ func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query)
 	}
 	q.Text = latest
 	q.Limit = k
-	return c.rank(ctx, q, lex, lq), nil
+	return c.rank(ctx, q, lex, lq, words), nil
 }
 
 // lexicalWithParts returns the candidates' normalised lexical scores for
@@ -125,7 +127,8 @@ func (c *Catalog) lexicalWithParts(ctx context.Context, lq *lexQuery, text strin
 		return lex, err
 	}
 	for _, part := range decompose(text, decomposeMinWords) {
-		pl, err := c.lexical(ctx, c.analyzeQuery(part, 1), candidatePool)
+		pq, _ := c.analyzeQuery(part, 1)
+		pl, err := c.lexical(ctx, pq, candidatePool)
 		if err != nil {
 			return lex, err
 		}
@@ -145,17 +148,75 @@ func (c *Catalog) lexicalWithParts(ctx context.Context, lq *lexQuery, text strin
 	return lex, nil
 }
 
-// scored is one candidate during ranking.
+// signal names one contribution to a candidate's score.
+type signal int
+
+const (
+	sigLexical signal = iota
+	sigSemantic
+	sigMaxSim
+	sigLead
+	sigFocus
+	sigTransition
+	sigRecency
+	sigAnchor
+	sigAvoid
+	sigRelated
+	nSignals
+)
+
+// String is the signal's name in Result.Signals.
+func (s signal) String() string {
+	switch s {
+	case sigLexical:
+		return "lexical"
+	case sigSemantic:
+		return "semantic"
+	case sigMaxSim:
+		return "maxsim"
+	case sigLead:
+		return "lead"
+	case sigFocus:
+		return "focus"
+	case sigTransition:
+		return "transition"
+	case sigRecency:
+		return "recency"
+	case sigAnchor:
+		return "anchor"
+	case sigAvoid:
+		return "avoid"
+	case sigRelated:
+		return "related"
+	}
+	return "unknown"
+}
+
+// scored is one candidate during ranking. Its signals are a fixed array
+// (0 = absent), turned into Result.Signals' map only for the returned
+// tools: a map per candidate was most of a search's allocations.
 type scored struct {
 	doc   int32
 	score float64
-	sig   map[string]float64
+	sig   [nSignals]float64
+}
+
+// signals returns s's non-zero contributions by name.
+func (s *scored) signals() map[string]float64 {
+	m := make(map[string]float64, 4)
+	for i, v := range s.sig {
+		if v != 0 {
+			m[signal(i).String()] = v
+		}
+	}
+	return m
 }
 
 // rank runs the ensemble over the lexical candidates plus the tools the
 // session signals name, then cuts, adds related tools and computes the
-// confidence.
-func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery) Results {
+// confidence. words are q.Text's content words (contentWords), analysed
+// once per search for the semantic query and max-sim.
+func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery, words []string) Results {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultLimit
@@ -175,7 +236,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 
 	var sem map[int32]float64
 	if w.Semantic > 0 && c.sem != nil {
-		sem = c.sem.scores(ctx, c, q.Text, candidatePool)
+		sem = c.sem.scores(ctx, q.Text, words, candidatePool)
 		for d := range sem {
 			if !seen[d] {
 				seen[d] = true
@@ -217,7 +278,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		}
 	}
 	var qwords map[string]bool
-	if w.Avoid > 0 {
+	if w.Avoid > 0 && c.hasAvoid {
 		qwords = map[string]bool{}
 		for _, t := range c.an.terms(q.Text) {
 			qwords[t] = true
@@ -226,7 +287,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	focus := strings.ToLower(strings.TrimSpace(q.Focus))
 
 	lexRank, semRank := rankOrder(lex.score), rankOrder(sem)
-	msRank := c.maxSimRanks(q.Text, lexRank, semRank)
+	msRank := c.maxSimRanks(words, lexRank, semRank)
 	lexTop, margin := lexLead(lex.score)
 	list := make([]scored, 0, len(cands))
 	for _, d := range cands {
@@ -234,37 +295,37 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		if q.Exclude != nil && q.Exclude(t.Name) {
 			continue
 		}
-		s := scored{doc: d, sig: map[string]float64{}}
+		s := scored{doc: d}
 		// Weighted reciprocal rank fusion, scaled so rank 1 is worth the
 		// signal's weight (the other signals read as shares of that).
 		if r, ok := lexRank[d]; ok {
-			s.put("lexical", w.Lexical*(rrfK+1)/(rrfK+float64(r)))
+			s.put(sigLexical, w.Lexical*(rrfK+1)/(rrfK+float64(r)))
 		}
 		if r, ok := semRank[d]; ok {
-			s.put("semantic", w.Semantic*(rrfK+1)/(rrfK+float64(r)))
+			s.put(sigSemantic, w.Semantic*(rrfK+1)/(rrfK+float64(r)))
 		}
 		if r, ok := msRank[d]; ok {
 			// Max-sim rides on the semantic weight (off with it), scaled
 			// so the default semantic weight gives maxSimWeight.
-			s.put("maxsim", w.Semantic/DefaultWeights().Semantic*maxSimWeight*(rrfK+1)/(rrfK+float64(r)))
+			s.put(sigMaxSim, w.Semantic/DefaultWeights().Semantic*maxSimWeight*(rrfK+1)/(rrfK+float64(r)))
 		}
 		if d == lexTop {
-			s.put("lead", w.Lexical*lexLeadWeight*margin)
+			s.put(sigLead, w.Lexical*lexLeadWeight*margin)
 		}
 		if focus != "" && w.Focus > 0 && c.matchesFocus(t, focus) {
-			s.put("focus", w.Focus)
+			s.put(sigFocus, w.Focus)
 		}
 		if p := trans[t.Name]; p > 0 {
-			s.put("transition", w.Transition*p)
+			s.put(sigTransition, w.Transition*p)
 		}
 		if r := recent[t.Name]; r > 0 {
-			s.put("recency", w.Recency*r)
+			s.put(sigRecency, w.Recency*r)
 		}
 		if a := anchored[t.Name]; a > 0 {
-			s.put("anchor", w.Anchor*a)
+			s.put(sigAnchor, w.Anchor*a)
 		}
 		if qwords != nil && c.avoids(t, qwords) {
-			s.put("avoid", -w.Avoid)
+			s.put(sigAvoid, -w.Avoid)
 		}
 		list = append(list, s)
 	}
@@ -284,7 +345,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 			Hint:        t.Meta.Hint,
 			Category:    t.Meta.Category,
 			Score:       s.score,
-			Signals:     s.sig,
+			Signals:     s.signals(),
 		}
 	}
 	var cover float64
@@ -295,11 +356,11 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	return res
 }
 
-func (s *scored) put(name string, v float64) {
+func (s *scored) put(sig signal, v float64) {
 	if v == 0 {
 		return
 	}
-	s.sig[name] = v
+	s.sig[sig] = v
 	s.score += v
 }
 
@@ -324,14 +385,16 @@ func (c *Catalog) rideAlong(list []scored, limit int, share float64, exclude fun
 				// Already a candidate: lift it if riding along scores more.
 				for j := range list {
 					if list[j].doc == d && list[j].score < v {
-						list[j].sig["related"] = v - list[j].score
+						list[j].sig[sigRelated] = v - list[j].score
 						list[j].score = v
 					}
 				}
 				continue
 			}
 			present[d] = true
-			extra = append(extra, scored{doc: d, score: v, sig: map[string]float64{"related": v}})
+			r := scored{doc: d, score: v}
+			r.sig[sigRelated] = v
+			extra = append(extra, r)
 		}
 	}
 	list = append(list, extra...)
@@ -402,7 +465,7 @@ func confidence(list []scored, cov float64) float64 {
 	if len(list) == 0 || list[0].score <= 0 {
 		return 0
 	}
-	if _, ok := list[0].sig["anchor"]; ok {
+	if list[0].sig[sigAnchor] != 0 {
 		cov = max(cov, 0.8)
 	}
 	margin := 1.0
@@ -465,13 +528,16 @@ func topDocs(scores []float64, n int) []int32 {
 	return h
 }
 
-// sortScored orders by score, then by name so ties are deterministic.
+// sortScored orders by score, then by name so ties are deterministic. A
+// tool is in the list once and names are unique, so the order is total and
+// an unstable sort gives the same result as a stable one, with fewer moves
+// of the (signal-carrying) entries.
 func sortScored(list []scored, c *Catalog) {
-	sort.SliceStable(list, func(i, j int) bool {
-		if list[i].score != list[j].score {
-			return list[i].score > list[j].score
+	slices.SortFunc(list, func(a, b scored) int {
+		if a.score != b.score {
+			return cmp.Compare(b.score, a.score)
 		}
-		return c.tools[list[i].doc].Name < c.tools[list[j].doc].Name
+		return strings.Compare(c.tools[a.doc].Name, c.tools[b.doc].Name)
 	})
 }
 
@@ -501,19 +567,23 @@ func lexLead(score map[int32]float64) (int32, float64) {
 
 // rankOrder returns each document's 1-based rank by descending score.
 func rankOrder(m map[int32]float64) map[int32]int {
-	ds := make([]int32, 0, len(m))
-	for d := range m {
-		ds = append(ds, d)
+	type ds struct {
+		doc   int32
+		score float64
 	}
-	sort.Slice(ds, func(i, j int) bool {
-		if m[ds[i]] != m[ds[j]] {
-			return m[ds[i]] > m[ds[j]]
+	list := make([]ds, 0, len(m))
+	for d, s := range m {
+		list = append(list, ds{d, s})
+	}
+	slices.SortFunc(list, func(a, b ds) int {
+		if a.score != b.score {
+			return cmp.Compare(b.score, a.score)
 		}
-		return ds[i] < ds[j]
+		return cmp.Compare(a.doc, b.doc)
 	})
-	out := make(map[int32]int, len(ds))
-	for i, d := range ds {
-		out[d] = i + 1
+	out := make(map[int32]int, len(list))
+	for i, e := range list {
+		out[e.doc] = i + 1
 	}
 	return out
 }
