@@ -162,6 +162,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // loopback listener, and one client for all three.
 type env struct {
 	up, bare, gw *httptest.Server
+	handler      http.Handler // the gateway's, for in-process benchmarks
 	store        *session.Memory
 	client       *http.Client
 	base         map[string]string
@@ -203,7 +204,8 @@ func start(o Options) (*env, error) {
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Metrics:   proxy.NewMetrics(), // on, as in serve
 	}
-	e.gw = httptest.NewServer(g.Handler())
+	e.handler = g.Handler()
+	e.gw = httptest.NewServer(e.handler)
 	e.client = &http.Client{Transport: newTransport(), Timeout: 30 * time.Second}
 	e.base = map[string]string{Direct: e.up.URL, Bare: e.bare.URL, Gateway: e.gw.URL}
 	return e, nil
