@@ -75,7 +75,7 @@ func passthroughReason(snap *policy.Snapshot, req *rewrite.Request) string {
 // forwardChat sends a request upstream as the client wrote it, except that
 // tools the policy denies are removed; the response streams back unchanged.
 func (g *Gateway) forwardChat(w http.ResponseWriter, r *http.Request, rest string, snap *policy.Snapshot, req *rewrite.Request, why string) {
-	body := req.Body
+	body := req.Original()
 	if len(req.Tools) > 0 {
 		kept := make([]string, 0, len(req.Tools))
 		decide := snap.Decider(req.LastUser)

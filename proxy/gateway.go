@@ -5,7 +5,6 @@
 package proxy
 
 import (
-	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -70,7 +69,6 @@ type Gateway struct {
 	AdminToken string
 
 	once       sync.Once
-	seed       maphash.Seed
 	pass       *httputil.ReverseProxy
 	handler    http.Handler
 	basePath   string
@@ -82,7 +80,6 @@ type Gateway struct {
 
 func (g *Gateway) init() {
 	g.once.Do(func() {
-		g.seed = maphash.MakeSeed()
 		g.basePath = strings.TrimRight(g.Upstream.Path, "/")
 		g.pass = g.newPassthrough()
 		g.tokens = newTokenCounter()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"net/http"
 	"slices"
 	"strconv"
@@ -82,7 +81,13 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	for i := range req.Tools {
 		t.byName[req.Tools[i].Name] = &req.Tools[i]
 	}
-	key := strconv.FormatUint(maphash.String(g.seed, req.ToolsRaw.Raw), 36) + ":" + strconv.FormatUint(snap.Generation(), 36)
+	// The parse hashed the tools text once for its own cache; that hash
+	// keys the compiled catalog too.
+	tk := req.ToolsKey
+	if tk == 0 {
+		tk = g.parsed.keyOf(req.ToolsRaw.Raw)
+	}
+	key := strconv.FormatUint(tk, 36) + ":" + strconv.FormatUint(snap.Generation(), 36)
 	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) {
 		tools, cfg := snap.Catalog(req.ToolsWithParams())
 		tools = capCatalog(tools)

@@ -59,7 +59,7 @@ func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 			}
 		}
 	} else {
-		body = replaceTools(body, req.ToolsRaw, tools)
+		body = replaceTools(body, req.span.at, req.span.n, tools)
 	}
 	if len(rounds) > 0 {
 		if body, err = appendRounds(body, rounds); err != nil {
@@ -75,24 +75,29 @@ func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 }
 
 // replaceTools splices a new tools array where the old one stands, so the
-// rest of the body is copied once and never re-encoded. old is where the
-// parse found the array in body; when it is unknown the body is searched.
-func replaceTools(body []byte, old gjson.Result, tools []string) []byte {
-	if end := old.Index + len(old.Raw); old.Index <= 0 || end > len(body) || body[old.Index] != '[' || body[end-1] != ']' {
-		old = gjson.Get(view(body), pathTools)
-	}
-	arr := joinArray(tools)
-	if !old.Exists() || old.Index <= 0 {
-		out, err := sjson.SetRawBytes(body, pathTools, arr)
-		if err != nil {
-			return body
+// rest of the body is copied once and never re-encoded. [at, at+n) is where
+// the parse found the array in body; when it is unknown the body is
+// searched.
+func replaceTools(body []byte, at, n int, tools []string) []byte {
+	if end := at + n; at <= 0 || n < 2 || end > len(body) || body[at] != '[' || body[end-1] != ']' {
+		old := gjson.Get(view(body), pathTools)
+		if !old.Exists() || old.Index <= 0 {
+			out, err := sjson.SetRawBytes(body, pathTools, joinArray(tools))
+			if err != nil {
+				return body
+			}
+			return out
 		}
-		return out
+		at, n = old.Index, len(old.Raw)
 	}
-	out := make([]byte, 0, len(body)-len(old.Raw)+len(arr))
-	out = append(out, body[:old.Index]...)
-	out = append(out, arr...)
-	return append(out, body[old.Index+len(old.Raw):]...)
+	size := len(body) - n + 2
+	for _, t := range tools {
+		size += len(t) + 1
+	}
+	out := make([]byte, 0, size)
+	out = append(out, body[:at]...)
+	out = appendArray(out, tools)
+	return append(out, body[at+n:]...)
 }
 
 // appendRounds adds each round as an assistant message with its tool calls,
