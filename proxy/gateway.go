@@ -74,6 +74,7 @@ type Gateway struct {
 	basePath   string
 	tokens     *tokenCounter
 	parsed     *toolCache
+	bodies     bodyPool                   // request body buffers
 	searchDefs *lru.Cache[string, string] // tool_search definitions by catalog
 	chat       rewrite.Dialect            // the dialect of /chat/completions
 }
