@@ -75,6 +75,7 @@ type Gateway struct {
 	tokens     *tokenCounter
 	parsed     *toolCache
 	bodies     bodyPool                   // request body buffers
+	sse        sseReaders                 // upstream stream readers
 	searchDefs *lru.Cache[string, string] // tool_search definitions by catalog
 	chat       rewrite.Dialect            // the dialect of /chat/completions
 }

@@ -105,7 +105,8 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 	t := s.t
 	body := newIdleReader(resp.Body, idleTimeout, cancel)
 	defer body.stop()
-	sse := newSSEReader(body)
+	sse := t.g.sse.get(body)
+	defer t.g.sse.put(sse)
 	var (
 		res     roundResult
 		content strings.Builder
