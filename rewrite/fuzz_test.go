@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // searchDef stands for the gateway's tool_search definition.
@@ -23,6 +24,7 @@ func FuzzParseRequestBuild(f *testing.F) {
 		`{"messages":[],"tools":null}`, `{"messages":[],"tools":{}}`, `{"messages":{}}`, `[]`, `"x"`, ``, `{"messages":[],"x":[[[[[]]]]]}`,
 		`{"messages":[],"tools":[{"function":{"name":"a"}},{"function":{"name":"a"}}]}`,
 		"{\"messages\":[],\"a\":\"\xff\"}", `{"messages":[] , "tools" : [ {"name":"b\"c"} ] }`, `{"tools":[{"name":"a"}],"messages":[]}`,
+		`{"stream":true,"messages":[],"tools":[{"name":"a"}]} `, "{\"stream\":true,\"messages\":[]\n}\n", `{"stream":true,"stream_options":{},"messages":[]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -73,6 +75,18 @@ func FuzzParseRequestBuild(f *testing.F) {
 			}
 			if req.Stream && !root.Get(pathIncludeUsage).Bool() {
 				t.Fatalf("%s: a stream rewrite does not ask for usage: %q", tc.name, out)
+			}
+			if req.Stream && !req.IncludeUsage {
+				// Usage is asked for exactly as sjson would set it.
+				asked := *req
+				asked.IncludeUsage = true
+				ref, err := Build(&asked, tc.tools, tc.rounds)
+				if err != nil {
+					t.Fatalf("%s: Build without usage: %v", tc.name, err)
+				}
+				if want, _ := sjson.SetBytes(ref, pathIncludeUsage, true); string(out) != string(want) {
+					t.Fatalf("%s: usage asked for as %q, sjson writes %q", tc.name, out, want)
+				}
 			}
 		}
 	})

@@ -62,8 +62,9 @@ type Request struct {
 	ToolsKey uint64
 	// span is where the tools value stands in Body ([at, at+n)); n is 0
 	// when unknown, and Build then looks it up.
-	span     struct{ at, n int }
-	detached bool
+	span             struct{ at, n int }
+	detached         bool
+	hasStreamOptions bool
 
 	// ToolChoice is the name forced by tool_choice, if any.
 	ToolChoice string
@@ -179,6 +180,7 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 		return nil, fmt.Errorf("%w: 'messages' must be an array", ErrBadRequest)
 	}
 	r.IncludeUsage = opts.Get(pathIncludeUsageKey).Bool()
+	r.hasStreamOptions = opts.Exists()
 	if choice.IsObject() {
 		r.ToolChoice = choice.Get("function.name").String()
 	}
