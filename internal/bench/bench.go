@@ -18,6 +18,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -39,6 +41,10 @@ type Options struct {
 	Throughput  int           // requests per path in the throughput phase [400]
 	Sessions    int           // distinct sessions for the memory phase; 0 skips it [10000]
 	Budget      time.Duration // stop starting new work after this long [2m]
+	// Mode is the gateway's policy mode (hybrid, search, preselect,
+	// passthrough) ["": the default policy's]. search shows what the
+	// gateway adds without ranking on every request.
+	Mode string
 	// Progress, if set, is called as work completes.
 	Progress func(done, total int)
 }
@@ -193,7 +199,11 @@ func start(o Options) (*env, error) {
 	}
 	e.bare = httptest.NewServer(bare)
 	e.store = session.NewMemory(max(2*o.Sessions, 1000), time.Hour)
-	snap := policy.Default()
+	snap, err := benchPolicy(o.Mode)
+	if err != nil {
+		e.up.Close()
+		return nil, err
+	}
 	g := &proxy.Gateway{
 		Upstream:  upURL,
 		Policy:    func() *policy.Snapshot { return snap },
@@ -209,6 +219,27 @@ func start(o Options) (*env, error) {
 	e.client = &http.Client{Transport: newTransport(), Timeout: 30 * time.Second}
 	e.base = map[string]string{Direct: e.up.URL, Bare: e.bare.URL, Gateway: e.gw.URL}
 	return e, nil
+}
+
+// benchPolicy is the default policy, in mode when it is set.
+func benchPolicy(mode string) (*policy.Snapshot, error) {
+	if mode == "" {
+		return policy.Default(), nil
+	}
+	dir, err := os.MkdirTemp("", "toolgate-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("writing the bench policy: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "tools.yaml")
+	if err := os.WriteFile(path, []byte("gateway:\n  mode: "+strconv.Quote(mode)+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("writing the bench policy: %w", err)
+	}
+	snap, err := policy.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench mode %q: %w", mode, err)
+	}
+	return snap, nil
 }
 
 func (e *env) close() {
