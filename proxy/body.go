@@ -10,9 +10,14 @@ import (
 	"github.com/toolgate/toolgate/rewrite"
 )
 
-// maxPooledBody bounds the request buffers kept for reuse, so one huge
-// request does not stay resident.
-const maxPooledBody = 4 << 20
+// Request buffers are pooled between these sizes: a small body is cheap to
+// allocate and rarely given back (its tools array is too small to cache),
+// so it would only carry pooled buffers off; a huge one should not stay
+// resident.
+const (
+	minPooledBody = 16 << 10
+	maxPooledBody = 4 << 20
+)
 
 // bodyBuf is a request body read into a buffer that may be lent again.
 type bodyBuf struct{ b []byte }
@@ -26,6 +31,9 @@ type bodyPool struct{ p sync.Pool }
 
 // get returns a buffer of length n, reusing a lent one if it is big enough.
 func (bp *bodyPool) get(n int) *bodyBuf {
+	if n < minPooledBody {
+		return &bodyBuf{b: make([]byte, n)}
+	}
 	if v, ok := bp.p.Get().(*bodyBuf); ok && cap(v.b) >= n {
 		v.b = v.b[:n]
 		return v
@@ -35,7 +43,7 @@ func (bp *bodyPool) get(n int) *bodyBuf {
 
 // put gives a buffer back; the caller must hold no reference into it.
 func (bp *bodyPool) put(v *bodyBuf) {
-	if v != nil && cap(v.b) <= maxPooledBody {
+	if v != nil && cap(v.b) >= minPooledBody && cap(v.b) <= maxPooledBody {
 		bp.p.Put(v)
 	}
 }

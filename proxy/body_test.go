@@ -31,7 +31,10 @@ func TestPooledBodiesNeverMixRequests(t *testing.T) {
 		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`, answer)
 	})
 	base := newTestGateway(t, upstream)
-	tools := testCatalog(40) // about 8 KB: a catalog the fast path takes
+	tools := testCatalog(120) // about 24 KB: pooled, and a catalog the fast path takes
+	if n := len(chatRequest(t, nil, tools, false, nil)); n < minPooledBody {
+		t.Fatalf("the request is %d bytes, too small to use the pool", n)
+	}
 	var wg sync.WaitGroup
 	for c := range 6 {
 		wg.Add(1)
