@@ -3,8 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -20,15 +18,18 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 	defer tr.done()
 	w = tr
 	base := g.policy()
-	body, err := readBody(w, r, base.Gateway.BodyLimit)
+	buf, err := g.readBody(w, r, base.Gateway.BodyLimit)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
 	}
-	req, err := g.chat.ParseRequest(body, g.parsed)
+	req, err := g.chat.ParseRequest(buf.b, g.parsed)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
+	}
+	if req.Detached() {
+		g.bodies.put(buf) // nothing holds the body any more
 	}
 	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
 	if d := snap.Gateway.RequestTimeout; d > 0 {
@@ -75,7 +76,7 @@ func passthroughReason(snap *policy.Snapshot, req *rewrite.Request) string {
 // forwardChat sends a request upstream as the client wrote it, except that
 // tools the policy denies are removed; the response streams back unchanged.
 func (g *Gateway) forwardChat(w http.ResponseWriter, r *http.Request, rest string, snap *policy.Snapshot, req *rewrite.Request, why string) {
-	body := req.Body
+	body := req.Original()
 	if len(req.Tools) > 0 {
 		kept := make([]string, 0, len(req.Tools))
 		decide := snap.Decider(req.LastUser)
@@ -130,26 +131,6 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 func (g *Gateway) retries(snap *policy.Snapshot) int { return max(snap.Gateway.Retries, 0) }
 
-// readBody reads the request body up to limit bytes: a declared length over
-// the limit is refused before reading, a chunked body is cut at the limit.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if limit <= 0 {
-		limit = 32 << 20
-	}
-	if r.ContentLength > limit {
-		return nil, fmt.Errorf("%w: %d bytes declared, the limit is %d", ErrBodyTooLarge, r.ContentLength, limit)
-	}
-	body, err := readAllSized(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, limit)
-		}
-		return nil, fmt.Errorf("%w: reading request body: %w", rewrite.ErrBadRequest, err)
-	}
-	return body, nil
-}
-
 // keyLabel returns a label of a credential that profiles can match and logs
 // may show, never the credential: its first dash-separated prefix and its
 // last four characters ("sk-...wxyz"); "" when there is none.
@@ -165,20 +146,4 @@ func keyLabel(cred string) string {
 		prefix += "-"
 	}
 	return prefix + "..." + cred[len(cred)-4:]
-}
-
-// readAllSized is io.ReadAll that allocates a declared length once instead
-// of doubling its way up: on a 180 KB tools array that was two thirds of the
-// bytes a turn allocated. net/http never yields more than the declared
-// length and reports a shorter body as an error.
-func readAllSized(r io.Reader, declared int64) ([]byte, error) {
-	if declared <= 0 {
-		return io.ReadAll(r)
-	}
-	buf := make([]byte, declared)
-	n, err := io.ReadFull(r, buf)
-	if err != nil {
-		return buf[:n], err
-	}
-	return buf, nil
 }

@@ -5,7 +5,6 @@
 package proxy
 
 import (
-	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -70,19 +69,19 @@ type Gateway struct {
 	AdminToken string
 
 	once       sync.Once
-	seed       maphash.Seed
 	pass       *httputil.ReverseProxy
 	handler    http.Handler
 	basePath   string
 	tokens     *tokenCounter
 	parsed     *toolCache
+	bodies     bodyPool                   // request body buffers
+	sse        sseReaders                 // upstream stream readers
 	searchDefs *lru.Cache[string, string] // tool_search definitions by catalog
 	chat       rewrite.Dialect            // the dialect of /chat/completions
 }
 
 func (g *Gateway) init() {
 	g.once.Do(func() {
-		g.seed = maphash.MakeSeed()
 		g.basePath = strings.TrimRight(g.Upstream.Path, "/")
 		g.pass = g.newPassthrough()
 		g.tokens = newTokenCounter()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -119,26 +120,30 @@ func TestKeyLabelNeverRevealsTheCredential(t *testing.T) {
 
 func TestToolCacheReturnsOnlyTheSameCatalog(t *testing.T) {
 	c := newToolCache(4)
-	raw := `[{"type":"function","function":{"name":"a","description":"first"}}]`
+	// Long enough to be kept (headLen), as every catalog worth caching is.
+	raw := `[{"type":"function","function":{"name":"a","description":"first ` + strings.Repeat("x", headLen) + `"}}]`
 	req, err := rewrite.ParseRequestCached([]byte(`{"messages":[],"tools":`+raw+`}`), c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name string
-		raw  string
+		s    string
 		hit  bool
 	}{
 		{"the same text is a hit", raw, true},
+		{"the same text followed by the rest of a body is a hit", raw + `,"stream":true}`, true},
 		{"a one-byte change is a miss", strings.Replace(raw, "first", "First", 1), false},
+		{"a one-byte change at the end is a miss", strings.Replace(raw, `x"}}]`, `y"}}]`, 1), false},
+		{"a truncated text is a miss", raw[:len(raw)-1], false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := c.Get(tc.raw)
+			got, ok := c.Lookup(tc.s)
 			if ok != tc.hit {
 				t.Fatalf("hit = %v, want %v", ok, tc.hit)
 			}
-			if ok && (got[0].Name != "a" || got[0].Description != "first" || got[0].Raw != req.Tools[0].Raw) {
-				t.Errorf("cached tool = %+v", got[0])
+			if ok && (got.Raw != raw || got.Key != c.keyOf(raw) || got.Tools[0].Name != "a" || got.Tools[0].Raw != req.Tools[0].Raw) {
+				t.Errorf("cached = %+v", got)
 			}
 		})
 	}
@@ -151,7 +156,27 @@ func TestToolCacheReturnsOnlyTheSameCatalog(t *testing.T) {
 	for i := range body {
 		body[i] = 'x'
 	}
-	if got, ok := c2.Get(raw); !ok || got[0].Name != "a" || !strings.HasPrefix(got[0].Raw, `{"type"`) {
+	if got, ok := c2.Lookup(raw); !ok || got.Tools[0].Name != "a" || !strings.HasPrefix(got.Tools[0].Raw, `{"type"`) {
 		t.Errorf("cache entry changed with the body: %+v", got)
+	}
+}
+
+func TestToolCacheBoundsCatalogsThatShareTheirStart(t *testing.T) {
+	c := newToolCache(64)
+	head := `[{"type":"function","function":{"name":"a","description":"` + strings.Repeat("x", headLen) + `"}}`
+	var raws []string
+	for i := range maxPerHead + 3 {
+		raw := head + `,{"type":"function","function":{"name":"b` + strconv.Itoa(i) + `"}}]`
+		raws = append(raws, raw)
+		c.Add(raw, []rewrite.Tool{{Name: "a"}, {Name: "b" + strconv.Itoa(i)}})
+	}
+	for i, raw := range raws {
+		_, ok := c.Lookup(raw)
+		if want := i >= 3; ok != want {
+			t.Errorf("catalog %d: hit = %v, want %v (the oldest make way)", i, ok, want)
+		}
+	}
+	if n := c.lru.Len(); n != maxPerHead {
+		t.Errorf("%d entries kept, want %d", n, maxPerHead)
 	}
 }

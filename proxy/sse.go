@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // maxEventSize bounds one SSE event, so a hostile or broken upstream cannot
@@ -22,8 +23,37 @@ type sseReader struct {
 	data []byte
 }
 
+// sseBufSize is the read buffer of one upstream stream; longer lines are
+// assembled piecewise.
+const sseBufSize = 64 << 10
+
 func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{br: bufio.NewReaderSize(r, 64<<10)}
+	return &sseReader{br: bufio.NewReaderSize(r, sseBufSize)}
+}
+
+// sseReaders lends SSE readers: each streamed round needs one, and its
+// 64 KB buffer was the largest allocation of a streamed turn.
+type sseReaders struct{ p sync.Pool }
+
+// get returns a reader of r.
+func (rs *sseReaders) get(r io.Reader) *sseReader {
+	if s, ok := rs.p.Get().(*sseReader); ok {
+		s.br.Reset(r)
+		return s
+	}
+	return newSSEReader(r)
+}
+
+// put gives s back once its stream is done. Nothing may hold what Next
+// returned (the relay clones what outlives an event). A large event's
+// buffer is dropped rather than kept.
+func (rs *sseReaders) put(s *sseReader) {
+	s.br.Reset(nil)
+	if cap(s.data) > sseBufSize {
+		s.data = nil
+	}
+	s.data = s.data[:0]
+	rs.p.Put(s)
 }
 
 // Next returns the data of the next event (multi-line data joined with

@@ -77,6 +77,7 @@ type relay struct {
 	ew rewrite.EventWriter
 
 	started  bool   // SSE headers sent
+	pending  bool   // events written but not flushed
 	role     []byte // the first role-only chunk, held until something follows
 	sentRole bool
 	finished bool // a finish chunk reached the client
@@ -105,7 +106,13 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 	t := s.t
 	body := newIdleReader(resp.Body, idleTimeout, cancel)
 	defer body.stop()
-	sse := newSSEReader(body)
+	// Events are flushed whenever the relay is about to wait: before every
+	// read of the upstream, and when the round ends (a search may follow).
+	// Events that arrived together leave in one write, and none is held
+	// while the gateway waits.
+	sse := t.g.sse.get(flushFirst{r: body, flush: s.flush})
+	defer t.g.sse.put(sse)
+	defer s.flush()
 	var (
 		res     roundResult
 		content strings.Builder
@@ -274,12 +281,33 @@ func (s *relay) emit(resp *http.Response, data []byte) error {
 	return s.write(data)
 }
 
+// write writes one event; flush sends it.
 func (s *relay) write(data []byte) error {
 	if _, err := fmt.Fprintf(s.w, "data: %s\n\n", data); err != nil {
 		return fmt.Errorf("writing to client: %w", context.Canceled)
 	}
-	_ = s.rc.Flush()
+	s.pending = true
 	return nil
+}
+
+// flush sends the events written since the last flush.
+func (s *relay) flush() {
+	if s.pending {
+		s.pending = false
+		_ = s.rc.Flush()
+	}
+}
+
+// flushFirst flushes the client's pending events before each read of the
+// upstream, which may block.
+type flushFirst struct {
+	r     io.Reader
+	flush func()
+}
+
+func (f flushFirst) Read(p []byte) (int, error) {
+	f.flush()
+	return f.r.Read(p)
 }
 
 // end closes a successful turn: a finish chunk if none reached the client,
@@ -294,6 +322,7 @@ func (s *relay) end() {
 	if t.req.IncludeUsage {
 		usage = append([]byte{}, t.usage...)
 	}
+	defer s.flush()
 	for _, ev := range s.ew.EndEvents(t.id, t.created, s.model, finish, usage) {
 		if err := s.emit(nil, ev); err != nil {
 			return
@@ -319,6 +348,7 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 		return
 	}
 	g.logger().Warn("stream failed after start", "err", err)
+	defer s.flush()
 	var ib *inBandError
 	if errors.As(err, &ib) {
 		_ = s.write(ib.data)

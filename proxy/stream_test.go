@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -203,5 +205,63 @@ func TestASearchRoundWithoutDoneStillContinues(t *testing.T) {
 	rep := readStream(t, resp.Body)
 	if rep.content != "All done." || rep.errorEvent || rep.dones != 1 || calls != 2 {
 		t.Errorf("content %q, error event %v, [DONE] %d, upstream calls %d; want the second round's text, no error, one [DONE], 2 calls", rep.content, rep.errorEvent, rep.dones, calls)
+	}
+}
+
+// TestTextBeforeASearchReachesTheClientBeforeTheNextRound: the relay
+// writes events without flushing each one, so it must flush at the end of a
+// round: text the model said before calling tool_search must not wait for
+// the search and the next upstream round.
+func TestTextBeforeASearchReachesTheClientBeforeTheNextRound(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if calls.Add(1) == 1 {
+			_, _ = w.Write([]byte(textChunk("Looking it up.") + callChunk(0, "call_s", "tool_search", `{"query":"send chat message"}`) + finishChunk("tool_calls") + "data: [DONE]\n\n"))
+			return
+		}
+		select { // the second round answers only once the client has the first round's text
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = w.Write([]byte(textChunk("Done.") + finishChunk("stop") + "data: [DONE]\n\n"))
+	})
+	base := newTestGateway(t, up)
+	defer close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	body := chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(30), true, nil)
+	got := make(chan string, 1)
+	go func() { // even the response headers wait for a flush
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- "request failed: " + err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				got <- "stream ended before the first round's text arrived"
+				return
+			}
+			if strings.Contains(line, "Looking it up.") {
+				got <- ""
+				return
+			}
+		}
+	}()
+	select {
+	case msg := <-got:
+		if msg != "" {
+			t.Fatal(msg)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first round's text was held while the next round waited")
 	}
 }

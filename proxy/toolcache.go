@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"hash/maphash"
+	"slices"
 	"strings"
+	"sync"
 	"unsafe"
 
-	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/toolgate/toolgate/rewrite"
 )
@@ -15,34 +17,80 @@ var _ rewrite.ToolCache = (*toolCache)(nil)
 // toolCache keeps parsed tools arrays by their exact text: agents resend the
 // same catalog every turn, and parsing it is the largest part of reading a
 // request. Entries own their memory; nothing aliases a request body.
+//
+// A lookup gets the text from the start of the tools value to the end of
+// the body, the array's end still unknown: finding it would mean scanning
+// the array, and hashing it would mean reading it again. So entries are
+// indexed by a hash of their first headLen bytes, and each candidate is
+// compared as a prefix: a hit costs one memory compare of the array.
 type toolCache struct {
-	seed    maphash.Seed
-	entries *lru.Cache[uint64, toolEntry]
+	seed   maphash.Seed
+	mu     sync.Mutex
+	lru    *simplelru.LRU[uint64, *toolEntry] // by key: the hash of the whole text
+	byHead map[uint64][]*toolEntry            // by the hash of the first headLen bytes, oldest first
 }
 
+// toolEntry is immutable once made, so candidates are compared outside the
+// lock.
 type toolEntry struct {
-	raw   string
-	tools []rewrite.Tool
+	head  uint64
+	known rewrite.KnownTools
 }
+
+const (
+	// headLen is how much of an array's text indexes it; shorter arrays
+	// (a few tools, quick to parse) are not kept.
+	headLen = 512
+	// maxPerHead bounds the arrays that share their first headLen bytes
+	// (catalogs that start with the same tools), and so the compares one
+	// lookup can cost; the oldest of them makes way.
+	maxPerHead = 8
+	// tailCheck is how much of a candidate's end is compared before the
+	// whole: arrays that share a head mostly differ by their last tools.
+	tailCheck = 64
+)
 
 func newToolCache(size int) *toolCache {
-	c, _ := lru.New[uint64, toolEntry](max(size, 1)) // errors only on size <= 0
-	return &toolCache{seed: maphash.MakeSeed(), entries: c}
+	c := &toolCache{seed: maphash.MakeSeed(), byHead: map[uint64][]*toolEntry{}}
+	c.lru, _ = simplelru.NewLRU(max(size, 1), c.unindex) // errors only on size <= 0
+	return c
 }
 
-// Get returns the tools parsed from exactly raw; a hash collision is caught
-// by comparing the text.
-func (c *toolCache) Get(raw string) ([]rewrite.Tool, bool) {
-	e, ok := c.entries.Get(maphash.String(c.seed, raw))
-	if !ok || e.raw != raw {
-		return nil, false
+// keyOf is the key of a tools array's text, whether the cache holds it or
+// not: the catalog cache key of arrays too small to keep.
+func (c *toolCache) keyOf(raw string) uint64 { return maphash.String(c.seed, raw) }
+
+// Lookup returns the kept array that s begins with.
+func (c *toolCache) Lookup(s string) (rewrite.KnownTools, bool) {
+	if len(s) < headLen {
+		return rewrite.KnownTools{}, false
 	}
-	return e.tools, true
+	var cands [maxPerHead]*toolEntry
+	head := maphash.String(c.seed, s[:headLen])
+	c.mu.Lock()
+	n := copy(cands[:], c.byHead[head])
+	c.mu.Unlock()
+	for i := n - 1; i >= 0; i-- { // the newest is the likeliest
+		k := cands[i].known
+		if len(k.Raw) > len(s) || s[len(k.Raw)-tailCheck:len(k.Raw)] != k.Raw[len(k.Raw)-tailCheck:] || s[:len(k.Raw)] != k.Raw {
+			continue
+		}
+		c.mu.Lock()
+		c.lru.Get(k.Key) // recency; a no-op if it was evicted meanwhile
+		c.mu.Unlock()
+		return k, true
+	}
+	return rewrite.KnownTools{}, false
 }
 
 // Add keeps a copy of raw and of the tools, their strings rebased into the
 // copy. The tools slice is shared by every request that hits it: read-only.
-func (c *toolCache) Add(raw string, tools []rewrite.Tool) {
+// An array shorter than headLen is not kept; its key is still returned.
+func (c *toolCache) Add(raw string, tools []rewrite.Tool) rewrite.KnownTools {
+	key := c.keyOf(raw)
+	if len(raw) < headLen {
+		return rewrite.KnownTools{Raw: raw, Tools: tools, Key: key}
+	}
 	own := strings.Clone(raw)
 	kept := make([]rewrite.Tool, len(tools))
 	for i, t := range tools {
@@ -52,7 +100,32 @@ func (c *toolCache) Add(raw string, tools []rewrite.Tool) {
 		t.Params = nil
 		kept[i] = t
 	}
-	c.entries.Add(maphash.String(c.seed, raw), toolEntry{raw: own, tools: kept})
+	e := &toolEntry{head: maphash.String(c.seed, own[:headLen]), known: rewrite.KnownTools{Raw: own, Tools: kept, Key: key}}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.lru.Peek(key); ok {
+		if old.known.Raw == raw {
+			return old.known // a concurrent request added it first
+		}
+		c.lru.Remove(key) // a hash collision: the newer array wins
+	}
+	if same := c.byHead[e.head]; len(same) >= maxPerHead {
+		c.lru.Remove(same[0].known.Key)
+	}
+	c.lru.Add(key, e) // may evict, which unindexes
+	c.byHead[e.head] = append(c.byHead[e.head], e)
+	return e.known
+}
+
+// unindex drops an entry the LRU let go from the head index; the LRU calls
+// it with c.mu held.
+func (c *toolCache) unindex(_ uint64, e *toolEntry) {
+	same := slices.DeleteFunc(c.byHead[e.head], func(x *toolEntry) bool { return x == e })
+	if len(same) == 0 {
+		delete(c.byHead, e.head)
+		return
+	}
+	c.byHead[e.head] = same
 }
 
 // rebase returns s as a substring of to when s lies inside from (to being a

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"hash/maphash"
 	"net/http"
 	"slices"
 	"strconv"
@@ -84,7 +83,13 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	for i := range req.Tools {
 		t.byName[req.Tools[i].Name] = &req.Tools[i]
 	}
-	key := strconv.FormatUint(maphash.String(g.seed, req.ToolsRaw.Raw), 36) + ":" + strconv.FormatUint(snap.Generation(), 36)
+	// The parse hashed the tools text once for its own cache; that hash
+	// keys the compiled catalog too.
+	tk := req.ToolsKey
+	if tk == 0 {
+		tk = g.parsed.keyOf(req.ToolsRaw.Raw)
+	}
+	key := strconv.FormatUint(tk, 36) + ":" + strconv.FormatUint(snap.Generation(), 36)
 	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) {
 		tools, cfg := snap.Catalog(req.ToolsWithParams())
 		tools = capCatalog(tools)

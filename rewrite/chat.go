@@ -50,6 +50,11 @@ type Response struct {
 func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 	body := req.Body
 	var err error
+	// A stream without stream_options gets the member appended to the
+	// body this call copies anyway, instead of a copy of its own.
+	addUsage := req.Stream && !req.IncludeUsage
+	appendUsage := addUsage && !req.hasStreamOptions
+	owned := false // body is this call's copy, free to append to
 	// Tools first: the parse located them in req.Body, so the splice needs
 	// no second scan; the rounds then go into a body a fraction the size.
 	if len(tools) == 0 {
@@ -59,14 +64,24 @@ func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 			}
 		}
 	} else {
-		body = replaceTools(body, req.ToolsRaw, tools)
+		spare := 0
+		if appendUsage && len(rounds) == 0 {
+			spare = len(includeUsageMember) + 1
+		}
+		body, owned = replaceTools(body, req.span.at, req.span.n, tools, spare), true
 	}
 	if len(rounds) > 0 {
 		if body, err = appendRounds(body, rounds); err != nil {
 			return nil, err
 		}
+		owned = true
 	}
-	if req.Stream && !req.IncludeUsage {
+	if appendUsage {
+		if out, ok := appendMember(body, includeUsageMember, owned); ok {
+			return out, nil
+		}
+	}
+	if addUsage {
 		if body, err = sjson.SetBytes(body, pathIncludeUsage, true); err != nil {
 			return nil, fmt.Errorf("requesting stream usage: %w", err)
 		}
@@ -74,25 +89,71 @@ func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 	return body, nil
 }
 
+// includeUsageMember asks a stream for its usage chunk.
+const includeUsageMember = `"stream_options":{"include_usage":true}`
+
+// appendMember adds member (a "key":value pair the object does not have)
+// at the end of the JSON object body, byte for byte as sjson sets a new
+// key: whitespace before the closing brace is kept, whitespace after it is
+// dropped. It writes into body's spare capacity only if owned. ok is false
+// when body does not end with an object's closing brace.
+func appendMember(body []byte, member string, owned bool) (out []byte, ok bool) {
+	end := len(body)
+	for end > 0 && isSpace(body[end-1]) {
+		end--
+	}
+	if end < 2 || body[end-1] != '}' {
+		return nil, false
+	}
+	closing := end - 1
+	last := closing // just past the last non-space byte before the brace
+	for last > 0 && isSpace(body[last-1]) {
+		last--
+	}
+	if last == 0 {
+		return nil, false
+	}
+	empty := body[last-1] == '{'
+	need := closing + len(member) + 2
+	if owned && cap(body) >= need {
+		out = body[:closing]
+	} else {
+		out = make([]byte, closing, need)
+		copy(out, body)
+	}
+	if !empty {
+		out = append(out, ',')
+	}
+	out = append(out, member...)
+	return append(out, '}'), true
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 // replaceTools splices a new tools array where the old one stands, so the
-// rest of the body is copied once and never re-encoded. old is where the
-// parse found the array in body; when it is unknown the body is searched.
-func replaceTools(body []byte, old gjson.Result, tools []string) []byte {
-	if end := old.Index + len(old.Raw); old.Index <= 0 || end > len(body) || body[old.Index] != '[' || body[end-1] != ']' {
-		old = gjson.Get(view(body), pathTools)
-	}
-	arr := joinArray(tools)
-	if !old.Exists() || old.Index <= 0 {
-		out, err := sjson.SetRawBytes(body, pathTools, arr)
-		if err != nil {
-			return body
+// rest of the body is copied once and never re-encoded. [at, at+n) is where
+// the parse found the array in body; when it is unknown the body is
+// searched.
+func replaceTools(body []byte, at, n int, tools []string, spare int) []byte {
+	if end := at + n; at <= 0 || n < 2 || end > len(body) || body[at] != '[' || body[end-1] != ']' {
+		old := gjson.Get(view(body), pathTools)
+		if !old.Exists() || old.Index <= 0 {
+			out, err := sjson.SetRawBytes(body, pathTools, joinArray(tools))
+			if err != nil {
+				return body
+			}
+			return out
 		}
-		return out
+		at, n = old.Index, len(old.Raw)
 	}
-	out := make([]byte, 0, len(body)-len(old.Raw)+len(arr))
-	out = append(out, body[:old.Index]...)
-	out = append(out, arr...)
-	return append(out, body[old.Index+len(old.Raw):]...)
+	size := len(body) - n + 2 + spare
+	for _, t := range tools {
+		size += len(t) + 1
+	}
+	out := make([]byte, 0, size)
+	out = append(out, body[:at]...)
+	out = appendArray(out, tools)
+	return append(out, body[at+n:]...)
 }
 
 // appendRounds adds each round as an assistant message with its tool calls,

@@ -229,7 +229,11 @@ func joinArray(items []string) []byte {
 	for _, it := range items {
 		n += len(it) + 1
 	}
-	b := make([]byte, 0, n)
+	return appendArray(make([]byte, 0, n), items)
+}
+
+// appendArray appends the JSON array of items (raw JSON values) to b.
+func appendArray(b []byte, items []string) []byte {
 	b = append(b, '[')
 	for i, it := range items {
 		if i > 0 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // searchDef stands for the gateway's tool_search definition.
@@ -23,6 +24,7 @@ func FuzzParseRequestBuild(f *testing.F) {
 		`{"messages":[],"tools":null}`, `{"messages":[],"tools":{}}`, `{"messages":{}}`, `[]`, `"x"`, ``, `{"messages":[],"x":[[[[[]]]]]}`,
 		`{"messages":[],"tools":[{"function":{"name":"a"}},{"function":{"name":"a"}}]}`,
 		"{\"messages\":[],\"a\":\"\xff\"}", `{"messages":[] , "tools" : [ {"name":"b\"c"} ] }`, `{"tools":[{"name":"a"}],"messages":[]}`,
+		`{"stream":true,"messages":[],"tools":[{"name":"a"}]} `, "{\"stream\":true,\"messages\":[]\n}\n", `{"stream":true,"stream_options":{},"messages":[]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -74,6 +76,18 @@ func FuzzParseRequestBuild(f *testing.F) {
 			if req.Stream && !root.Get(pathIncludeUsage).Bool() {
 				t.Fatalf("%s: a stream rewrite does not ask for usage: %q", tc.name, out)
 			}
+			if req.Stream && !req.IncludeUsage {
+				// Usage is asked for exactly as sjson would set it.
+				asked := *req
+				asked.IncludeUsage = true
+				ref, err := Build(&asked, tc.tools, tc.rounds)
+				if err != nil {
+					t.Fatalf("%s: Build without usage: %v", tc.name, err)
+				}
+				if want, _ := sjson.SetBytes(ref, pathIncludeUsage, true); string(out) != string(want) {
+					t.Fatalf("%s: usage asked for as %q, sjson writes %q", tc.name, out, want)
+				}
+			}
 		}
 	})
 }
@@ -110,6 +124,49 @@ func FuzzEditEvent(f *testing.F) {
 			}
 			if !gjson.ValidBytes(out) {
 				t.Fatalf("edit %+v of %q wrote invalid JSON %q", e, data, out)
+			}
+		}
+	})
+}
+
+// FuzzKnownTools primes a cache with one body and parses another through
+// the fast path for cached catalogs (with no minimum size, so small inputs
+// reach it). Whatever the fast path accepts, the full parse must accept and
+// read the same: same fields, same Original body, same upstream bodies.
+func FuzzKnownTools(f *testing.F) {
+	const tools = `[{"type":"function","function":{"name":"a","description":"d"}},{"function":{"name":"b"}}]`
+	for _, s := range [][2]string{
+		{`{"messages":[],"tools":` + tools + `}`, `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":` + tools + `,"stream":true}`},
+		{`{"messages":[],"tools":` + tools + `}`, `{"messages":[],"tools":` + tools + `]}`},
+		{`{"messages":[],"tools":` + tools + `}`, `{"messages":[],"tool\u0073":[],"tools":` + tools + `}`},
+		{`{"messages":[],"tools":` + tools + `}`, `{"x":{"tools":` + tools + `},"messages":[],"tools":[]}`},
+		{`{"messages":[],"tools":[]}`, `{"messages":[] , "tools" : [] }`},
+		{`{"messages":[],"tools":` + tools + `}`, `{"messages":[],"tools":` + tools + `,"tools":[]}`},
+	} {
+		f.Add([]byte(s[0]), []byte(s[1]))
+	}
+	f.Fuzz(func(t *testing.T, prime, body []byte) {
+		cache := &mapCache{m: map[string][]Tool{}}
+		if _, err := ParseRequestCached(prime, cache); err != nil {
+			return
+		}
+		fast, ok, err := parseKnownTools(body, cache, 0)
+		if !ok || err != nil {
+			return
+		}
+		full, ferr := ParseRequest(body)
+		if ferr != nil {
+			t.Fatalf("the fast path accepted %q, the full parse refused it: %v", body, ferr)
+		}
+		if string(fast.Original()) != string(body) || fast.ToolsRaw.Raw != full.ToolsRaw.Raw || fast.ToolsRaw.Index != full.ToolsRaw.Index ||
+			len(fast.Tools) != len(full.Tools) || fast.Model != full.Model || fast.Stream != full.Stream || fast.LastUser != full.LastUser {
+			t.Fatalf("the fast path read %+v, the full parse %+v", fast, full)
+		}
+		for _, tools := range [][]string{{searchDef}, nil} {
+			a, errA := Build(fast, tools, nil)
+			b, errB := Build(full, tools, nil)
+			if (errA == nil) != (errB == nil) || string(a) != string(b) {
+				t.Fatalf("Build: fast path %q (%v), full parse %q (%v)", a, errA, b, errB)
 			}
 		}
 	})

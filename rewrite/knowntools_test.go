@@ -7,23 +7,37 @@ import (
 	"testing"
 )
 
-// mapCache is a ToolCache for tests: exact text to parsed tools.
+// mapCache is a ToolCache for tests: exact text to parsed tools, looked
+// up by trying every entry as a prefix.
 type mapCache struct {
 	mu sync.Mutex
 	m  map[string][]Tool
 }
 
-func (c *mapCache) Get(raw string) ([]Tool, bool) {
+func (c *mapCache) Lookup(s string) (KnownTools, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t, ok := c.m[raw]
-	return t, ok
+	for raw, tools := range c.m {
+		if strings.HasPrefix(s, raw) {
+			return KnownTools{Raw: raw, Tools: tools, Key: uint64(len(raw))}, true
+		}
+	}
+	return KnownTools{}, false
 }
 
-func (c *mapCache) Add(raw string, tools []Tool) {
+func (c *mapCache) Add(raw string, tools []Tool) KnownTools {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.m[strings.Clone(raw)] = tools
+	own := strings.Clone(raw)
+	c.m[own] = tools
+	return KnownTools{Raw: own, Tools: tools, Key: uint64(len(raw))}
+}
+
+func (c *mapCache) has(raw string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.m[raw]
+	return ok
 }
 
 func bigTools(n int) string {
@@ -49,7 +63,7 @@ func TestAResentCatalogIsValidatedOnceAndReadTheSame(t *testing.T) {
 	if _, err := ParseRequestCached([]byte(good), cache); err != nil {
 		t.Fatal(err)
 	}
-	if _, hit := cache.Get(tools); !hit {
+	if !cache.has(tools) {
 		t.Fatal("the first parse did not fill the cache")
 	}
 	t.Run("a resent catalog reads the same as a full parse", func(t *testing.T) {
@@ -62,8 +76,31 @@ func TestAResentCatalogIsValidatedOnceAndReadTheSame(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(fast.Tools) != len(full.Tools) || fast.ToolsRaw.Index != full.ToolsRaw.Index || fast.ToolsRaw.Raw != full.ToolsRaw.Raw ||
-			fast.LastUser != full.LastUser || fast.System != full.System || fast.Stream != full.Stream || string(fast.Body) != good {
+			fast.LastUser != full.LastUser || fast.System != full.System || fast.Stream != full.Stream || string(fast.Original()) != good {
 			t.Errorf("fast path read %+v, full parse %+v", fast, full)
+		}
+		if !fast.Detached() || full.Detached() || fast.ToolsKey == 0 {
+			t.Errorf("detached: fast %v, full %v; key %d", fast.Detached(), full.Detached(), fast.ToolsKey)
+		}
+		for _, tools := range [][]string{{searchDef}, nil} {
+			a, errA := Build(fast, tools, nil)
+			b, errB := Build(full, tools, nil)
+			if errA != nil || errB != nil || string(a) != string(b) {
+				t.Errorf("Build(%d tools): fast path wrote %q (%v), full parse %q (%v)", len(tools), a, errA, b, errB)
+			}
+		}
+	})
+	t.Run("nothing the fast path returns aliases the body it parsed", func(t *testing.T) {
+		body := []byte(good)
+		fast, err := ParseRequestCached(body, cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range body {
+			body[i] = 'x'
+		}
+		if string(fast.Original()) != good || fast.LastUser != "hello" || fast.Tools[0].Name != "tool_aa" {
+			t.Errorf("the request changed with its body: user %q, first tool %q", fast.LastUser, fast.Tools[0].Name)
 		}
 	})
 	for _, tc := range []struct {

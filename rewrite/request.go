@@ -36,8 +36,13 @@ const MaxDepth = 128
 var ErrBadRequest = errors.New("invalid request")
 
 // Request is what the gateway reads from a Chat Completions request body. Its
-// string fields alias the body: the body must not change while it is in use.
+// string fields alias the body it was parsed from, unless Detached: that
+// body must not change while the request is in use.
 type Request struct {
+	// Body is the request as the client sent it, except when the tools
+	// array came from the ToolCache: then Body is a copy of the rest of
+	// the request with the placeholder [] where the array stood (Original
+	// puts it back), so nothing aliases the body that was parsed.
 	Body         []byte
 	Model        string
 	Stream       bool
@@ -48,8 +53,18 @@ type Request struct {
 	// Tools is nil when the request has no tools array. Their Params are
 	// not read (the request path never needs them); ToolsWithParams reads
 	// them for a catalog compile.
-	Tools    []Tool
-	ToolsRaw gjson.Result // the tools array; Index locates it in Body
+	Tools []Tool
+	// ToolsRaw is the tools array as the client sent it; its Index is
+	// where it started in the client's body.
+	ToolsRaw gjson.Result
+	// ToolsKey identifies the exact text of the tools array (KnownTools.Key)
+	// when the ToolCache knows it; 0 without a cache.
+	ToolsKey uint64
+	// span is where the tools value stands in Body ([at, at+n)); n is 0
+	// when unknown, and Build then looks it up.
+	span             struct{ at, n int }
+	detached         bool
+	hasStreamOptions bool
 
 	// ToolChoice is the name forced by tool_choice, if any.
 	ToolChoice string
@@ -87,21 +102,12 @@ func view(b []byte) string {
 // an error wrapping ErrBadRequest.
 func ParseRequest(body []byte) (*Request, error) { return ParseRequestCached(body, nil) }
 
-// ToolCache remembers parsed tools arrays by their exact text, so a client
-// that resends the same catalog every turn has it parsed once. Get must only
-// return tools parsed from exactly raw; implementations must be safe for
-// concurrent use and must copy raw before keeping it (it aliases a body).
-type ToolCache interface {
-	Get(raw string) ([]Tool, bool)
-	Add(raw string, tools []Tool)
-}
-
 // ParseRequestCached is ParseRequest with the tools array looked up in
 // cache first (nil: always parsed). A cached array was validated when it
 // was first parsed; the body is validated in full either way.
 func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 	if cache != nil {
-		if r, ok, err := parseKnownTools(body, cache); ok {
+		if r, ok, err := parseKnownTools(body, cache, knownToolsMin); ok {
 			return r, err
 		}
 	}
@@ -174,24 +180,31 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 		return nil, fmt.Errorf("%w: 'messages' must be an array", ErrBadRequest)
 	}
 	r.IncludeUsage = opts.Get(pathIncludeUsageKey).Bool()
+	r.hasStreamOptions = opts.Exists()
 	if choice.IsObject() {
 		r.ToolChoice = choice.Get("function.name").String()
 	}
 	if tools.Exists() && tools.Type != gjson.Null {
-		parsed, ok := []Tool(nil), false
+		var known KnownTools
+		ok := false
 		if cache != nil {
-			parsed, ok = cache.Get(tools.Raw)
+			// Two complete arrays of which one begins the other are equal;
+			// the length check only makes that plain.
+			known, ok = cache.Lookup(tools.Raw)
+			ok = ok && len(known.Raw) == len(tools.Raw)
 		}
 		if !ok {
-			var err error
-			if parsed, err = parseTools(tools, false); err != nil {
+			parsed, err := parseTools(tools, false)
+			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 			}
+			known = KnownTools{Tools: parsed}
 			if cache != nil {
-				cache.Add(tools.Raw, parsed)
+				known = cache.Add(tools.Raw, parsed)
 			}
 		}
-		r.Tools, r.ToolsRaw = parsed, tools
+		r.Tools, r.ToolsRaw, r.ToolsKey = known.Tools, tools, known.Key
+		r.span.at, r.span.n = tools.Index, len(tools.Raw)
 	}
 	readMessages(r, msgs)
 	return r, nil
@@ -329,38 +342,20 @@ func (r *Request) ToolsWithParams() []Tool {
 	return full
 }
 
-// knownToolsMin is the size from which a cached tools array is worth
-// skipping during validation.
-const knownToolsMin = 4 << 10
+// Detached reports whether the request holds no reference to the body it
+// was parsed from (its tools array came from the ToolCache), so that body's
+// memory may be reused once parsing returns.
+func (r *Request) Detached() bool { return r.detached }
 
-// parseKnownTools handles the common case of a resent catalog: when the
-// candidate tools array (found by an unvalidated lookup) is byte for byte
-// one the cache holds, it was validated when first seen, so only the rest of
-// the body is validated and parsed, with "[]" standing in for the array.
-// The substitution is sound only if the stand-in is the top-level tools
-// value of the valid rest, which is checked. ok is false when the fast path
-// does not apply; the caller then does the full parse.
-func parseKnownTools(body []byte, cache ToolCache) (r *Request, ok bool, err error) {
-	tools := gjson.Get(view(body), pathTools)
-	end := tools.Index + len(tools.Raw)
-	if len(tools.Raw) < knownToolsMin || tools.Index <= 0 || end > len(body) || !tools.IsArray() {
-		return nil, false, nil
+// Original returns the request as the client sent it: Body, or, when the
+// tools array came from the cache, a copy of Body with the array put back.
+func (r *Request) Original() []byte {
+	if !r.detached {
+		return r.Body
 	}
-	known, hit := cache.Get(tools.Raw)
-	if !hit {
-		return nil, false, nil
-	}
-	rest := make([]byte, 0, len(body)-len(tools.Raw)+2)
-	rest = append(rest, body[:tools.Index]...)
-	rest = append(rest, "[]"...)
-	rest = append(rest, body[end:]...)
-	r, err = ParseRequestCached(rest, nil)
-	if err != nil {
-		return nil, true, err
-	}
-	if r.ToolsRaw.Index != tools.Index || r.ToolsRaw.Raw != "[]" {
-		return nil, false, nil // the stand-in is not where the tools are
-	}
-	r.Body, r.Tools, r.ToolsRaw = body, known, tools
-	return r, true, nil
+	at, end := r.span.at, r.span.at+r.span.n
+	out := make([]byte, 0, len(r.Body)-r.span.n+len(r.ToolsRaw.Raw))
+	out = append(out, r.Body[:at]...)
+	out = append(out, r.ToolsRaw.Raw...)
+	return append(out, r.Body[end:]...)
 }

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +28,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Throughput, "throughput", 400, "requests per path in the throughput phase")
 	fs.IntVar(&o.Sessions, "sessions", 10000, "distinct sessions for the memory phase (0 skips it)")
 	fs.DurationVar(&o.Budget, "budget", 2*time.Minute, "stop after this long and print what was measured")
+	fs.StringVar(&o.Mode, "mode", "", "the gateway's policy mode: hybrid, search, preselect or passthrough (default: the built-in policy's, hybrid); search shows the gateway without ranking per request")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client, proxies and upstream share the process) to FILE")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -39,9 +43,33 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if isTerminal(stderr) {
 		o.Progress = progress.Bar(stderr, "benchmarking")
 	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	res, err := bench.Run(ctx, o)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
 	return res.Print(stdout)
+}
+
+// startCPUProfile starts profiling into path and returns the func that
+// stops and closes it.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("creating CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("starting CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }

@@ -18,6 +18,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -39,6 +41,10 @@ type Options struct {
 	Throughput  int           // requests per path in the throughput phase [400]
 	Sessions    int           // distinct sessions for the memory phase; 0 skips it [10000]
 	Budget      time.Duration // stop starting new work after this long [2m]
+	// Mode is the gateway's policy mode (hybrid, search, preselect,
+	// passthrough) ["": the default policy's]. search shows what the
+	// gateway adds without ranking on every request.
+	Mode string
 	// Progress, if set, is called as work completes.
 	Progress func(done, total int)
 }
@@ -162,6 +168,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // loopback listener, and one client for all three.
 type env struct {
 	up, bare, gw *httptest.Server
+	handler      http.Handler // the gateway's, for in-process benchmarks
 	store        *session.Memory
 	client       *http.Client
 	base         map[string]string
@@ -192,7 +199,11 @@ func start(o Options) (*env, error) {
 	}
 	e.bare = httptest.NewServer(bare)
 	e.store = session.NewMemory(max(2*o.Sessions, 1000), time.Hour)
-	snap := policy.Default()
+	snap, err := benchPolicy(o.Mode)
+	if err != nil {
+		e.up.Close()
+		return nil, err
+	}
 	g := &proxy.Gateway{
 		Upstream:  upURL,
 		Policy:    func() *policy.Snapshot { return snap },
@@ -203,10 +214,32 @@ func start(o Options) (*env, error) {
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Metrics:   proxy.NewMetrics(), // on, as in serve
 	}
-	e.gw = httptest.NewServer(g.Handler())
+	e.handler = g.Handler()
+	e.gw = httptest.NewServer(e.handler)
 	e.client = &http.Client{Transport: newTransport(), Timeout: 30 * time.Second}
 	e.base = map[string]string{Direct: e.up.URL, Bare: e.bare.URL, Gateway: e.gw.URL}
 	return e, nil
+}
+
+// benchPolicy is the default policy, in mode when it is set.
+func benchPolicy(mode string) (*policy.Snapshot, error) {
+	if mode == "" {
+		return policy.Default(), nil
+	}
+	dir, err := os.MkdirTemp("", "toolgate-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("writing the bench policy: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "tools.yaml")
+	if err := os.WriteFile(path, []byte("gateway:\n  mode: "+strconv.Quote(mode)+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("writing the bench policy: %w", err)
+	}
+	snap, err := policy.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench mode %q: %w", mode, err)
+	}
+	return snap, nil
 }
 
 func (e *env) close() {
@@ -252,16 +285,16 @@ const warmup = 20
 // rotating order so drift hits all three alike) Options.Runs times, then
 // the throughput phase per path.
 func (e *env) measure(ctx context.Context, o Options, tools []json.RawMessage, stream bool, tick func(int)) ([]Row, error) {
-	body, err := requestBody(tools, stream, "Summarise the open issues of acme/webshop and post the summary in #eng.")
+	bodies, err := requestBodies(tools, stream)
 	if err != nil {
 		return nil, err
 	}
 	paths := pathOrder()
 	rows := make([]Row, len(paths))
 	for i, p := range paths {
-		rows[i] = Row{Tools: len(tools), BodyBytes: len(body), Stream: stream, Path: p}
-		for range warmup {
-			if err := e.do(ctx, p, body, stream, "warm"); err != nil {
+		rows[i] = Row{Tools: len(tools), BodyBytes: len(bodies[0]), Stream: stream, Path: p}
+		for n := range warmup {
+			if err := e.do(ctx, p, bodies.at(int64(n)), stream, "warm"); err != nil {
 				return nil, fmt.Errorf("warming up %s: %w", p, err)
 			}
 		}
@@ -273,7 +306,7 @@ func (e *env) measure(ctx context.Context, o Options, tools []json.RawMessage, s
 			for k := range paths {
 				i := (n + k) % len(paths)
 				t0 := time.Now()
-				err := e.do(ctx, paths[i], body, stream, "s"+strconv.Itoa(n%64))
+				err := e.do(ctx, paths[i], bodies.at(int64(n)), stream, "s"+strconv.Itoa(n%64))
 				d := time.Since(t0)
 				if err != nil {
 					if ctx.Err() != nil {
@@ -295,7 +328,7 @@ func (e *env) measure(ctx context.Context, o Options, tools []json.RawMessage, s
 	}
 	for i := range paths {
 		rows[i].P50, rows[i].P95, rows[i].P99 = median(perRun[i][0]), median(perRun[i][1]), median(perRun[i][2])
-		rps, errs, err := e.throughput(ctx, o, paths[i], body, stream)
+		rps, errs, err := e.throughput(ctx, o, paths[i], bodies, stream)
 		rows[i].Throughput, rows[i].Errors = rps, rows[i].Errors+errs
 		if err != nil {
 			return rows, err
@@ -307,10 +340,10 @@ func (e *env) measure(ctx context.Context, o Options, tools []json.RawMessage, s
 
 // throughput sends Options.Throughput requests from Options.Concurrency
 // clients and returns requests per second.
-func (e *env) throughput(ctx context.Context, o Options, path string, body []byte, stream bool) (float64, int, error) {
+func (e *env) throughput(ctx context.Context, o Options, path string, bodies requests, stream bool) (float64, int, error) {
 	t0 := time.Now()
 	errs := fanOut(ctx, o.Concurrency, o.Throughput, func(n int64) error {
-		return e.do(ctx, path, body, stream, "t"+strconv.FormatInt(n%64, 10))
+		return e.do(ctx, path, bodies.at(n), stream, "t"+strconv.FormatInt(n%64, 10))
 	})
 	if ctx.Err() != nil {
 		return 0, errs, ctx.Err()
@@ -345,7 +378,7 @@ func fanOut(ctx context.Context, workers, total int, fn func(n int64) error) int
 // sessions sends one request for each of Options.Sessions distinct
 // sessions through the gateway, then measures memory.
 func (e *env) sessions(ctx context.Context, o Options, tools []json.RawMessage, tick func(int)) (*Memory, error) {
-	body, err := requestBody(tools, false, "Summarise the open issues of acme/webshop and post the summary in #eng.")
+	bodies, err := requestBodies(tools, false)
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +387,7 @@ func (e *env) sessions(ctx context.Context, o Options, tools []json.RawMessage, 
 		if n%100 == 0 {
 			defer tick(100)
 		}
-		return e.do(ctx, Gateway, body, false, "mem-"+strconv.FormatInt(n, 10))
+		return e.do(ctx, Gateway, bodies.at(n), false, "mem-"+strconv.FormatInt(n, 10))
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err

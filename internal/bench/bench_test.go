@@ -3,6 +3,9 @@ package bench
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +68,99 @@ func TestPercentiles(t *testing.T) {
 	p50, p95, p99 := percentiles(d)
 	if p50 != 51*time.Millisecond || p95 != 96*time.Millisecond || p99 != 100*time.Millisecond {
 		t.Errorf("p50 %s p95 %s p99 %s", p50, p95, p99)
+	}
+}
+
+// BenchmarkLoopback200Tools is one request of a 200-tool catalog (about
+// 190 KB) over loopback TCP on each path, user messages in rotation as in
+// `gateway bench`: the client, the proxies and the upstream share the
+// process, so ns/op and allocs are the whole round trip's, and the
+// gateway's cost is its row minus the bare proxy's.
+func BenchmarkLoopback200Tools(b *testing.B) {
+	e, err := start(Options{Sessions: 0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.close()
+	tools, err := catalog(200)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, stream := range []bool{false, true} {
+		bodies, err := requestBodies(tools, stream)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mode := "json"
+		if stream {
+			mode = "stream"
+		}
+		for _, path := range pathOrder() {
+			b.Run(mode+"/"+strings.ReplaceAll(path, " ", "_"), func(b *testing.B) {
+				for n := range warmup {
+					if err := e.do(ctx, path, bodies.at(int64(n)), stream, "warm"); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				n := int64(0)
+				for b.Loop() {
+					if err := e.do(ctx, path, bodies.at(n), stream, "s"+strconv.FormatInt(n%64, 10)); err != nil {
+						b.Fatal(err)
+					}
+					n++
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkHandler200Tools is BenchmarkLoopback200Tools's gateway row
+// without the client's side of the network: the request is served by the
+// gateway's handler in-process (its upstream is still on loopback), so the
+// difference to the loopback row is what the client connection costs.
+func BenchmarkHandler200Tools(b *testing.B) {
+	e, err := start(Options{Sessions: 0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.close()
+	tools, err := catalog(200)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, stream := range []bool{false, true} {
+		bodies, err := requestBodies(tools, stream)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mode := "json"
+		if stream {
+			mode = "stream"
+		}
+		b.Run(mode, func(b *testing.B) {
+			serve := func(n int64) {
+				req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(bodies.at(n)))
+				req.Header.Set("Authorization", "Bearer bench-key-not-a-secret")
+				req.Header.Set("X-Session-ID", "s"+strconv.FormatInt(n%64, 10))
+				w := httptest.NewRecorder()
+				e.handler.ServeHTTP(w, req)
+				if w.Code != http.StatusOK {
+					b.Fatalf("status %d: %s", w.Code, w.Body.String())
+				}
+			}
+			for n := range warmup {
+				serve(int64(n))
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			n := int64(0)
+			for b.Loop() {
+				serve(n)
+				n++
+			}
+		})
 	}
 }

@@ -57,8 +57,12 @@ func rss() int64 {
 // percentile (the median over runs of each run's percentile).
 func (r *Result) Print(w io.Writer) error {
 	o := r.Options
-	fmt.Fprintf(w, "toolgate bench: fast loopback upstream; %d runs x %d sequential requests per path (interleaved), then %d requests from %d clients for throughput\n\n",
-		o.Runs, o.Requests, o.Throughput, o.Concurrency)
+	mode := ""
+	if o.Mode != "" {
+		mode = "; gateway in " + o.Mode + " mode"
+	}
+	fmt.Fprintf(w, "toolgate bench: fast loopback upstream; %d runs x %d sequential requests per path (interleaved), then %d requests from %d clients for throughput; user messages drawn in rotation from %d%s\n\n",
+		o.Runs, o.Requests, o.Throughput, o.Concurrency, len(userMessages), mode)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "tools\tbody\tmode\tpath\tp50\tp95\tp99\tadded p50\tadded p95\tadded p99\treq/s\terrors\t\n")
 	direct := map[string]Row{}

@@ -80,6 +80,26 @@ func catalog(n int) ([]json.RawMessage, error) {
 	return out, nil
 }
 
+// requests holds one request body per user message, same tools in each.
+type requests [][]byte
+
+// at returns the body of request n: the user messages in rotation, so
+// every path sees the same sequence.
+func (r requests) at(n int64) []byte { return r[n%int64(len(r))] }
+
+// requestBodies returns a request for each of userMessages with tools.
+func requestBodies(tools []json.RawMessage, stream bool) (requests, error) {
+	out := make(requests, 0, len(userMessages))
+	for _, m := range userMessages {
+		b, err := requestBody(tools, stream, m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
 // requestBody returns a chat request with tools, as an agent sends it.
 func requestBody(tools []json.RawMessage, stream bool, user string) ([]byte, error) {
 	body := map[string]any{

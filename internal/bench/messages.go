@@ -1,0 +1,53 @@
+package bench
+
+// userMessages are the user turns the bench draws from, one per request in
+// rotation: varied agent requests over the bundled catalog's domains (code
+// hosting, files, browser, chat, CMS, calendar, mail, utilities), so that
+// neither the gateway nor anything under it can look faster by seeing the
+// same query again and again, as no production gateway would.
+var userMessages = []string{
+	"Summarise the open issues of acme/webshop and post the summary in #eng.",
+	"Open a pull request from feature/cart-totals into main with a short description of the change.",
+	"Find every TODO comment in the src directory and list the files they are in.",
+	"Why did the last CI run on the release branch fail? Show me the failing step's log.",
+	"Create a branch called fix/login-timeout off main and push the patch in patches/login.diff.",
+	"Review PR 482 in acme/payments and leave a comment on anything that touches the retry logic.",
+	"Tag v2.3.0 on main and draft release notes from the commits since v2.2.0.",
+	"Search our repositories for uses of the deprecated parseLegacyConfig function.",
+	"Read config/settings.yaml and change the log level from debug to info.",
+	"Move all the PDF invoices in ~/Downloads into the finance/2024 folder.",
+	"Show me the directory tree of the docs folder, two levels deep.",
+	"Compare old/schema.sql with new/schema.sql and tell me which tables changed.",
+	"Zip the reports directory and put the archive on the desktop.",
+	"Print the last 50 lines of logs/server.log and tell me if anything looks wrong.",
+	"Go to the staging site, log in with the test account and take a screenshot of the dashboard.",
+	"Open the pricing page on example.com and copy the text of the enterprise plan.",
+	"Fill in the contact form on our website with my details and submit it.",
+	"Check the browser console on the checkout page for JavaScript errors.",
+	"Save the current page as a PDF named quarterly-review.pdf.",
+	"Open a new tab with the status page and tell me whether any service is degraded.",
+	"Post a message in #release saying the deploy is done and link the changelog.",
+	"Reply in the thread about the outage with the root cause we found.",
+	"Send Maria a direct message asking if she can review my PR today.",
+	"What did people say in #support over the last day? Give me the main complaints.",
+	"Create a private channel for the Q3 launch and invite Tom, Priya and Ahmed.",
+	"Set my status to out of office until Monday.",
+	"Remind me in the team channel at 4pm to update the on-call rota.",
+	"Create a draft blog post titled Spring release highlights with three sections.",
+	"Publish the careers page and add it to the main menu.",
+	"Add a hero block with the new product photo to the landing page.",
+	"Schedule the newsletter post for Friday at 9 am.",
+	"Update the SEO title and meta description of the about page.",
+	"Invite the new editor to the CMS and give her the author role.",
+	"Replace the gallery images on the portfolio page with the ones in the media library tagged 2024.",
+	"Find a free hour with the design team next week and book a review meeting.",
+	"Move tomorrow's standup to 10:30 and tell everyone on the invite.",
+	"Forward the last email from our accountant to finance@example.com.",
+	"Search my inbox for the contract from Northwind and download the attachment.",
+	"Draft a reply to the customer who asked about the refund and keep it polite.",
+	"What time is it in Tokyo right now, and how many days until the conference on 14 March?",
+	"Convert 250 euros to dollars and 12 miles to kilometres.",
+	"What's the weather forecast for Berlin this weekend?",
+	"Fetch https://api.example.com/health and tell me the response time.",
+	"Work out 17.5% VAT on 1,240 and round it to two decimals.",
+}
