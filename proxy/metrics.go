@@ -28,6 +28,7 @@ type Metrics struct {
 	inputTokens   *prometheus.CounterVec
 	misses        prometheus.Counter
 	reloads       *prometheus.CounterVec
+	storeErrors   *prometheus.CounterVec
 
 	bindOnce sync.Once
 }
@@ -76,9 +77,13 @@ func NewMetrics() *Metrics {
 			Name: "toolgate_policy_reloads_total",
 			Help: "Policy reload attempts by result (ok, error); a failed reload keeps the last good policy.",
 		}, []string{"result"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_session_store_errors_total",
+			Help: "Session store failures by operation (get, put). Requests still succeed; a lost session costs a repeated search.",
+		}, []string{"op"}),
 	}
 	m.reg.MustRegister(m.requests, m.rounds, m.searches, m.searchSeconds, m.addedSeconds,
-		m.toolTokens, m.inputTokens, m.misses, m.reloads,
+		m.toolTokens, m.inputTokens, m.misses, m.reloads, m.storeErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -102,6 +107,14 @@ func (m *Metrics) PolicyReloaded(err error) {
 		result = "error"
 	}
 	m.reloads.WithLabelValues(result).Inc()
+}
+
+// sessionStoreFailed counts a failed session Get or Put.
+func (m *Metrics) sessionStoreFailed(op string) {
+	if m == nil {
+		return
+	}
+	m.storeErrors.WithLabelValues(op).Inc()
 }
 
 // bind adds the gauges read from the gateway's stores: sessions held and

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/fakellm"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/session"
 )
 
 // arrow splits a header value "A->B" into its two numbers.
@@ -261,6 +263,28 @@ func TestMetricsAreExposedAndCount(t *testing.T) {
 			t.Errorf("toolgate_tool_misses_total = %v, want 1", v)
 		}
 	})
+	t.Run("a failing session store is counted and the request still succeeds", func(t *testing.T) {
+		m := NewMetrics()
+		base := newTestGateway(t, model, func(g *Gateway) { g.Metrics = m; g.Sessions = brokenStore{} })
+		resp := post(t, base, body, nil)
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		var get, put float64
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			text := scrape(t, base)
+			get = metricValue(t, text, `toolgate_session_store_errors_total{op="get"}`)
+			put = metricValue(t, text, `toolgate_session_store_errors_total{op="put"}`)
+			if get >= 1 && put >= 1 {
+				break
+			}
+		}
+		if get < 1 || put < 1 {
+			t.Errorf("store errors get = %v, put = %v; want both counted", get, put)
+		}
+	})
 	t.Run("without Metrics there is no /metrics route", func(t *testing.T) {
 		base := newTestGateway(t, model)
 		resp, err := http.Get(strings.TrimSuffix(base, "/v1") + "/metrics")
@@ -467,3 +491,14 @@ func TestDebugSessionsNeedsTheAdminToken(t *testing.T) {
 		})
 	}
 }
+
+// brokenStore is a session store whose server is down.
+type brokenStore struct{}
+
+var errStoreDown = errors.New("session store unreachable")
+
+func (brokenStore) Get(context.Context, string) (session.State, error) {
+	return session.State{}, errStoreDown
+}
+func (brokenStore) Put(context.Context, string, session.State) error { return errStoreDown }
+func (brokenStore) Delete(context.Context, string) error             { return errStoreDown }

@@ -113,6 +113,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	st, err := g.Sessions.Get(ctx, t.key)
 	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		// The session is a cache: losing it costs a search, not the request.
+		g.Metrics.sessionStoreFailed("get")
 		g.logger().Warn("loading session", "err", err)
 	}
 	t.st = st
@@ -405,6 +406,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 // not returned.
 func (t *turn) save(ctx context.Context) {
 	if err := t.g.Sessions.Put(ctx, t.key, t.st); err != nil {
+		t.g.Metrics.sessionStoreFailed("put")
 		t.g.logger().Warn("saving session", "err", err)
 	}
 }
