@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 
 	"github.com/toolgate/toolgate/session"
@@ -20,10 +21,50 @@ const AdminTokenHeader = "X-Toolgate-Admin-Token"
 // Gateway.AdminToken is set.
 const debugSessionsPrefix = "/debug/sessions/"
 
+// debugPprofPrefix serves the runtime profiles; like the sessions route it
+// exists only when Gateway.AdminToken is set.
+const debugPprofPrefix = "/debug/pprof/"
+
 // sessionView is what GET /debug/sessions/{id} answers.
 type sessionView struct {
 	Key   string        `json:"key"`
 	State session.State `json:"state"`
+}
+
+// adminOK reports whether r carries the admin token, answering 401 when it
+// does not. Hashing first makes the comparison constant-time in the length
+// too.
+func (g *Gateway) adminOK(w http.ResponseWriter, r *http.Request) bool {
+	got, want := sha256.Sum256([]byte(r.Header.Get(AdminTokenHeader))), sha256.Sum256([]byte(g.AdminToken))
+	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		writeJSONError(w, http.StatusUnauthorized, apiError{"debug endpoints need a valid " + AdminTokenHeader, "invalid_request_error", "unauthorized"})
+		return false
+	}
+	return true
+}
+
+// servePprof serves the runtime profiles of net/http/pprof under
+// /debug/pprof/ to admin requests, so the hot path can be profiled in
+// production. (Importing net/http/pprof also registers its handlers on
+// http.DefaultServeMux; the gateway never serves that mux.)
+func (g *Gateway) servePprof(w http.ResponseWriter, r *http.Request) {
+	if !g.adminOK(w, r) {
+		return
+	}
+	switch name := strings.TrimPrefix(r.URL.Path, debugPprofPrefix); name {
+	case "":
+		pprof.Index(w, r)
+	case "cmdline":
+		pprof.Cmdline(w, r)
+	case "profile":
+		pprof.Profile(w, r)
+	case "symbol":
+		pprof.Symbol(w, r)
+	case "trace":
+		pprof.Trace(w, r)
+	default:
+		pprof.Handler(name).ServeHTTP(w, r)
+	}
 }
 
 // serveDebugSession answers GET /debug/sessions/{id} with a session's state.
@@ -39,10 +80,7 @@ type sessionView struct {
 //
 // It answers 404 when no such session is held.
 func (g *Gateway) serveDebugSession(w http.ResponseWriter, r *http.Request) {
-	// Hashing first makes the comparison constant-time in the length too.
-	got, want := sha256.Sum256([]byte(r.Header.Get(AdminTokenHeader))), sha256.Sum256([]byte(g.AdminToken))
-	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-		writeJSONError(w, http.StatusUnauthorized, apiError{"debug endpoints need a valid " + AdminTokenHeader, "invalid_request_error", "unauthorized"})
+	if !g.adminOK(w, r) {
 		return
 	}
 	id := strings.TrimPrefix(r.URL.Path, debugSessionsPrefix)

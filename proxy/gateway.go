@@ -148,6 +148,8 @@ func (g *Gateway) routes() http.Handler {
 	}
 	if g.AdminToken != "" {
 		r.GET(debugSessionsPrefix+"*id", func(c *gin.Context) { g.serveDebugSession(c.Writer, c.Request) })
+		r.GET(debugPprofPrefix+"*name", func(c *gin.Context) { g.servePprof(c.Writer, c.Request) })
+		r.POST(debugPprofPrefix+"symbol", func(c *gin.Context) { g.servePprof(c.Writer, c.Request) })
 	}
 	r.NoRoute(func(c *gin.Context) { g.dispatch(c.Writer, c.Request) })
 	return r

@@ -502,3 +502,39 @@ func (brokenStore) Get(context.Context, string) (session.State, error) {
 }
 func (brokenStore) Put(context.Context, string, session.State) error { return errStoreDown }
 func (brokenStore) Delete(context.Context, string) error             { return errStoreDown }
+
+func TestPprofNeedsTheAdminToken(t *testing.T) {
+	model := &fakellm.Model{}
+	base := strings.TrimSuffix(newTestGateway(t, model, func(g *Gateway) { g.AdminToken = "admin-s3cret" }), "/v1")
+	off := strings.TrimSuffix(newTestGateway(t, model), "/v1")
+	good := map[string]string{AdminTokenHeader: "admin-s3cret"}
+	for _, tc := range []struct {
+		name       string
+		url        string
+		hdr        map[string]string
+		wantStatus int
+		wantBody   string
+	}{
+		{"without an admin token configured the profiles are not served", off + "/debug/pprof/", good, http.StatusNotFound, ""},
+		{"without the token header it refuses", base + "/debug/pprof/", nil, http.StatusUnauthorized, ""},
+		{"with a wrong token it refuses a profile", base + "/debug/pprof/heap", map[string]string{AdminTokenHeader: "nope"}, http.StatusUnauthorized, ""},
+		{"with the token it lists the profiles", base + "/debug/pprof/", good, http.StatusOK, "goroutine"},
+		{"with the token it serves a named profile", base + "/debug/pprof/goroutine?debug=1", good, http.StatusOK, "goroutine profile"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, tc.url, nil)
+			for k, v := range tc.hdr {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.wantStatus || !strings.Contains(string(b), tc.wantBody) {
+				t.Errorf("status %d body %.200s, want %d containing %q", resp.StatusCode, b, tc.wantStatus, tc.wantBody)
+			}
+		})
+	}
+}
