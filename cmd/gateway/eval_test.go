@@ -11,6 +11,24 @@ import (
 	"testing"
 )
 
+// allRow matches the ALL row of gateway eval's table: n, R@1, R@5, R@10, all@5.
+var allRow = regexp.MustCompile(`(?m)^ALL\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$`)
+
+// runEvalCmd runs gateway eval with args and returns its output and the
+// ALL row's fields.
+func runEvalCmd(t *testing.T, args ...string) (string, []string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), append([]string{"eval"}, args...), &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	m := allRow.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no ALL row in:\n%s", out.String())
+	}
+	return out.String(), m
+}
+
 func TestEval(t *testing.T) {
 	dir := t.TempDir()
 	queries := filepath.Join(dir, "q.jsonl")
@@ -24,7 +42,6 @@ func TestEval(t *testing.T) {
 		t.Fatal(err)
 	}
 	catalog := filepath.Join("..", "..", "testdata", "catalog.json")
-	allRow := regexp.MustCompile(`(?m)^ALL\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$`)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -33,26 +50,18 @@ func TestEval(t *testing.T) {
 		{"through the gateway each query is ranked by what the model was offered", []string{"--http"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errOut bytes.Buffer
-			args := append([]string{"eval", "--catalog", catalog, "--queries", queries}, tc.args...)
-			if err := run(context.Background(), args, &out, &errOut); err != nil {
-				t.Fatalf("%v\n%s", err, errOut.String())
-			}
-			m := allRow.FindStringSubmatch(out.String())
-			if m == nil {
-				t.Fatalf("no ALL row in:\n%s", out.String())
-			}
+			out, m := runEvalCmd(t, append([]string{"--catalog", catalog, "--queries", queries}, tc.args...)...)
 			// Three of four queries are answerable; the unanswerable one
 			// caps recall at 0.75, so anything above means a miscount.
 			r10, _ := strconv.ParseFloat(m[4], 64)
 			if m[1] != "4" || r10 != 0.75 {
-				t.Errorf("n = %s, R@10 = %.3f; want 4 and 0.750:\n%s", m[1], r10, out.String())
+				t.Errorf("n = %s, R@10 = %.3f; want 4 and 0.750:\n%s", m[1], r10, out)
 			}
-			if strings.Contains(out.String(), "through the gateway") != (len(tc.args) > 0) {
-				t.Errorf("the gateway summary is wrong for this mode:\n%s", out.String())
+			if strings.Contains(out, "through the gateway") != (len(tc.args) > 0) {
+				t.Errorf("the gateway summary is wrong for this mode:\n%s", out)
 			}
-			if len(tc.args) > 0 && !strings.Contains(out.String(), "max 10\n") {
-				t.Errorf("want at most 10 tools offered per query:\n%s", out.String())
+			if len(tc.args) > 0 && !strings.Contains(out, "max 10\n") {
+				t.Errorf("want at most 10 tools offered per query:\n%s", out)
 			}
 		})
 	}
@@ -69,7 +78,6 @@ func TestDevSetRecallThroughTheGateway(t *testing.T) {
 		t.Skip("dev-set evaluation skipped in -short mode")
 	}
 	dev := filepath.Join("..", "..", "..", "shared", "eval")
-	allRow := regexp.MustCompile(`(?m)^ALL\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$`)
 	for _, tc := range []struct {
 		set   string
 		floor float64
@@ -82,22 +90,14 @@ func TestDevSetRecallThroughTheGateway(t *testing.T) {
 			if _, err := os.Stat(catalog); err != nil {
 				t.Skipf("dev set not available: %v", err)
 			}
-			var out, errOut bytes.Buffer
-			args := []string{"eval", "--http", "--catalog", catalog, "--queries", filepath.Join(dev, tc.set+".dev.jsonl")}
-			if err := run(context.Background(), args, &out, &errOut); err != nil {
-				t.Fatalf("%v\n%s", err, errOut.String())
-			}
-			m := allRow.FindStringSubmatch(out.String())
-			if m == nil {
-				t.Fatalf("no ALL row in:\n%s", out.String())
-			}
+			out, m := runEvalCmd(t, "--http", "--catalog", catalog, "--queries", filepath.Join(dev, tc.set+".dev.jsonl"))
 			r10, _ := strconv.ParseFloat(m[4], 64)
 			t.Logf("%s through the gateway: R@1 %s R@5 %s R@10 %s all@5 %s", tc.set, m[2], m[3], m[4], m[5])
 			if r10 < tc.floor {
 				t.Errorf("R@10 %.3f < floor %.3f", r10, tc.floor)
 			}
-			if !strings.Contains(out.String(), "max 10\n") {
-				t.Errorf("more than 10 tools offered:\n%s", out.String())
+			if !strings.Contains(out, "max 10\n") {
+				t.Errorf("more than 10 tools offered:\n%s", out)
 			}
 		})
 	}
