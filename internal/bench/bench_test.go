@@ -164,3 +164,23 @@ func BenchmarkHandler200Tools(b *testing.B) {
 		})
 	}
 }
+
+func TestFastUpstreamReadsOrDecodesTheBody(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		decode bool
+		body   string
+		want   bool
+	}{
+		{"reading accepts any bytes", false, "not json", true},
+		{"reading refuses an empty body", false, "", false},
+		{"decoding accepts a chat request", true, `{"model":"m","messages":[]}`, true},
+		{"decoding refuses bytes that are not JSON", true, "not json", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := newFastUpstream(tc.decode).readBody(strings.NewReader(tc.body)); got != tc.want {
+				t.Errorf("readBody = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

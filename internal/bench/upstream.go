@@ -15,9 +15,14 @@ import (
 // text, as JSON or as a few SSE chunks with usage. It never calls tools, so
 // every gateway turn is one upstream round and the measured difference is
 // the gateway's own work.
-type fastUpstream struct{ sse string }
+type fastUpstream struct {
+	sse    string
+	decode bool // decode the JSON body, not only read it
+}
 
-func newFastUpstream() *fastUpstream { return &fastUpstream{sse: sseAnswer()} }
+func newFastUpstream(decode bool) *fastUpstream {
+	return &fastUpstream{sse: sseAnswer(), decode: decode}
+}
 
 const (
 	jsonAnswer = `{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"bench","choices":[{"index":0,"message":{"role":"assistant","content":"Done: the report is ready."},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":7,"total_tokens":1207}}`
@@ -39,9 +44,8 @@ func sseAnswer() string {
 }
 
 func (u *fastUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	n, err := io.Copy(io.Discard, r.Body)
-	if err != nil || n == 0 {
-		http.Error(w, `{"error":{"message":"empty body","type":"invalid_request_error","code":null}}`, http.StatusBadRequest)
+	if !u.readBody(r.Body) {
+		http.Error(w, `{"error":{"message":"empty or invalid body","type":"invalid_request_error","code":null}}`, http.StatusBadRequest)
 		return
 	}
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
@@ -51,6 +55,17 @@ func (u *fastUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = io.WriteString(w, jsonAnswer)
+}
+
+// readBody reads (and with decode, parses) a request body; false means it
+// was empty or not JSON.
+func (u *fastUpstream) readBody(body io.Reader) bool {
+	if !u.decode {
+		n, err := io.Copy(io.Discard, body)
+		return err == nil && n > 0
+	}
+	var v map[string]any
+	return json.NewDecoder(body).Decode(&v) == nil && len(v) > 0
 }
 
 // catalog returns n tools in the shape of the bundled catalog (indented,
