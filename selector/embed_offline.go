@@ -122,10 +122,11 @@ func normalize(v []float32) []float32 {
 	return v
 }
 
-// dot is the inner product of two vectors of equal length. Four
+// dot is the inner product of two vectors of equal length, in float32
+// (max-sim's many short products and the semantic scan both use it). Four
 // accumulators break the add chain's dependency, which nearly halves the
 // semantic scan of a large catalog (every tool vector, every search).
-func dot(a, b []float32) float64 {
+func dot(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0
@@ -138,5 +139,5 @@ func dot(a, b []float32) float64 {
 	for ; i < len(a); i++ {
 		s0 += a[i] * b[i]
 	}
-	return float64(s0 + s1 + s2 + s3)
+	return s0 + s1 + s2 + s3
 }

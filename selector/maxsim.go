@@ -90,23 +90,6 @@ func (wv *WordVectors) rowF(r int32) []float32 {
 	return normalize(out)
 }
 
-// dot32 is dot in float32, for max-sim's many short products.
-func dot32(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return s0 + s1 + s2 + s3
-}
-
 // maxSim scores docs for a query's content words: each query word's best
 // cosine to any word of the tool, floored, averaged with rarity weights.
 // Each distinct word of the candidates is compared with the query words
@@ -151,7 +134,7 @@ func (c *Catalog) maxSim(words []string, docs []int32) map[int32]float64 {
 				for i, q := range qvecs {
 					sim := float32(1)
 					if r != qrows[i] {
-						sim = dot32(q, v)
+						sim = dot(q, v)
 					}
 					sim = (sim - maxSimFloor) / (1 - maxSimFloor)
 					sims = append(sims, max(sim, 0))

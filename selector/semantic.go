@@ -117,7 +117,7 @@ func removeCommon(vecs [][]float32, share float32) {
 		if v == nil {
 			continue
 		}
-		p := share * float32(dot(u, v))
+		p := share * dot(u, v)
 		for i := range v {
 			v[i] -= p * u[i]
 		}
@@ -142,7 +142,7 @@ func (s *semantic) scores(ctx context.Context, text string, words []string, n in
 	sims := make([]float64, len(vecs))
 	for i, v := range vecs {
 		if v != nil {
-			sims[i] = dot(qv, v)
+			sims[i] = float64(dot(qv, v))
 		}
 	}
 	top := topDocs(sims, n)

@@ -33,8 +33,8 @@ func TestRemoveCommonLetsContentOutweighSharedBoilerplate(t *testing.T) {
 	best := func(vecs [][]float32) string {
 		b, bs := "", math.Inf(-1)
 		for i, v := range vecs {
-			if v != nil && dot(qv, v) > bs {
-				b, bs = tools[i].Name, dot(qv, v)
+			if v != nil && float64(dot(qv, v)) > bs {
+				b, bs = tools[i].Name, float64(dot(qv, v))
 			}
 		}
 		return b
@@ -51,7 +51,7 @@ func TestRemoveCommonLetsContentOutweighSharedBoilerplate(t *testing.T) {
 		t.Errorf("the compiled catalog's best tool is %s, want get_song (removeCommon applied at compile)", got)
 	}
 	for i, v := range vecs {
-		if n := dot(v, v); math.Abs(n-1) > 1e-5 {
+		if n := float64(dot(v, v)); math.Abs(n-1) > 1e-5 {
 			t.Errorf("vector %d has squared norm %.6f, want 1", i, n)
 		}
 	}
