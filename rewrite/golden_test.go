@@ -89,6 +89,19 @@ func TestParseRequestReadsTheConversation(t *testing.T) {
 	}
 }
 
+func TestParseRequestTakesTheFirstOfARepeatedKey(t *testing.T) {
+	// gjson.Get reads a repeated member's first value; the one-pass parse
+	// must agree, or the gateway and the fast path would disagree.
+	r, err := ParseRequest([]byte(`{"model":"a","stream":false,"n":1,"messages":[{"role":"user","content":"hi"}],` +
+		`"model":"b","stream":true,"n":3,"messages":"not an array"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Model != "a" || r.Stream || r.N != 1 || r.LastUser != "hi" {
+		t.Errorf("model %q stream %v n %d last user %q; want the first occurrences", r.Model, r.Stream, r.N, r.LastUser)
+	}
+}
+
 func TestAddUsageSumsEveryNumber(t *testing.T) {
 	acc := AddUsage(nil, gjson.Parse(`{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":4}}`))
 	acc = AddUsage(acc, gjson.Parse(`{"prompt_tokens":20,"completion_tokens":3,"total_tokens":23,"prompt_tokens_details":{"cached_tokens":1,"audio_tokens":7}}`))

@@ -130,52 +130,35 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 	// One pass over the top-level keys: a Get per path would rescan the
 	// body, tools array included, for every key that is absent. The first
 	// occurrence of a key wins, as with Get.
-	var msgs, tools, opts, choice gjson.Result
-	seen := 0
+	var msgs, model, stream, opts, n, choice, tools gjson.Result
 	root.ForEach(func(k, v gjson.Result) bool {
-		bit := 0
+		var dst *gjson.Result
 		switch k.Str {
 		case pathMessages:
-			bit = 1
-			if seen&bit == 0 {
-				msgs = v
-			}
+			dst = &msgs
 		case pathModel:
-			bit = 2
-			if seen&bit == 0 {
-				r.Model = v.String()
-			}
+			dst = &model
 		case pathStream:
-			bit = 4
-			if seen&bit == 0 {
-				r.Stream = v.Bool()
-			}
+			dst = &stream
 		case pathStreamOptions:
-			bit = 8
-			if seen&bit == 0 {
-				opts = v
-			}
+			dst = &opts
 		case pathN:
-			bit = 16
-			if seen&bit == 0 {
-				r.N = v.Int()
-			}
+			dst = &n
+		case pathToolChoice:
+			dst = &choice
+		case pathTools:
+			dst = &tools
 		case pathFunctions:
 			r.HasFunctions = true
-		case pathToolChoice:
-			bit = 32
-			if seen&bit == 0 {
-				choice = v
-			}
-		case pathTools:
-			bit = 64
-			if seen&bit == 0 {
-				tools = v
-			}
 		}
-		seen |= bit
+		// A member's value always exists (even null), so an empty dst
+		// means this is the key's first occurrence.
+		if dst != nil && !dst.Exists() {
+			*dst = v
+		}
 		return true
 	})
+	r.Model, r.Stream, r.N = model.String(), stream.Bool(), n.Int()
 	if !msgs.IsArray() {
 		return nil, fmt.Errorf("%w: 'messages' must be an array", ErrBadRequest)
 	}
