@@ -3,6 +3,7 @@ package selector
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -58,32 +59,21 @@ func newAnalyzer() (*analyzer, error) {
 	lower := lowercase.NewLowerCaseFilter()
 	bigram := cjk.NewCJKBigramFilter(false)
 	stem := en.NewEnglishStemmerFilter()
+	// text is base followed by the filters base leaves to its callers.
+	baseFilters := []analysis.TokenFilter{camel, cjk.NewCJKWidthFilter(), en.NewPossessiveFilter(), lower}
 	return &analyzer{
 		base: &analysis.DefaultAnalyzer{
-			CharFilters: []analysis.CharFilter{seps},
-			Tokenizer:   tok,
-			TokenFilters: []analysis.TokenFilter{
-				camel,
-				cjk.NewCJKWidthFilter(),
-				en.NewPossessiveFilter(),
-				lower,
-			},
+			CharFilters:  []analysis.CharFilter{seps},
+			Tokenizer:    tok,
+			TokenFilters: baseFilters,
 		},
 		bigram: bigram,
 		stop:   stopF,
 		stem:   stem,
 		text: &analysis.DefaultAnalyzer{
-			CharFilters: []analysis.CharFilter{seps},
-			Tokenizer:   tok,
-			TokenFilters: []analysis.TokenFilter{
-				camel,
-				cjk.NewCJKWidthFilter(),
-				en.NewPossessiveFilter(),
-				lower,
-				bigram,
-				stopF,
-				stem,
-			},
+			CharFilters:  []analysis.CharFilter{seps},
+			Tokenizer:    tok,
+			TokenFilters: append(slices.Clip(baseFilters), bigram, stopF, stem),
 		},
 		whole: &analysis.DefaultAnalyzer{
 			Tokenizer:    single.NewSingleTokenTokenizer(),
