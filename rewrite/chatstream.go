@@ -193,15 +193,21 @@ func CallDeltaJSON(index int, id, name, args string) string {
 	return string(b)
 }
 
-// UsageEvent builds the one usage chunk the client gets when it asked for
-// stream usage: no choices, the summed usage.
-func UsageEvent(id string, created int64, model string, usage []byte) []byte {
+// chunkHead starts a chat.completion.chunk object with its identity
+// fields; the caller appends the rest and the closing brace.
+func chunkHead(id string, created int64, model string) []byte {
 	b := []byte(`{"id":`)
 	b = strconv.AppendQuote(b, id)
 	b = append(b, `,"object":"chat.completion.chunk","created":`...)
 	b = strconv.AppendInt(b, created, 10)
 	b = append(b, `,"model":`...)
-	b = strconv.AppendQuote(b, model)
+	return strconv.AppendQuote(b, model)
+}
+
+// UsageEvent builds the one usage chunk the client gets when it asked for
+// stream usage: no choices, the summed usage.
+func UsageEvent(id string, created int64, model string, usage []byte) []byte {
+	b := chunkHead(id, created, model)
 	b = append(b, `,"choices":[],"usage":`...)
 	if len(usage) == 0 {
 		usage = []byte("null")
@@ -213,12 +219,7 @@ func UsageEvent(id string, created int64, model string, usage []byte) []byte {
 // FinishEvent builds a finish chunk for choice 0, used when the gateway must
 // end a turn itself (for example after swallowing the upstream's finish).
 func FinishEvent(id string, created int64, model, reason string) []byte {
-	b := []byte(`{"id":`)
-	b = strconv.AppendQuote(b, id)
-	b = append(b, `,"object":"chat.completion.chunk","created":`...)
-	b = strconv.AppendInt(b, created, 10)
-	b = append(b, `,"model":`...)
-	b = strconv.AppendQuote(b, model)
+	b := chunkHead(id, created, model)
 	b = append(b, `,"choices":[{"index":0,"delta":{},"finish_reason":`...)
 	b = strconv.AppendQuote(b, reason)
 	return append(b, `}]}`...)
