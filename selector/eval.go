@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-
-	"github.com/toolgate/toolgate/rewrite"
 )
 
 // EvalQuery is one line of the shared query format.
@@ -34,32 +32,6 @@ type EvalMetrics struct {
 type EvalReport struct {
 	Overall  EvalMetrics
 	BySubset map[string]EvalMetrics
-}
-
-// LoadCatalogFile reads a catalog file: either the shared format
-// {catalog id: [OpenAI tools]} or a plain OpenAI tools array (returned under
-// the id ""). It carries no enrichment: Meta is empty.
-func LoadCatalogFile(path string) (map[string][]Tool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading catalog: %w", err)
-	}
-	defs, err := rewrite.ParseCatalog(data)
-	if err != nil {
-		return nil, fmt.Errorf("parsing catalog %s: %w", path, err)
-	}
-	out := make(map[string][]Tool, len(defs))
-	for id, rts := range defs {
-		tools := make([]Tool, len(rts))
-		for i, rt := range rts {
-			tools[i] = Tool{Name: rt.Name, Description: rt.Description}
-			for _, p := range rt.Params {
-				tools[i].Params = append(tools[i].Params, Param{Name: p.Name, Description: p.Description})
-			}
-		}
-		out[id] = tools
-	}
-	return out, nil
 }
 
 // LoadQueries reads a JSONL file of EvalQuery lines.

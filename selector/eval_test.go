@@ -23,10 +23,7 @@ func TestDevSetsBeatTheBM25Floor(t *testing.T) {
 			if _, err := os.Stat(catPath); err != nil {
 				t.Skipf("dev set not available: %v", err)
 			}
-			raw, err := LoadCatalogFile(catPath)
-			if err != nil {
-				t.Fatal(err)
-			}
+			raw := loadCatalogFile(t, catPath)
 			cats := map[string]*Catalog{}
 			for id, tools := range raw {
 				cats[id] = compileTest(t, tools, Config{})

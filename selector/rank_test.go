@@ -2,18 +2,44 @@ package selector
 
 import (
 	"context"
+	"os"
 	"regexp"
 	"testing"
+
+	"github.com/toolgate/toolgate/rewrite"
 )
 
 // testTools loads the hand-written catalog under testdata.
 func testTools(t *testing.T) []Tool {
 	t.Helper()
-	cats, err := LoadCatalogFile("testdata/catalog.json")
+	return loadCatalogFile(t, "testdata/catalog.json")[""]
+}
+
+// loadCatalogFile reads a catalog file (the shared {id: [tools]} format or a
+// plain tools array, under the id "") without enrichment, as the selector
+// sees a catalog when no policy applies.
+func loadCatalogFile(t *testing.T, path string) map[string][]Tool {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cats[""]
+	defs, err := rewrite.ParseCatalog(data)
+	if err != nil {
+		t.Fatalf("parsing catalog %s: %v", path, err)
+	}
+	out := make(map[string][]Tool, len(defs))
+	for id, rts := range defs {
+		tools := make([]Tool, len(rts))
+		for i, rt := range rts {
+			tools[i] = Tool{Name: rt.Name, Description: rt.Description}
+			for _, p := range rt.Params {
+				tools[i].Params = append(tools[i].Params, Param{Name: p.Name, Description: p.Description})
+			}
+		}
+		out[id] = tools
+	}
+	return out
 }
 
 func compileTest(t *testing.T, tools []Tool, cfg Config) *Catalog {

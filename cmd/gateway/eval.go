@@ -91,13 +91,9 @@ func loadCatalogs(ctx context.Context, path, config string) (map[string]*selecto
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(path)
+	defs, err := readCatalog(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading catalog: %w", err)
-	}
-	defs, err := rewrite.ParseCatalog(data)
-	if err != nil {
-		return nil, fmt.Errorf("parsing catalog %s: %w", path, err)
+		return nil, err
 	}
 	cats := make(map[string]*selector.Catalog, len(defs))
 	for id, rts := range defs {
@@ -109,4 +105,18 @@ func loadCatalogs(ctx context.Context, path, config string) (map[string]*selecto
 		cats[id] = c
 	}
 	return cats, nil
+}
+
+// readCatalog reads a catalog file: {catalog id: [tools]} or a plain tools
+// array (under the id "").
+func readCatalog(path string) (map[string][]rewrite.Tool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading catalog: %w", err)
+	}
+	defs, err := rewrite.ParseCatalog(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing catalog %s: %w", path, err)
+	}
+	return defs, nil
 }

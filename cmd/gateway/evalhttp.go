@@ -10,8 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/tidwall/gjson"
@@ -41,18 +41,17 @@ func newHTTPRanker(ctx context.Context, catalogPath, config string) (*httpRanker
 	if err != nil {
 		return nil, nil, err
 	}
-	data, err := os.ReadFile(catalogPath)
+	defs, err := readCatalog(catalogPath)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading catalog: %w", err)
+		return nil, nil, err
 	}
-	tools := map[string]json.RawMessage{}
-	if root := gjson.ParseBytes(data); root.IsArray() {
-		tools[""] = json.RawMessage(root.Raw)
-	} else {
-		root.ForEach(func(k, v gjson.Result) bool {
-			tools[k.String()] = json.RawMessage(v.Raw)
-			return true
-		})
+	tools := make(map[string]json.RawMessage, len(defs))
+	for id, ts := range defs {
+		raws := make([]string, len(ts))
+		for i, t := range ts {
+			raws[i] = t.Raw
+		}
+		tools[id] = json.RawMessage("[" + strings.Join(raws, ",") + "]")
 	}
 	model := &searchOnceModel{}
 	up := httptest.NewServer(model)
