@@ -452,17 +452,7 @@ func TestDebugSessionsNeedsTheAdminToken(t *testing.T) {
 	key := recs[0].Get("session").String()
 
 	get := func(root, id string, hdr map[string]string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(root, "/v1")+"/debug/sessions/"+id, nil)
-		for k, v := range hdr {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return getWithHeaders(t, strings.TrimSuffix(root, "/v1")+"/debug/sessions/"+id, hdr)
 	}
 	good := map[string]string{AdminTokenHeader: "admin-s3cret"}
 	for _, tc := range []struct {
@@ -522,19 +512,27 @@ func TestPprofNeedsTheAdminToken(t *testing.T) {
 		{"with the token it serves a named profile", base + "/debug/pprof/goroutine?debug=1", good, http.StatusOK, "goroutine profile"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodGet, tc.url, nil)
-			for k, v := range tc.hdr {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != tc.wantStatus || !strings.Contains(string(b), tc.wantBody) {
-				t.Errorf("status %d body %.200s, want %d containing %q", resp.StatusCode, b, tc.wantStatus, tc.wantBody)
+			status, body := getWithHeaders(t, tc.url, tc.hdr)
+			if status != tc.wantStatus || !strings.Contains(body, tc.wantBody) {
+				t.Errorf("status %d body %.200s, want %d containing %q", status, body, tc.wantStatus, tc.wantBody)
 			}
 		})
 	}
+}
+
+// getWithHeaders GETs url with the given headers and returns the status and
+// body.
+func getWithHeaders(t *testing.T, url string, hdr map[string]string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
