@@ -101,23 +101,38 @@ func (h *httpRanker) rank(ctx context.Context, q selector.EvalQuery) ([]string, 
 }
 
 // searchOnceModel plays a model that searches once per user turn with the
-// user's words and then answers in text; it records the tools it is
-// offered.
+// user's words and then answers in text; it records the client tools each
+// request offered it (tool_search left out).
 type searchOnceModel struct {
-	mu    sync.Mutex
-	names []string
+	mu       sync.Mutex
+	requests [][]string
 }
 
 func (m *searchOnceModel) reset() {
 	m.mu.Lock()
-	m.names = m.names[:0]
+	m.requests = nil
 	m.mu.Unlock()
 }
 
-func (m *searchOnceModel) seen() []string {
+// offered returns the client tools of each request since reset, in order.
+func (m *searchOnceModel) offered() [][]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Clone(m.names)
+	return slices.Clone(m.requests)
+}
+
+// seen returns every client tool offered since reset, in the order first
+// offered.
+func (m *searchOnceModel) seen() []string {
+	var out []string
+	for _, names := range m.offered() {
+		for _, n := range names {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 func (m *searchOnceModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -128,15 +143,17 @@ func (m *searchOnceModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req := gjson.ParseBytes(body)
 	canSearch := false
-	m.mu.Lock()
+	var names []string
 	req.Get("tools.#.function.name").ForEach(func(_, v gjson.Result) bool {
 		if n := v.String(); n == "tool_search" {
 			canSearch = true
-		} else if !slices.Contains(m.names, n) {
-			m.names = append(m.names, n)
+		} else {
+			names = append(names, n)
 		}
 		return true
 	})
+	m.mu.Lock()
+	m.requests = append(m.requests, names)
 	m.mu.Unlock()
 	last := req.Get("messages.@reverse.0")
 	msg := `{"role":"assistant","content":"done"}`

@@ -10,49 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/tidwall/gjson"
 
 	toolgate "github.com/toolgate/toolgate"
 )
-
-// searchingUpstream calls tool_search once per user turn, then answers in
-// text, and records the tool names of every request it receives.
-type searchingUpstream struct {
-	mu    sync.Mutex
-	tools [][]string
-}
-
-func (u *searchingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	req := gjson.ParseBytes(body)
-	var names []string
-	req.Get("tools.#.function.name").ForEach(func(_, v gjson.Result) bool {
-		names = append(names, v.String())
-		return true
-	})
-	u.mu.Lock()
-	u.tools = append(u.tools, names)
-	u.mu.Unlock()
-	msg := `{"role":"assistant","content":"done"}`
-	if req.Get("messages.@reverse.0.role").String() == "user" && slices.Contains(names, "tool_search") {
-		msg = `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",` +
-			`"function":{"name":"tool_search","arguments":"{\"query\":\"merge a pull request\"}"}}]}`
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":`+msg+
-		`,"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
-}
-
-func (u *searchingUpstream) last() []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.tools[len(u.tools)-1]
-}
 
 // startReplica runs the gateway command with the given policy text and
 // returns its base URL.
@@ -125,7 +89,7 @@ func TestReplicasShareSessionsThroughRedis(t *testing.T) {
 		{"replicas with in-process memory do not", func(*testing.T) string { return "memory" }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			up := &searchingUpstream{}
+			up := &searchOnceModel{}
 			srv := httptest.NewServer(up)
 			defer srv.Close()
 			policyText := "gateway:\n  mode: search\nsessions:\n  store: " + tc.store(t) + "\n"
@@ -133,13 +97,14 @@ func TestReplicasShareSessionsThroughRedis(t *testing.T) {
 			b := startReplica(t, srv.URL+"/v1", policyText)
 
 			chat(t, a, "Please review and merge the open pull request.")
-			found := up.last() // the re-issued request after the search
-			if len(found) < 2 {
-				t.Fatalf("replica a's search found nothing: %v", found)
+			found := up.seen() // search mode: all of it came from a's search
+			if len(found) == 0 {
+				t.Fatal("replica a's search found nothing")
 			}
+			up.reset()
 			chat(t, b, "Please review and merge the open pull request.", "done", "Now the next one.")
-			first := up.tools[len(up.tools)-2] // b's first upstream request
-			has := slices.Contains(first, found[1])
+			first := up.offered()[0] // b's first upstream request, before any search
+			has := slices.Contains(first, found[0])
 			if has != tc.shared {
 				t.Errorf("replica b's first request %v; found on a: %v; shared = %v", first, found, has)
 			}
