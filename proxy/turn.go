@@ -149,7 +149,10 @@ func (t *turn) join(name, reason string) {
 		return
 	}
 	t.st.Join(name)
-	if t.reasons[name] == "" || reason == reasonCore || reason == reasonChoice || reason == reasonHistory {
+	// A retried turn finds its preselected tools already in the session;
+	// they keep the reason they joined for.
+	retried := t.reasons[name] == reasonSession && (reason == reasonPreselect || reason == reasonExplore)
+	if t.reasons[name] == "" || retried || reason == reasonCore || reason == reasonChoice || reason == reasonHistory {
 		t.reasons[name] = reason
 	}
 	if reason == reasonCore || reason == reasonChoice || reason == reasonHistory {
@@ -182,28 +185,63 @@ func (t *turn) seedActive(ctx context.Context) {
 	}
 	mode := t.snap.Gateway.Mode
 	if n := t.snap.Gateway.Preselect; t.req.UserTurn && (mode == policy.ModeHybrid || mode == policy.ModePreselect) && n > 0 {
-		explore := mode == policy.ModePreselect && t.snap.Gateway.Explore
-		limit := n
-		if explore {
-			limit = n - 1 + exploreWidth
-		}
-		res, err := t.cat.Preselect(ctx, t.req.Recent, limit, t.query("", limit))
-		if err != nil {
-			t.g.logger().Warn("preselecting tools", "err", err)
-		}
-		items, explored := res.Items, ""
-		if explore && len(items) > n {
-			explored = items[n-1+t.exploreDraw(len(items)-(n-1))].Name
-			items = items[:n-1]
-		}
-		for _, it := range items {
-			t.join(it.Name, reasonPreselect)
-		}
-		if explored != "" {
-			t.join(explored, reasonExplore)
-		}
+		t.preselect(ctx, n, mode == policy.ModePreselect && t.snap.Gateway.Explore)
 	}
 	t.bound()
+}
+
+// preselect joins the tools ranked for the user's turn. A retry of the
+// same turn (same catalog, policy and conversation) is offered the tools
+// the first attempt was, without ranking again: the upstream's prompt
+// cache keeps its prefix, and the active set does not grow by another n
+// tools each time the client retries.
+func (t *turn) preselect(ctx context.Context, n int, explore bool) {
+	fp := t.fingerprint()
+	if t.st.Turn == fp {
+		for _, name := range t.st.Preselected {
+			t.join(name, reasonPreselect)
+		}
+		if t.st.Explored != "" {
+			t.join(t.st.Explored, reasonExplore)
+		}
+		return
+	}
+	limit := n
+	if explore {
+		limit = n - 1 + exploreWidth
+	}
+	res, err := t.cat.Preselect(ctx, t.req.Recent, limit, t.query("", limit))
+	if err != nil {
+		t.g.logger().Warn("preselecting tools", "err", err)
+		return
+	}
+	items, explored := res.Items, ""
+	if explore && len(items) > n {
+		explored = items[n-1+t.exploreDraw(len(items)-(n-1))].Name
+		items = items[:n-1]
+	}
+	picked := make([]string, 0, len(items))
+	for _, it := range items {
+		t.join(it.Name, reasonPreselect)
+		picked = append(picked, it.Name)
+	}
+	if explored != "" {
+		t.join(explored, reasonExplore)
+	}
+	t.st.Turn, t.st.Preselected, t.st.Explored = fp, picked, explored
+}
+
+// fingerprint identifies a user turn: the compiled catalog (tools and
+// policy generation), the conversation's length and its recent texts.
+func (t *turn) fingerprint() string {
+	h := fnv.New64a()
+	h.Write([]byte(t.catKey))
+	h.Write([]byte{0, byte(t.req.Messages), byte(t.req.Messages >> 8), byte(t.req.Messages >> 16)})
+	for _, s := range t.req.Recent {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return strconv.FormatUint(h.Sum64(), 36)
 }
 
 // exploreWidth is how many ranks, from the last preselected slot down, the

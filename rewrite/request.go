@@ -79,6 +79,8 @@ type Request struct {
 	// UserTurn is true when the latest message is from the user: a new turn,
 	// not a tool result coming back.
 	UserTurn bool
+	// Messages is how many messages the conversation has.
+	Messages int
 	// Recent holds the text of the last few user and assistant messages,
 	// oldest first, for ranking context.
 	Recent []string
@@ -200,6 +202,7 @@ func readMessages(r *Request, msgs gjson.Result) {
 	msgs.ForEach(func(_, m gjson.Result) bool {
 		role := m.Get("role").String()
 		last = role
+		r.Messages++
 		switch role {
 		case "system", "developer":
 			if r.System == "" {

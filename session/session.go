@@ -35,14 +35,20 @@ type State struct {
 	// Last is the last tool called, for transitions.
 	Last string `json:"last,omitempty"`
 	// Focus is the entity the session works on, if known.
-	Focus   string    `json:"focus,omitempty"`
-	Updated time.Time `json:"updated"`
+	Focus string `json:"focus,omitempty"`
+	// Turn fingerprints the user turn Preselected was ranked for, so a
+	// retried request is offered the same tools without ranking again.
+	Turn        string    `json:"turn,omitempty"`
+	Preselected []string  `json:"preselected,omitempty"`
+	Explored    string    `json:"explored,omitempty"`
+	Updated     time.Time `json:"updated"`
 }
 
 // Clone returns a deep copy of s.
 func (s State) Clone() State {
 	s.Active = slices.Clone(s.Active)
 	s.Recent = slices.Clone(s.Recent)
+	s.Preselected = slices.Clone(s.Preselected)
 	return s
 }
 

@@ -29,6 +29,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Sessions, "sessions", 10000, "distinct sessions for the memory phase (0 skips it)")
 	fs.DurationVar(&o.Budget, "budget", 2*time.Minute, "stop after this long and print what was measured")
 	fs.StringVar(&o.Mode, "mode", "", "the gateway's policy mode: hybrid, search, preselect or passthrough (default: the built-in policy's, hybrid); search shows the gateway without ranking per request")
+	fs.BoolVar(&o.Retries, "retries", false, "each session re-sends one user turn (a client retrying, or a harness replaying one request) instead of a new turn per request; the gateway then reuses the turn's preselection")
 	fs.BoolVar(&o.DecodeBody, "decode", false, "the upstream decodes each request's JSON, as every real server must, instead of only reading its bytes; shows what forwarding ~3% of the body saves the upstream")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client, proxies and upstream share the process) to FILE")
 	if err := fs.Parse(args); err != nil {

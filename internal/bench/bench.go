@@ -51,6 +51,11 @@ type Options struct {
 	// what the gateway saves the upstream by forwarding ~3% of the body;
 	// false, the default, is the strictest comparison.
 	DecodeBody bool
+	// Retries makes each session re-send one user turn (a client retrying,
+	// or a harness replaying one request) instead of a new turn each time.
+	// The gateway then reuses the turn's preselection; the default, a new
+	// turn per request, is the strict comparison.
+	Retries bool
 	// Progress, if set, is called as work completes.
 	Progress func(done, total int)
 }
@@ -283,6 +288,20 @@ func (e *env) do(ctx context.Context, path string, body []byte, stream bool, ses
 	return nil
 }
 
+// benchSessions is how many sessions the latency and throughput phases
+// spread their requests over.
+const benchSessions = 64
+
+// pick returns request n's body and session: the user messages rotate
+// through every session, or, with Retries, each session repeats its own.
+func (o Options) pick(bodies requests, n int64) ([]byte, string) {
+	s := n % benchSessions
+	if o.Retries {
+		return bodies.at(s), strconv.FormatInt(s, 10)
+	}
+	return bodies.at(n), strconv.FormatInt(s, 10)
+}
+
 // warmup requests per path before timing: connections, catalog compile,
 // tokenizer tables.
 const warmup = 20
@@ -312,7 +331,8 @@ func (e *env) measure(ctx context.Context, o Options, tools []json.RawMessage, s
 			for k := range paths {
 				i := (n + k) % len(paths)
 				t0 := time.Now()
-				err := e.do(ctx, paths[i], bodies.at(int64(n)), stream, "s"+strconv.Itoa(n%64))
+				body, session := o.pick(bodies, int64(n))
+				err := e.do(ctx, paths[i], body, stream, "s"+session)
 				d := time.Since(t0)
 				if err != nil {
 					if ctx.Err() != nil {
@@ -349,7 +369,8 @@ func (e *env) measure(ctx context.Context, o Options, tools []json.RawMessage, s
 func (e *env) throughput(ctx context.Context, o Options, path string, bodies requests, stream bool) (float64, int, error) {
 	t0 := time.Now()
 	errs := fanOut(ctx, o.Concurrency, o.Throughput, func(n int64) error {
-		return e.do(ctx, path, bodies.at(n), stream, "t"+strconv.FormatInt(n%64, 10))
+		body, session := o.pick(bodies, n)
+		return e.do(ctx, path, body, stream, "t"+session)
 	})
 	if ctx.Err() != nil {
 		return 0, errs, ctx.Err()

@@ -184,3 +184,27 @@ func TestFastUpstreamReadsOrDecodesTheBody(t *testing.T) {
 		})
 	}
 }
+
+func TestRequestsRotateTurnsOrRetryThem(t *testing.T) {
+	bodies := requests{[]byte("a"), []byte("b"), []byte("c")}
+	for _, tc := range []struct {
+		name    string
+		retries bool
+		same    bool
+	}{
+		{"by default a session's next request is a new turn", false, false},
+		{"with retries a session re-sends its turn", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{Retries: tc.retries}
+			b1, s1 := o.pick(bodies, 1)
+			b2, s2 := o.pick(bodies, 1+benchSessions)
+			if s1 != s2 {
+				t.Fatalf("requests 1 and 1+%d went to sessions %s and %s", benchSessions, s1, s2)
+			}
+			if same := string(b1) == string(b2); same != tc.same {
+				t.Errorf("the session's two requests were %q and %q", b1, b2)
+			}
+		})
+	}
+}

@@ -65,8 +65,12 @@ func (r *Result) Print(w io.Writer) error {
 	if o.DecodeBody {
 		upstream = "fast loopback upstream (decodes the JSON body)"
 	}
-	fmt.Fprintf(w, "toolgate bench: %s; %d runs x %d sequential requests per path (interleaved), then %d requests from %d clients for throughput; user messages drawn in rotation from %d%s\n\n",
-		upstream, o.Runs, o.Requests, o.Throughput, o.Concurrency, len(userMessages), mode)
+	turns := fmt.Sprintf("user messages drawn in rotation from %d", len(userMessages))
+	if o.Retries {
+		turns = fmt.Sprintf("each of %d sessions re-sending one of %d user messages (retries)", benchSessions, len(userMessages))
+	}
+	fmt.Fprintf(w, "toolgate bench: %s; %d runs x %d sequential requests per path (interleaved), then %d requests from %d clients for throughput; %s%s\n\n",
+		upstream, o.Runs, o.Requests, o.Throughput, o.Concurrency, turns, mode)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "tools\tbody\tmode\tpath\tp50\tp95\tp99\tadded p50\tadded p95\tadded p99\treq/s\terrors\t\n")
 	direct := map[string]Row{}
