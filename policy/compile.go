@@ -46,6 +46,7 @@ func compile(doc Document, env compileEnv) (*Snapshot, error) {
 			MaxActive:      g.MaxActive,
 			Preselect:      g.Preselect,
 			Explore:        g.Explore,
+			FollowUp:       g.FollowUp,
 			BodyLimit:      g.BodyLimit,
 			ConnectTimeout: g.Timeouts.Connect,
 			HeaderTimeout:  g.Timeouts.FirstByte,

@@ -37,6 +37,7 @@ type Gateway struct {
 	MaxActive      int
 	Preselect      int  // tools preselected per user turn in hybrid/preselect mode
 	Explore        bool // preselect mode: one preselected slot samples below the cut
+	FollowUp       int  // tools joining after each tool result in hybrid/preselect mode
 	BodyLimit      int64
 	ConnectTimeout time.Duration
 	HeaderTimeout  time.Duration // first byte

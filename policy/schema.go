@@ -83,6 +83,12 @@ type GatewaySpec struct {
 	// user turn, so a conversation whose first guess was wrong is not stuck
 	// with it (the model has no tool_search there). Default false.
 	Explore bool `yaml:"explore"`
+	// FollowUp is how many tools join after each tool result in hybrid and
+	// preselect modes: the next-best for the conversation, given the call
+	// just made, so a task's later steps seldom need a search round (a
+	// round resends the whole conversation; a tool costs ~100 tokens).
+	// Default 2.
+	FollowUp int `yaml:"follow_up"`
 	// Timeouts bound the upstream exchange.
 	Timeouts TimeoutsSpec `yaml:"timeouts"`
 	// BodyLimit is the largest request body accepted, in bytes. Default
@@ -259,6 +265,10 @@ func defaultDocument() Document {
 			// tasks: fewer upstream calls (1.21x vs 1.28x of direct) and
 			// fewer input tokens, the same steps completed.
 			Preselect: 7,
+			// Measured on the bundled tasks (183 tools) against 0 / 3:
+			// upstream calls 1.19x of direct (1.24x / 1.16x), input tokens
+			// -87.0% (-89.2% / -86.3%), the same steps completed.
+			FollowUp: 2,
 			Timeouts: TimeoutsSpec{
 				Connect:   10 * time.Second,
 				FirstByte: 120 * time.Second,

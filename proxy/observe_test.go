@@ -386,6 +386,15 @@ func TestDecisionLogSaysWhyEachToolIsActive(t *testing.T) {
 			r, _ := reason(lines[1], "repo_create_issue")
 			return r == reasonHistory
 		}},
+		{"after the tool result, the default two follow-up tools join as follow-up", func() bool {
+			n := 0
+			for _, a := range lines[1].Get("active").Array() {
+				if a.Get("reason").String() == reasonFollowUp {
+					n++
+				}
+			}
+			return n == 2
+		}},
 		{"denied tools are listed as hidden with the deny rule", func() bool {
 			h := lines[0].Get(`hidden.#(name=="fs_delete_file")`)
 			return strings.Contains(h.Get("rule").String(), "delete") && lines[0].Get("hidden_count").Int() == 2

@@ -55,4 +55,36 @@ func TestRetriedTurnOffersTheSameTools(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a retried tool-result turn is offered the same tools, and follow_up: 0 adds none", func(t *testing.T) {
+		offered := func(t *testing.T, policyText string) (first, again []string) {
+			t.Helper()
+			rec := &toolRecorder{}
+			base := newTestGateway(t, rec, withPolicy(loadPolicy(t, policyText)))
+			msgs := []map[string]any{
+				{"role": "user", "content": ask},
+				{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{"id": "c1", "type": "function",
+					"function": map[string]any{"name": "repo_create_issue", "arguments": "{}"}}}},
+				{"role": "tool", "tool_call_id": "c1", "content": "created #7"},
+			}
+			for i := range 2 {
+				resp := post(t, base, chatRequest(t, msgs, tools, false, nil), map[string]string{"X-Session-ID": "conv"})
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("request %d: status %d", i, resp.StatusCode)
+				}
+				if i == 0 {
+					first = rec.last()
+				}
+			}
+			return first, rec.last()
+		}
+		first, again := offered(t, "gateway: {mode: hybrid, follow_up: 2}\n")
+		if want := 1 + 1 + 2; len(first) != want || !slices.Equal(again, first) {
+			t.Errorf("offered %v then %v; want tool_search, the called tool and 2 follow-ups, twice", first, again)
+		}
+		if off, _ := offered(t, "gateway: {mode: hybrid, follow_up: 0}\n"); len(off) != 2 {
+			t.Errorf("with follow_up 0 the tool-result turn was offered %v; want tool_search and the called tool", off)
+		}
+	})
 }

@@ -25,7 +25,8 @@ const (
 	reasonHistory    = "history"
 	reasonSession    = "session"
 	reasonPreselect  = "preselected"
-	reasonExplore    = "explored" // preselect mode's exploration slot
+	reasonExplore    = "explored"  // preselect mode's exploration slot
+	reasonFollowUp   = "follow-up" // joined after a tool result, for the next step
 	reasonDiscovered = "discovered"
 )
 
@@ -151,7 +152,7 @@ func (t *turn) join(name, reason string) {
 	t.st.Join(name)
 	// A retried turn finds its preselected tools already in the session;
 	// they keep the reason they joined for.
-	retried := t.reasons[name] == reasonSession && (reason == reasonPreselect || reason == reasonExplore)
+	retried := t.reasons[name] == reasonSession && (reason == reasonPreselect || reason == reasonExplore || reason == reasonFollowUp)
 	if t.reasons[name] == "" || retried || reason == reasonCore || reason == reasonChoice || reason == reasonHistory {
 		t.reasons[name] = reason
 	}
@@ -163,7 +164,8 @@ func (t *turn) join(name, reason string) {
 // seedActive builds the active set before the first upstream call: core,
 // the tool_choice target, tools called in the history (the history is the
 // truth, whatever the session remembers), the session's tools and, in
-// hybrid and preselect modes on a user turn, the preselected tools.
+// hybrid and preselect modes, the tools preselected for a user turn or
+// the follow-up tools after a tool result.
 func (t *turn) seedActive(ctx context.Context) {
 	for _, tool := range t.req.Tools {
 		if t.decide(tool.Name).Core {
@@ -183,23 +185,30 @@ func (t *turn) seedActive(ctx context.Context) {
 	for _, n := range slices.Clone(t.st.Active) {
 		t.join(n, reasonSession)
 	}
-	mode := t.snap.Gateway.Mode
-	if n := t.snap.Gateway.Preselect; t.req.UserTurn && (mode == policy.ModeHybrid || mode == policy.ModePreselect) && n > 0 {
-		t.preselect(ctx, n, mode == policy.ModePreselect && t.snap.Gateway.Explore)
+	g := t.snap.Gateway
+	if g.Mode == policy.ModeHybrid || g.Mode == policy.ModePreselect {
+		switch {
+		case t.req.UserTurn && g.Preselect > 0:
+			t.preselect(ctx, g.Preselect, g.Mode == policy.ModePreselect && g.Explore, reasonPreselect)
+		case !t.req.UserTurn && len(t.req.CalledTail) > 0 && g.FollowUp > 0:
+			// Ranked like the user turn, with the call just made feeding
+			// the transition, focus and recency signals.
+			t.preselect(ctx, g.FollowUp, false, reasonFollowUp)
+		}
 	}
 	t.bound()
 }
 
-// preselect joins the tools ranked for the user's turn. A retry of the
-// same turn (same catalog, policy and conversation) is offered the tools
-// the first attempt was, without ranking again: the upstream's prompt
-// cache keeps its prefix, and the active set does not grow by another n
-// tools each time the client retries.
-func (t *turn) preselect(ctx context.Context, n int, explore bool) {
+// preselect joins the n best tools for the conversation that are not
+// active yet. A retry of the same turn (same catalog, policy and
+// conversation) is offered the tools the first attempt was, without
+// ranking again: the upstream's prompt cache keeps its prefix, and the
+// active set does not grow by another n tools each time the client retries.
+func (t *turn) preselect(ctx context.Context, n int, explore bool, reason string) {
 	fp := t.fingerprint()
 	if t.st.Turn == fp {
 		for _, name := range t.st.Preselected {
-			t.join(name, reasonPreselect)
+			t.join(name, reason)
 		}
 		if t.st.Explored != "" {
 			t.join(t.st.Explored, reasonExplore)
@@ -222,7 +231,7 @@ func (t *turn) preselect(ctx context.Context, n int, explore bool) {
 	}
 	picked := make([]string, 0, len(items))
 	for _, it := range items {
-		t.join(it.Name, reasonPreselect)
+		t.join(it.Name, reason)
 		picked = append(picked, it.Name)
 	}
 	if explored != "" {
@@ -231,7 +240,7 @@ func (t *turn) preselect(ctx context.Context, n int, explore bool) {
 	t.st.Turn, t.st.Preselected, t.st.Explored = fp, picked, explored
 }
 
-// fingerprint identifies a user turn: the compiled catalog (tools and
+// fingerprint identifies a turn: the compiled catalog (tools and
 // policy generation), the conversation's length and its recent texts.
 func (t *turn) fingerprint() string {
 	h := fnv.New64a()
