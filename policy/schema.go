@@ -125,7 +125,7 @@ type SearchSpec struct {
 // WeightsSpec are the ensemble weights, each >= 0.
 type WeightsSpec struct {
 	Lexical    float64 `yaml:"lexical"`    // BM25F over names, descriptions, enrichment. Default 1.
-	Semantic   float64 `yaml:"semantic"`   // embeddings similarity. Default 0.4.
+	Semantic   float64 `yaml:"semantic"`   // embeddings similarity. Default 0.5.
 	Focus      float64 `yaml:"focus"`      // tools of the session's current entity. Default 0.15.
 	Transition float64 `yaml:"transition"` // P(next | last tool). Default 0.6.
 	Recency    float64 `yaml:"recency"`    // recently used tools (sticky). Default 0.1.
@@ -135,6 +135,10 @@ type WeightsSpec struct {
 	// Decompose is the share a multi-part request's sub-queries contribute
 	// (0 = off, the default: it cost recall on the dev sets; 0.7 is sane).
 	Decompose float64 `yaml:"decompose"`
+	// Done is how much weight a query term loses when a tool the
+	// conversation already called covers it, so follow-up tools rank for
+	// what the request still asks (0 = off, at most 1). Default 0.5.
+	Done float64 `yaml:"done"`
 }
 
 // EmbeddingsSpec is search.embeddings.

@@ -73,9 +73,11 @@ func (v *validator) document(doc *Document, prefix string, bundles map[string]bo
 	for name, x := range map[string]float64{
 		"lexical": w.Lexical, "semantic": w.Semantic, "focus": w.Focus, "transition": w.Transition,
 		"recency": w.Recency, "anchor": w.Anchor, "avoid": w.Avoid, "related": w.Related,
+		"decompose": w.Decompose, "done": w.Done,
 	} {
 		v.check(p("search.weights."+name), x >= 0 && !math.IsInf(x, 0) && !math.IsNaN(x), "must be a number >= 0")
 	}
+	v.check(p("search.weights.done"), w.Done <= 1, "must be between 0 and 1")
 	e := s.Embeddings
 	v.check(p("search.embeddings.provider"), e.Provider == "offline" || e.Provider == "openai" || e.Provider == "off",
 		"unknown provider %q; want offline, openai or off", e.Provider)

@@ -189,11 +189,11 @@ func (t *turn) seedActive(ctx context.Context) {
 	if g.Mode == policy.ModeHybrid || g.Mode == policy.ModePreselect {
 		switch {
 		case t.req.UserTurn && g.Preselect > 0:
-			t.preselect(ctx, g.Preselect, g.Mode == policy.ModePreselect && g.Explore, reasonPreselect)
+			t.preselect(ctx, g.Preselect, g.Mode == policy.ModePreselect && g.Explore, reasonPreselect, nil)
 		case !t.req.UserTurn && len(t.req.CalledTail) > 0 && g.FollowUp > 0:
 			// Ranked like the user turn, with the call just made feeding
 			// the transition, focus and recency signals.
-			t.preselect(ctx, g.FollowUp, false, reasonFollowUp)
+			t.preselect(ctx, g.FollowUp, false, reasonFollowUp, t.req.Called)
 		}
 	}
 	t.bound()
@@ -204,7 +204,7 @@ func (t *turn) seedActive(ctx context.Context) {
 // conversation) is offered the tools the first attempt was, without
 // ranking again: the upstream's prompt cache keeps its prefix, and the
 // active set does not grow by another n tools each time the client retries.
-func (t *turn) preselect(ctx context.Context, n int, explore bool, reason string) {
+func (t *turn) preselect(ctx context.Context, n int, explore bool, reason string, done []string) {
 	fp := t.fingerprint()
 	if t.st.Turn == fp {
 		for _, name := range t.st.Preselected {
@@ -219,7 +219,9 @@ func (t *turn) preselect(ctx context.Context, n int, explore bool, reason string
 	if explore {
 		limit = n - 1 + exploreWidth
 	}
-	res, err := t.cat.Preselect(ctx, t.req.Recent, limit, t.query("", limit))
+	q := t.query("", limit)
+	q.Done = done
+	res, err := t.cat.Preselect(ctx, t.req.Recent, limit, q)
 	if err != nil {
 		t.g.logger().Warn("preselecting tools", "err", err)
 		return

@@ -27,6 +27,13 @@ var sideFields = [...]struct {
 	{fPrefix, 0.2},
 }
 
+// Positions in sideFields, for code that reads one field.
+const (
+	sideName  = 0
+	sideTitle = 1
+	sideDesc  = 4
+)
+
 // bleveFields are the fields the bleve query searches, with their boosts:
 // all (BM25F: every field repeated by its weight). With one field and a
 // plain query bleve's disjunction stays under its heap takeover (10

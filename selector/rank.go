@@ -48,6 +48,7 @@ func DefaultWeights() Weights {
 		Anchor:     1.0,
 		Avoid:      1.0,
 		Related:    0.5,
+		Done:       0.5,
 	}
 }
 
@@ -89,6 +90,7 @@ func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query)
 	}
 	latest := texts[len(texts)-1]
 	lq, words := c.analyzeQuery(latest, 1)
+	c.discountDone(lq, q.Done)
 	lex, err := c.lexicalWithParts(ctx, lq, latest)
 	if err != nil {
 		return Results{}, fmt.Errorf("preselecting tools: %w", err)

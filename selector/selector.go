@@ -51,6 +51,10 @@ type Weights struct {
 	// parts contribute (0 = no decomposition, the default: on the dev sets
 	// it cost 0.002-0.005 recall@5, so it is opt-in; 0.7 is a sane value).
 	Decompose float64
+	// Done is how much of its weight a query term loses in Preselect when
+	// a tool the conversation already called covers it (0 = off): that
+	// part of the request is done, so follow-up tools rank for the rest.
+	Done float64
 }
 
 // Anchor boosts tools when the query matches Pattern.
@@ -78,6 +82,9 @@ type Query struct {
 	Focus   string                 // the session's entity focus, if any
 	Last    string                 // the last tool the session called
 	Recent  []string               // recently used tools, most recent last
+	// Done lists the tools the conversation has called: Preselect ranks
+	// for what the request still asks.
+	Done []string
 	// Learned holds the transitions observed online; nil means only the
 	// Config's seeded transitions count.
 	Learned *Transitions
