@@ -272,19 +272,6 @@ func TestServerErrorsAreRetriedOnlyBeforeOutput(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a streamed 500 is retried once and then relayed with its body", func(t *testing.T) {
-		var calls atomic.Int32
-		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			calls.Add(1)
-			w.WriteHeader(500)
-			_, _ = io.WriteString(w, `{"error":{"message":"boom","type":"server_error","code":null}}`)
-		})
-		base := newTestGateway(t, up)
-		x := send(t, base, bigRequest(t, true), nil)
-		if x.status != 500 || calls.Load() != 2 || gjson.GetBytes(x.body, "error.message").String() != "boom" {
-			t.Errorf("status %d after %d calls, body %s; want the upstream's 500 after 2 calls", x.status, calls.Load(), x.body)
-		}
-	})
 	t.Run("with retries set to 0 a 500 is relayed at once", func(t *testing.T) {
 		var calls atomic.Int32
 		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
