@@ -10,6 +10,7 @@ import (
 	"github.com/toolgate/toolgate/internal/demo"
 	"github.com/toolgate/toolgate/internal/progress"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/selector"
 )
 
 // runDemo replays the bundled agent tasks direct and through the gateway,
@@ -22,16 +23,39 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tasks := fs.String("tasks", "", "JSON array of scripted tasks to use instead of the bundled ones")
 	config := fs.String("config", "", "policy file for the gateway (default: built-in defaults)")
 	model := fs.String("model", "gpt-4o", "model name the agent sends")
+	queries := fs.String("queries", "", "eval queries (JSONL, the shared format) to replay as tasks instead: the query is the prompt, "+
+		"its gold tools the steps; --catalog is then the eval catalog file")
+	subset := fs.String("subset", "", "with --queries: only queries whose subset starts with this")
+	stepQuery := fs.String("step-query", stepName, "with --queries: what the scripted model searches for a step it is not offered: "+
+		"name (the needed tool's name as words: an upper bound) or prompt (the task's text: a lower bound)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	o := demo.Options{Stream: *stream, Model: *model}
 	var err error
-	if o.Catalog, err = readOptional(*catalog); err != nil {
-		return err
-	}
-	if o.Tasks, err = readOptional(*tasks); err != nil {
-		return err
+	switch {
+	case *queries != "":
+		if *catalog == "" || *tasks != "" {
+			return fmt.Errorf("%w: --queries needs --catalog (the eval catalog) and replaces --tasks", errUsage)
+		}
+		qs, err := selector.LoadQueries(*queries)
+		if err != nil {
+			return err
+		}
+		defs, err := readCatalog(*catalog)
+		if err != nil {
+			return err
+		}
+		if o.Tasks, o.Catalog, err = episodes(qs, defs, *subset, *stepQuery); err != nil {
+			return err
+		}
+	default:
+		if o.Catalog, err = readOptional(*catalog); err != nil {
+			return err
+		}
+		if o.Tasks, err = readOptional(*tasks); err != nil {
+			return err
+		}
 	}
 	if *config != "" {
 		if o.Policy, err = policy.Load(*config); err != nil {

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/fakellm"
+	"github.com/toolgate/toolgate/rewrite"
+	"github.com/toolgate/toolgate/selector"
+)
+
+func TestNameWords(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"filesystem__write_file", "write file"},
+		{"getBaziDetail", "get bazi detail"},
+		{"get-9to5mac-news", "get 9to5mac news"},
+		{"playwright_navigate", "playwright navigate"},
+		{"HTMLParser.parse", "htmlparser parse"},
+	} {
+		t.Run(tc.name+" reads as "+tc.want, func(t *testing.T) {
+			if got := nameWords(tc.name); got != tc.want {
+				t.Errorf("nameWords(%q) = %q, want %q", tc.name, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEpisodesBecomeScriptedTasks(t *testing.T) {
+	defs := map[string][]rewrite.Tool{"c": {{Name: "fs_read_file", Raw: `{"n":1}`}, {Name: "chat_post_message", Raw: `{"n":2}`}}}
+	qs := []selector.EvalQuery{
+		{ID: "a", Catalog: "c", Query: "read notes.txt and post it", Gold: []string{"fs_read_file", "chat_post_message"}, Subset: "live/office"},
+		{ID: "b", Catalog: "c", Query: "post hello", Gold: []string{"chat_post_message"}, Subset: "bench/chat"},
+		{ID: "c", Catalog: "c", Query: "nothing needed", Subset: "live/office"},
+	}
+	t.Run("a query is a task whose steps are its gold tools in order", func(t *testing.T) {
+		tasks, catalog, err := episodes(qs, defs, "live", stepName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []fakellm.Task
+		if err := json.Unmarshal(tasks, &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Prompt != qs[0].Query || len(got[0].Steps) != 2 ||
+			got[0].Steps[0].Tool != "fs_read_file" || got[0].Steps[1].Query != "chat post message" {
+			t.Errorf("tasks %+v", got)
+		}
+		if string(catalog) != `[{"n":1},{"n":2}]` {
+			t.Errorf("catalog %s", catalog)
+		}
+	})
+	t.Run("with prompt step queries every step searches with the task's text", func(t *testing.T) {
+		tasks, _, err := episodes(qs, defs, "", stepPrompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []fakellm.Task
+		_ = json.Unmarshal(tasks, &got)
+		if len(got) != 2 || got[0].Steps[1].Query != qs[0].Query {
+			t.Errorf("tasks %+v", got)
+		}
+	})
+	for _, tc := range []struct {
+		name      string
+		qs        []selector.EvalQuery
+		subset    string
+		stepQuery string
+	}{
+		{"an unknown step query is a usage error", qs, "", "guess"},
+		{"a subset without queries is an error", qs, "nope", stepName},
+		{"queries over two catalogs are an error", append(qs, selector.EvalQuery{ID: "d", Catalog: "other", Gold: []string{"x"}}), "", stepName},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := episodes(tc.qs, defs, tc.subset, tc.stepQuery)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if tc.stepQuery == "guess" && !errors.Is(err, errUsage) {
+				t.Errorf("err = %v, want a usage error", err)
+			}
+		})
+	}
+}
+
+func TestDemoReplaysEvalQueriesAsEpisodes(t *testing.T) {
+	dir := t.TempDir()
+	queries := filepath.Join(dir, "q.jsonl")
+	lines := `{"id":"q1","query":"Create an issue about the crash, then post a message in the chat channel.","gold":["repo_create_issue","chat_post_message"],"subset":"multi"}
+{"id":"q2","query":"Take a screenshot of the web page.","gold":["browser_screenshot"],"subset":"single"}
+`
+	if err := os.WriteFile(queries, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	args := []string{"demo", "--queries", queries, "--catalog", filepath.Join("..", "..", "testdata", "catalog.json")}
+	if err := run(context.Background(), args, &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	steps := regexp.MustCompile(`tool steps completed\s+3/3\s+(\d)/3`).FindStringSubmatch(out.String())
+	if steps == nil || !strings.Contains(out.String(), "2 scripted agent tasks (3 tool steps)") {
+		t.Fatalf("want 2 tasks of 3 steps replayed both ways:\n%s", out.String())
+	}
+	if steps[1] != "3" {
+		t.Errorf("through the gateway %s of 3 steps completed with the tools' names as step queries:\n%s", steps[1], out.String())
+	}
+}
