@@ -73,9 +73,9 @@ func ownCatalog(t *testing.T) []map[string]any {
 // agent tasks against an upstream that refuses more than 128 tools: nearly
 // every tool step must complete, the first upstream request must carry a
 // small share of the catalog, and the extra search rounds must stay close to
-// the upstream calls of a direct run. The bounds guard what selection
-// achieves today; the product targets (95% of steps, 1.3x) are tracked in
-// the README.
+// the upstream calls of a direct run. At 183 tools the bounds are the
+// product's targets (95% of steps, 1.3x; measured 46/46 at 1.22x); at 833
+// they guard what selection achieves today (42/46 at 1.39x).
 func TestAgentTasksCompleteThroughTheGateway(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -83,7 +83,7 @@ func TestAgentTasksCompleteThroughTheGateway(t *testing.T) {
 		minSteps float64
 		maxCalls float64 // upstream calls over a direct run's
 	}{
-		{"an agent with 183 tools completes at least 90% of its steps", ownCatalog, 0.90, 1.4},
+		{"an agent with 183 tools completes at least 95% of its steps within 1.3x the calls", ownCatalog, 0.95, 1.3},
 		{"an agent with 800+ real MCP tools completes at least 80% of its steps", bigCatalog, 0.80, 1.5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -64,6 +64,7 @@ type turn struct {
 	id        string
 	created   int64
 	searches  int
+	asked     map[string]int // normalised search queries -> times asked this turn
 	misses    int
 
 	rep *report // accounting for headers, metrics and the decision log; nil in bare tests
@@ -434,7 +435,9 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	}
 	limit := a.Limit
 	if limit <= 0 {
-		limit = t.searchLimit()
+		// Asking again what was asked this turn means the tools found did
+		// not do: each repeat widens the default by another batch.
+		limit = t.searchLimit() * (1 + t.repeats(a.Query))
 	}
 	limit = min(limit, maxSearchLimit)
 	start := time.Now()
@@ -449,6 +452,18 @@ func (t *turn) search(ctx context.Context, raw string) string {
 		t.join(it.Name, reasonDiscovered)
 	}
 	return formatResults(a.Query, res, t.snap.Hints)
+}
+
+// repeats counts the earlier searches of this turn with the same query
+// (case and spacing aside) and records this one.
+func (t *turn) repeats(query string) int {
+	if t.asked == nil {
+		t.asked = map[string]int{}
+	}
+	k := strings.Join(strings.Fields(strings.ToLower(query)), " ")
+	n := t.asked[k]
+	t.asked[k] = n + 1
+	return n
 }
 
 // save stores the session; a failure costs a later search, so it is logged,
