@@ -194,7 +194,7 @@ func (t *turn) seedActive(ctx context.Context) {
 		case !t.req.UserTurn && len(t.req.CalledTail) > 0 && g.FollowUp > 0:
 			// Ranked like the user turn, with the call just made feeding
 			// the transition, focus and recency signals.
-			t.preselect(ctx, g.FollowUp, false, reasonFollowUp, t.req.Called)
+			t.preselect(ctx, g.FollowUp, false, reasonFollowUp, t.req.TurnCalled)
 		}
 	}
 	t.bound()

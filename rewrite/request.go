@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -72,6 +73,9 @@ type Request struct {
 	// Called lists the function names called in the history, first call first,
 	// each once.
 	Called []string
+	// TurnCalled lists the function names called since the latest user
+	// message, first call first, each once: the steps of the task at hand.
+	TurnCalled []string
 
 	System    string // the first system or developer message's text
 	FirstUser string // the first user message's text
@@ -215,6 +219,7 @@ func readMessages(r *Request, msgs gjson.Result) {
 			}
 			r.LastUser = t
 			r.Recent = appendBounded(r.Recent, t, 4)
+			r.TurnCalled = r.TurnCalled[:0]
 		case "assistant":
 			if t := Text(m.Get("content")); t != "" {
 				r.Recent = appendBounded(r.Recent, t, 4)
@@ -229,6 +234,9 @@ func readMessages(r *Request, msgs gjson.Result) {
 					return true
 				}
 				r.CalledTail = append(r.CalledTail, name)
+				if !slices.Contains(r.TurnCalled, name) {
+					r.TurnCalled = append(r.TurnCalled, name)
+				}
 				if _, ok := seen[name]; !ok {
 					seen[name] = struct{}{}
 					r.Called = append(r.Called, name)
