@@ -129,6 +129,9 @@ type WeightsSpec struct {
 	// Decompose is the share a multi-part request's sub-queries contribute
 	// (0 = off, the default: it cost recall on the dev sets; 0.7 is sane).
 	Decompose float64 `yaml:"decompose"`
+	// DocNeighbours is the weight of each tool's word-vector neighbours
+	// (words its text lacks) as lexical matches. Default 0.3; 0 = off.
+	DocNeighbours float64 `yaml:"doc_neighbours"`
 }
 
 // EmbeddingsSpec is search.embeddings.

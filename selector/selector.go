@@ -51,6 +51,10 @@ type Weights struct {
 	// parts contribute (0 = no decomposition, the default: on the dev sets
 	// it cost 0.002-0.005 recall@5, so it is opt-in; 0.7 is a sane value).
 	Decompose float64
+	// DocNeighbours is the boost of the document-side neighbour field
+	// (docexpand.go): each tool's words' word-vector neighbours that its
+	// text lacks, matched against the query next to bleve (0 = off).
+	DocNeighbours float64
 }
 
 // Anchor boosts tools when the query matches Pattern.
