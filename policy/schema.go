@@ -139,6 +139,9 @@ type WeightsSpec struct {
 	// conversation already called covers it, so follow-up tools rank for
 	// what the request still asks (0 = off, at most 1). Default 0.5.
 	Done float64 `yaml:"done"`
+	// DocNeighbours is the weight of each tool's word-vector neighbours
+	// (words its text lacks) as lexical matches. Default 0.3; 0 = off.
+	DocNeighbours float64 `yaml:"doc_neighbours"`
 }
 
 // EmbeddingsSpec is search.embeddings.

@@ -147,6 +147,7 @@ func toolDocument(i int, t *Tool, an *analyzer, wv *WordVectors) (*document.Docu
 type lexQuery struct {
 	terms map[string]float64 // term -> weight; repeats keep their largest
 	raw   []string
+	nbr   bool // match the document-side neighbour field too (docexpand.go)
 }
 
 func (q *lexQuery) add(terms []string, weight float64) {
@@ -230,7 +231,7 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	}
 	terms := c.indexedTerms(q)
 	if len(terms) == 0 && len(q.raw) == 0 {
-		return nil, nil, nil
+		return c.nbrOnly(q, n)
 	}
 	req := bleve.NewSearchRequestOptions(c.bleveQuery(q, terms), n+n/3, 0, false)
 	req.PreSearchData = map[string]any{search.BM25PreSearchDataKey: c.stats}
@@ -239,19 +240,16 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 		return nil, nil, fmt.Errorf("searching index: %w", err)
 	}
 	rs := c.newRescorer(q, terms)
-	type hit struct {
-		doc   int32
-		score float64
-	}
-	hits := make([]hit, 0, len(res.Hits))
+	hits := make([]lexHit, 0, len(res.Hits))
 	for _, h := range res.Hits {
 		d, err := strconv.Atoi(h.ID)
 		if err != nil || d < 0 || d >= len(c.tools) {
 			continue
 		}
-		hits = append(hits, hit{int32(d), rs.score(int32(d), h.Score)})
+		hits = append(hits, lexHit{int32(d), rs.score(int32(d), h.Score)})
 	}
-	slices.SortStableFunc(hits, func(a, b hit) int {
+	hits = c.addNbr(q, rs, hits)
+	slices.SortStableFunc(hits, func(a, b lexHit) int {
 		if a.score != b.score {
 			if a.score > b.score {
 				return -1

@@ -128,7 +128,7 @@ func (c *Catalog) expandWeak(q *lexQuery, words []string, lex lexScores) *lexQue
 	if len(x) == 0 {
 		return nil
 	}
-	nq := &lexQuery{terms: make(map[string]float64, len(q.terms)+len(x)), raw: q.raw}
+	nq := &lexQuery{terms: make(map[string]float64, len(q.terms)+len(x)), raw: q.raw, nbr: q.nbr}
 	for t, w := range q.terms {
 		nq.terms[t] = w
 	}

@@ -62,6 +62,9 @@ type Catalog struct {
 	// for query expansion (both nil if either fails to load: no expansion).
 	wv  *WordVectors
 	nbs *neighbourTable
+	// nbr is the document-side neighbour field (docexpand.go); nil when
+	// Weights.DocNeighbours is 0 or the word vectors are missing.
+	nbr *nbrField
 	// genTerms and genWords are the generic request words (stemmed and
 	// plain).
 	genTerms, genWords map[string]bool
@@ -130,6 +133,7 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 		}
 	}
 	words := c.initMaxSim()
+	c.initNbrField()
 	if err := c.initSemantic(ctx, words); err != nil {
 		return nil, err
 	}

@@ -49,6 +49,8 @@ func DefaultWeights() Weights {
 		Avoid:      1.0,
 		Related:    0.5,
 		Done:       0.5,
+		// DocNeighbours: see docexpand.go for the measurements.
+		DocNeighbours: 0.3,
 	}
 }
 
@@ -91,6 +93,7 @@ func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query)
 	latest := texts[len(texts)-1]
 	lq, words := c.analyzeQuery(latest, 1)
 	c.discountDone(lq, q.Done)
+	lq.nbr = true // the document-side neighbour field: Preselect only (docexpand.go)
 	lex, err := c.lexicalWithParts(ctx, lq, latest)
 	if err != nil {
 		return Results{}, fmt.Errorf("preselecting tools: %w", err)

@@ -55,6 +55,10 @@ type Weights struct {
 	// a tool the conversation already called covers it (0 = off): that
 	// part of the request is done, so follow-up tools rank for the rest.
 	Done float64
+	// DocNeighbours is the boost of the document-side neighbour field
+	// (docexpand.go): each tool's words' word-vector neighbours that its
+	// text lacks, matched against the query next to bleve (0 = off).
+	DocNeighbours float64
 }
 
 // Anchor boosts tools when the query matches Pattern.

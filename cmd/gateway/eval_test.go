@@ -70,7 +70,7 @@ func TestEval(t *testing.T) {
 // TestDevSetRecallThroughTheGateway guards what the product delivers: the
 // share of needed tools among the at most 10 a model is offered (7
 // preselected, 3 from one search). The floors sit just under today's
-// numbers (metatool 0.784, mcp 0.894 at R@10), so a regression in
+// numbers (metatool 0.786, mcp 0.898 at R@10, round 9), so a regression in
 // preselection, exclusion or search composition fails here even when the
 // selector alone still ranks well.
 func TestDevSetRecallThroughTheGateway(t *testing.T) {
@@ -82,8 +82,8 @@ func TestDevSetRecallThroughTheGateway(t *testing.T) {
 		set   string
 		floor float64
 	}{
-		{"metatool", 0.765},
-		{"mcp", 0.875},
+		{"metatool", 0.780},
+		{"mcp", 0.890},
 	} {
 		t.Run(tc.set+" finds its tools among the 10 offered", func(t *testing.T) {
 			catalog := filepath.Join(dev, tc.set+".catalog.json")
