@@ -102,7 +102,11 @@ func (c *Catalog) mapDocs() error {
 	}
 	c.bleveIdx, c.docOf = adv, docOf
 	c.scratchPool.New = func() any {
-		return &searchScratch{bm25: make([]float64, len(c.tools)), acc: make([]rescoreAcc, len(c.tools))}
+		n := len(c.tools)
+		return &searchScratch{
+			bm25: make([]float64, n), acc: make([]rescoreAcc, n),
+			seen: make([]bool, n), lexRank: make([]int32, n), semRank: make([]int32, n), msRank: make([]int32, n),
+		}
 	}
 	return nil
 }
@@ -112,6 +116,11 @@ func (c *Catalog) mapDocs() error {
 type searchScratch struct {
 	bm25 []float64    // bleve's score per tool; all zero between uses
 	acc  []rescoreAcc // the rescorer's sums per tool; all zero between uses
+	// rank's candidate marks and ranks per tool (all zero between uses)
+	// and its list of scored candidates (emptied).
+	seen                     []bool
+	lexRank, semRank, msRank []int32
+	list                     []scored
 }
 
 func (c *Catalog) scratch() *searchScratch { return c.scratchPool.Get().(*searchScratch) }

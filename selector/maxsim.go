@@ -39,8 +39,9 @@ const (
 // (≈ 0.3 MB for a 183-tool catalog's 700 words).
 type maxSimVocab struct {
 	dims int
-	vecs []float32 // local id × dims, unit rows
-	rows []int32   // local id -> word-vector row
+	vecs []float32       // local id × dims, unit rows
+	rows []int32         // local id -> word-vector row
+	ids  map[int32]int32 // word-vector row -> local id
 }
 
 // initMaxSim stores each tool's distinct known words as ids into the
@@ -53,8 +54,8 @@ func (c *Catalog) initMaxSim() [][]string {
 	wv := c.wv
 	c.toolRows = make([][]int32, len(c.tools))
 	all := make([][]string, len(c.tools))
-	local := map[int32]int32{}
-	voc := &maxSimVocab{dims: wv.dims}
+	voc := &maxSimVocab{dims: wv.dims, ids: map[int32]int32{}}
+	local := voc.ids
 	seen := map[int32]bool{}
 	for i := range c.tools {
 		text, _ := toolText(&c.tools[i])
@@ -109,7 +110,15 @@ func (c *Catalog) maxSim(words []string, docs []int32) map[int32]float64 {
 			continue
 		}
 		wt := 0.1 + math.Log(1+float64(r)/200)
-		qrows, qvecs, qw = append(qrows, r), append(qvecs, wv.rowF(r)), append(qw, wt)
+		// A word the catalog uses has its unit vector in the vocabulary
+		// already (the same rowF values), so only other words convert.
+		var qv []float32
+		if id, ok := voc.ids[r]; ok {
+			qv = voc.vecs[int(id)*voc.dims : int(id+1)*voc.dims]
+		} else {
+			qv = wv.rowF(r)
+		}
+		qrows, qvecs, qw = append(qrows, r), append(qvecs, qv), append(qw, wt)
 		wsum += wt
 	}
 	nq := len(qrows)
@@ -155,22 +164,20 @@ func (c *Catalog) maxSim(words []string, docs []int32) map[int32]float64 {
 	return out
 }
 
-// maxSimRanks ranks the top maxSimPool lexical and semantic candidates by
-// max-sim for the query's content words.
-func (c *Catalog) maxSimRanks(words []string, lexRank, semRank map[int32]int) map[int32]int {
+// maxSimRanks ranks the top maxSimPool lexical and semantic candidates
+// (lexDocs and semDocs, in rank order; lexRank their lexical ranks by
+// tool) by max-sim for the query's content words, into ranks, and returns
+// the ranked documents.
+func (c *Catalog) maxSimRanks(words []string, lexDocs, semDocs []int32, lexRank, ranks []int32) []int32 {
 	if c.toolRows == nil || c.w.Semantic <= 0 {
 		return nil
 	}
 	docs := make([]int32, 0, 2*maxSimPool)
-	for d, r := range lexRank {
-		if r <= maxSimPool {
+	docs = append(docs, lexDocs[:min(len(lexDocs), maxSimPool)]...)
+	for _, d := range semDocs[:min(len(semDocs), maxSimPool)] {
+		if r := lexRank[d]; r == 0 || r > maxSimPool {
 			docs = append(docs, d)
 		}
 	}
-	for d, r := range semRank {
-		if _, dup := lexRank[d]; r <= maxSimPool && (!dup || lexRank[d] > maxSimPool) {
-			docs = append(docs, d)
-		}
-	}
-	return rankOrder(c.maxSim(words, docs))
+	return rankOrder(c.maxSim(words, docs), ranks)
 }

@@ -222,8 +222,15 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		limit = defaultLimit
 	}
 	w := c.w
+	sc := c.scratch()
+	defer c.scratchPool.Put(sc)
 	cands := append([]int32(nil), lex.order...)
-	seen := make(map[int32]bool, len(cands)+8)
+	seen := sc.seen
+	defer func() {
+		for _, d := range cands {
+			seen[d] = false
+		}
+	}()
 	for _, d := range cands {
 		seen[d] = true
 	}
@@ -286,10 +293,21 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	}
 	focus := strings.ToLower(strings.TrimSpace(q.Focus))
 
-	lexRank, semRank := rankOrder(lex.score), rankOrder(sem)
-	msRank := c.maxSimRanks(words, lexRank, semRank)
+	lexRank, semRank, msRank := sc.lexRank, sc.semRank, sc.msRank
+	lexDocs, semDocs := rankOrder(lex.score, lexRank), rankOrder(sem, semRank)
+	msDocs := c.maxSimRanks(words, lexDocs, semDocs, lexRank, msRank)
+	defer func() {
+		for _, ds := range [...]struct {
+			docs  []int32
+			ranks []int32
+		}{{lexDocs, lexRank}, {semDocs, semRank}, {msDocs, msRank}} {
+			for _, d := range ds.docs {
+				ds.ranks[d] = 0
+			}
+		}
+	}()
 	lexTop, margin := lexLead(lex.score)
-	list := make([]scored, 0, len(cands))
+	list := sc.list[:0]
 	for _, d := range cands {
 		t := &c.tools[d]
 		if q.Exclude != nil && q.Exclude(t.Name) {
@@ -298,13 +316,13 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		s := scored{doc: d}
 		// Weighted reciprocal rank fusion, scaled so rank 1 is worth the
 		// signal's weight (the other signals read as shares of that).
-		if r, ok := lexRank[d]; ok {
+		if r := lexRank[d]; r > 0 {
 			s.put(sigLexical, w.Lexical*(rrfK+1)/(rrfK+float64(r)))
 		}
-		if r, ok := semRank[d]; ok {
+		if r := semRank[d]; r > 0 {
 			s.put(sigSemantic, w.Semantic*(rrfK+1)/(rrfK+float64(r)))
 		}
-		if r, ok := msRank[d]; ok {
+		if r := msRank[d]; r > 0 {
 			// Max-sim rides on the semantic weight (off with it), scaled
 			// so the default semantic weight gives maxSimWeight.
 			s.put(sigMaxSim, w.Semantic/DefaultWeights().Semantic*maxSimWeight*(rrfK+1)/(rrfK+float64(r)))
@@ -353,6 +371,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		cover = c.coverage(lq, list[0].doc)
 	}
 	res.Confidence = confidence(list, cover)
+	sc.list = list[:0]
 	return res
 }
 
@@ -565,8 +584,10 @@ func lexLead(score map[int32]float64) (int32, float64) {
 	return top, 1 - second/best
 }
 
-// rankOrder returns each document's 1-based rank by descending score.
-func rankOrder(m map[int32]float64) map[int32]int {
+// rankOrder writes each document's 1-based rank by descending score (ties
+// by document) into ranks, one slot per tool, and returns the documents in
+// rank order: the caller zeroes their slots after use.
+func rankOrder(m map[int32]float64, ranks []int32) []int32 {
 	type ds struct {
 		doc   int32
 		score float64
@@ -581,9 +602,10 @@ func rankOrder(m map[int32]float64) map[int32]int {
 		}
 		return cmp.Compare(a.doc, b.doc)
 	})
-	out := make(map[int32]int, len(list))
+	docs := make([]int32, len(list))
 	for i, e := range list {
-		out[e.doc] = i + 1
+		docs[i] = e.doc
+		ranks[e.doc] = int32(i + 1)
 	}
-	return out
+	return docs
 }
