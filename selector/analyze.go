@@ -104,6 +104,19 @@ func (a alnumOnly) Filter(in analysis.TokenStream) analysis.TokenStream {
 			out = append(out, t)
 			continue
 		}
+		if oneCamelPart(t.Term) {
+			// What the filter would return, without its parser, rune
+			// buffers and term copy (most of an analysis' allocations):
+			// the filter numbers each call's tokens from position 1.
+			out = append(out, &analysis.Token{
+				Term:     t.Term,
+				Position: 1,
+				Start:    t.Start,
+				End:      t.Start + len(t.Term),
+				Type:     t.Type,
+			})
+			continue
+		}
 		split := a.f.Filter(in[i : i+1])
 		for _, s := range split {
 			s.Type = t.Type
@@ -111,6 +124,39 @@ func (a alnumOnly) Filter(in analysis.TokenStream) analysis.TokenStream {
 		out = append(out, split...)
 	}
 	return out
+}
+
+// oneCamelPart reports whether bleve's camelCase filter leaves term whole:
+// ASCII lower-case letters, digits, upper-case letters, or one upper-case
+// letter then lower-case ones (the common words of a query or a tool text).
+func oneCamelPart(term []byte) bool {
+	if len(term) == 0 {
+		return false
+	}
+	class := func(b byte) int {
+		switch {
+		case 'a' <= b && b <= 'z':
+			return 1
+		case 'A' <= b && b <= 'Z':
+			return 2
+		case '0' <= b && b <= '9':
+			return 3
+		}
+		return 0
+	}
+	first, rest := class(term[0]), 0
+	if first == 0 {
+		return false
+	}
+	for i, b := range term[1:] {
+		c := class(b)
+		if c == 0 || (i > 0 && c != rest) {
+			return false
+		}
+		rest = c
+	}
+	// "Ab", "ab", "AB", "12" and single characters; not "aB", "a1", "Ab1".
+	return rest == 0 || rest == first || (first == 2 && rest == 1)
 }
 
 // terms returns the stemmed index terms of text (the text chain).

@@ -3,6 +3,9 @@ package selector
 import (
 	"slices"
 	"testing"
+
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/token/camelcase"
 )
 
 func TestQueryAnalysisMatchesBothChains(t *testing.T) {
@@ -49,4 +52,30 @@ func everyNth(s []string, n int) []string {
 		out = append(out, s[i])
 	}
 	return out
+}
+
+// The camelCase shortcut must give exactly the tokens bleve's filter gives,
+// for the words it takes and the ones it leaves to the filter.
+func TestCamelShortcutMatchesTheFilter(t *testing.T) {
+	full := camelcase.NewCamelCaseFilter()
+	fast := alnumOnly{full}
+	for _, w := range []string{
+		"a", "A", "7", "upload", "Upload", "UPLOAD", "2024", "PDFs", "mergePR",
+		"repoMerge", "HTTPServer", "v2", "Ab1", "a1", "aB", "x9y", "café", "Élan", "IDs",
+	} {
+		tok := &analysis.Token{Term: []byte(w), Start: 5, End: 5 + len(w), Position: 3, Type: analysis.AlphaNumeric}
+		want := full.Filter(analysis.TokenStream{{Term: []byte(w), Start: 5, End: 5 + len(w), Position: 3}})
+		got := fast.Filter(analysis.TokenStream{tok})
+		if len(got) != len(want) {
+			t.Errorf("%q: %d tokens, want %d", w, len(got), len(want))
+			continue
+		}
+		for i := range got {
+			g, w2 := *got[i], *want[i]
+			w2.Type = analysis.AlphaNumeric
+			if string(g.Term) != string(w2.Term) || g.Start != w2.Start || g.End != w2.End || g.Position != w2.Position || g.Type != w2.Type || g.KeyWord != w2.KeyWord {
+				t.Errorf("%q token %d = %+v, want %+v", w, i, g, w2)
+			}
+		}
+	}
 }
