@@ -7,7 +7,6 @@ import (
 	"math"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -347,7 +346,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		}
 		list = append(list, s)
 	}
-	sortScored(list, c)
+	topScored(list, limit, c)
 	if w.Related > 0 {
 		list = c.rideAlong(list, limit, w.Related, q.Exclude)
 	}
@@ -387,6 +386,13 @@ func (s *scored) put(sig signal, v float64) {
 // parent, at a share of the parent's score, unless already present.
 func (c *Catalog) rideAlong(list []scored, limit int, share float64, exclude func(string) bool) []scored {
 	top := min(limit, len(list))
+	related := false
+	for i := range list[:top] {
+		related = related || len(c.tools[list[i].doc].Meta.Related) > 0
+	}
+	if !related {
+		return list // nothing rides along: the top is in order already
+	}
 	present := make(map[int32]bool, len(list))
 	for _, s := range list {
 		present[s.doc] = true
@@ -417,7 +423,7 @@ func (c *Catalog) rideAlong(list []scored, limit int, share float64, exclude fun
 		}
 	}
 	list = append(list, extra...)
-	sortScored(list, c)
+	topScored(list, limit, c)
 	return list
 }
 
@@ -543,7 +549,15 @@ func topDocs(scores []float64, n int) []int32 {
 			down(0)
 		}
 	}
-	sort.Slice(h, func(i, j int) bool { return less(h[j], h[i]) })
+	slices.SortFunc(h, func(a, b int32) int {
+		switch {
+		case less(b, a):
+			return -1
+		case less(a, b):
+			return 1
+		}
+		return 0
+	})
 	return h
 }
 
@@ -558,6 +572,34 @@ func sortScored(list []scored, c *Catalog) {
 		}
 		return strings.Compare(c.tools[a.doc].Name, c.tools[b.doc].Name)
 	})
+}
+
+// topScored moves list's k best entries, in sortScored's order, to its
+// front and leaves the rest in no particular order: only the top k are
+// returned, and a full sort moved every (signal-carrying) entry several
+// times. A long top is sorted in full.
+func topScored(list []scored, k int, c *Catalog) {
+	if k >= len(list) || k > 16 {
+		sortScored(list, c)
+		return
+	}
+	for i := range k {
+		best := i
+		for j := i + 1; j < len(list); j++ {
+			if scoredBefore(&list[j], &list[best], c) {
+				best = j
+			}
+		}
+		list[i], list[best] = list[best], list[i]
+	}
+}
+
+// scoredBefore reports whether a ranks before b in sortScored's order.
+func scoredBefore(a, b *scored, c *Catalog) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return c.tools[a.doc].Name < c.tools[b.doc].Name
 }
 
 // lexLead returns the lexical winner and its margin over the runner-up
