@@ -42,6 +42,63 @@ type maxSimVocab struct {
 	vecs []float32       // local id × dims, unit rows
 	rows []int32         // local id -> word-vector row
 	ids  map[int32]int32 // word-vector row -> local id
+	// tails are each row's norms from msCuts[0] and msCuts[1] on (local
+	// id × 2), for floorDot's bounds; nil when dims is below msCuts[1].
+	tails []float32
+}
+
+// msCuts are the dimensions after which floorDot checks whether a product
+// can still reach the floor (multiples of 4, dot's unrolling).
+var msCuts = [2]int{64, 76}
+
+// floorMargin keeps floorDot's bound clear of float32 rounding, which is
+// orders of magnitude smaller on unit vectors.
+const floorMargin = 1e-3
+
+// tailNorms returns v's norms from each of msCuts on.
+func tailNorms(v []float32) [2]float32 {
+	var out [2]float32
+	for j, cut := range msCuts {
+		var ss float64
+		for _, x := range v[cut:] {
+			ss += float64(x) * float64(x)
+		}
+		out[j] = float32(math.Sqrt(ss))
+	}
+	return out
+}
+
+// floorDot returns dot(a, b), bit for bit, when it can reach floor, and
+// otherwise -1 as soon as a partial sum plus the Cauchy-Schwarz bound of
+// the rest (the tails' norms, at and bt) proves it cannot: max-sim counts
+// every product below the floor as 0, and most word pairs are far below
+// it, so most products stop at half length. It accumulates exactly as dot
+// does (four sums over the same dimensions, added in the same order).
+func floorDot(a, b []float32, at, bt [2]float32, floor float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for j, cut := range msCuts {
+		for ; i+4 <= cut; i += 4 {
+			s0 += a[i] * b[i]
+			s1 += a[i+1] * b[i+1]
+			s2 += a[i+2] * b[i+2]
+			s3 += a[i+3] * b[i+3]
+		}
+		if s0+s1+s2+s3+at[j]*bt[j] < floor-floorMargin {
+			return -1
+		}
+	}
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return s0 + s1 + s2 + s3
 }
 
 // initMaxSim stores each tool's distinct known words as ids into the
@@ -72,7 +129,12 @@ func (c *Catalog) initMaxSim() [][]string {
 				id = int32(len(voc.rows))
 				local[r] = id
 				voc.rows = append(voc.rows, r)
-				voc.vecs = append(voc.vecs, wv.rowF(r)...)
+				v := wv.rowF(r)
+				voc.vecs = append(voc.vecs, v...)
+				if wv.dims >= msCuts[1] {
+					t := tailNorms(v)
+					voc.tails = append(voc.tails, t[:]...)
+				}
 			}
 			c.toolRows[i] = append(c.toolRows[i], id)
 		}
@@ -102,6 +164,7 @@ func (c *Catalog) maxSim(words []string, docs []int32) map[int32]float64 {
 	wv, voc := c.wv, c.msVocab
 	var qrows []int32
 	var qvecs [][]float32
+	var qtails [][2]float32
 	var qw []float64
 	var wsum float64
 	for _, w := range words {
@@ -119,6 +182,9 @@ func (c *Catalog) maxSim(words []string, docs []int32) map[int32]float64 {
 			qv = wv.rowF(r)
 		}
 		qrows, qvecs, qw = append(qrows, r), append(qvecs, qv), append(qw, wt)
+		if voc.tails != nil {
+			qtails = append(qtails, tailNorms(qv))
+		}
 		wsum += wt
 	}
 	nq := len(qrows)
@@ -140,9 +206,17 @@ func (c *Catalog) maxSim(words []string, docs []int32) map[int32]float64 {
 				slot[id] = k + 1
 				v := voc.vecs[int(id)*voc.dims : int(id+1)*voc.dims]
 				r := voc.rows[id]
+				var vt [2]float32
+				if voc.tails != nil {
+					vt = [2]float32(voc.tails[2*id : 2*id+2])
+				}
 				for i, q := range qvecs {
 					sim := float32(1)
-					if r != qrows[i] {
+					switch {
+					case r == qrows[i]:
+					case voc.tails != nil:
+						sim = floorDot(q, v, qtails[i], vt, maxSimFloor)
+					default:
 						sim = dot(q, v)
 					}
 					sim = (sim - maxSimFloor) / (1 - maxSimFloor)
