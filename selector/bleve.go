@@ -115,6 +115,7 @@ func (c *Catalog) mapDocs() error {
 // catalog because its size is the catalog's.
 type searchScratch struct {
 	bm25 []float64    // bleve's score per tool; all zero between uses
+	hits []int32      // the tools bleve matched (their bm25 slots set)
 	acc  []rescoreAcc // the rescorer's sums per tool; all zero between uses
 	// rank's candidate marks and ranks per tool (all zero between uses)
 	// and its list of scored candidates (emptied).
@@ -286,12 +287,21 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	}
 	sc := c.scratch()
 	defer c.scratchPool.Put(sc)
-	top, err := c.bleveTop(ctx, c.bleveQuery(q, terms), n+n/3, sc.bm25)
+	top, err := c.bleveTop(ctx, c.bleveQuery(q, terms), n+n/3, sc)
+	defer func() {
+		for _, d := range sc.hits {
+			sc.bm25[d] = 0
+		}
+		sc.hits = sc.hits[:0]
+	}()
 	if err != nil {
 		return nil, nil, err
 	}
 	rs := c.newRescorer(q, terms, sc.acc)
 	rs.accumulate()
+	// Clearing every tool's sums measured cheaper than walking the
+	// query's postings again to zero only the touched ones.
+	defer clear(sc.acc)
 	type hit struct {
 		doc   int32
 		score float64
@@ -300,8 +310,6 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	for i, d := range top {
 		hits[i] = hit{d, rs.score(d, sc.bm25[d])}
 	}
-	clear(sc.bm25)
-	clear(sc.acc)
 	slices.SortStableFunc(hits, func(a, b hit) int {
 		if a.score != b.score {
 			if a.score > b.score {
@@ -324,15 +332,15 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 
 // bleveTop runs bq through bleve's searcher (its BM25 scoring, with the
 // catalog's statistics) and returns the m best documents, best first, ties
-// by document number; scores (one slot per tool, all zero on entry) gets
-// each match's score. It drives the searcher itself rather than calling
-// SearchInContext: that one's top-N collector, its document-match pool
+// by document number; sc.bm25 gets each match's score and sc.hits the
+// matches, for the caller to reset. It drives the searcher itself rather
+// than calling SearchInContext: that one's top-N collector, its document-match pool
 // sized for the whole result and the per-hit stored-field loading (there
 // are no stored fields) were a third of a search's time and half its
 // allocations. Ties also break by tool order here instead of by scorch's
 // internal document order, which follows a map's iteration in the batch
 // and so changed between compiles of the same catalog.
-func (c *Catalog) bleveTop(ctx context.Context, bq query.Query, m int, scores []float64) ([]int32, error) {
+func (c *Catalog) bleveTop(ctx context.Context, bq query.Query, m int, sc *searchScratch) ([]int32, error) {
 	r, err := c.bleveIdx.Reader()
 	if err != nil {
 		return nil, fmt.Errorf("opening index reader: %w", err)
@@ -347,14 +355,14 @@ func (c *Catalog) bleveTop(ctx context.Context, bq query.Query, m int, scores []
 	// Each match goes back to the pool as soon as it is read, so the pool
 	// needs only what the searcher holds plus one.
 	pool := search.NewDocumentMatchPool(s.DocumentMatchPoolSize()+1, 0)
-	sc := &search.SearchContext{DocumentMatchPool: pool}
+	mctx := &search.SearchContext{DocumentMatchPool: pool}
 	for i := 0; ; i++ {
 		if i%1024 == 1023 {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("searching index: %w", err)
 			}
 		}
-		dm, err := s.Next(sc)
+		dm, err := s.Next(mctx)
 		if err != nil {
 			return nil, fmt.Errorf("searching index: %w", err)
 		}
@@ -362,11 +370,13 @@ func (c *Catalog) bleveTop(ctx context.Context, bq query.Query, m int, scores []
 			break
 		}
 		if v := dm.IndexInternalID.Value(); v < uint64(len(c.docOf)) {
-			scores[c.docOf[v]] = dm.Score
+			d := c.docOf[v]
+			sc.bm25[d] = dm.Score
+			sc.hits = append(sc.hits, d)
 		}
 		pool.Put(dm)
 	}
-	return topDocs(scores, m), nil
+	return topAmong(sc.hits, sc.bm25, m), nil
 }
 
 // bm25Context hands bleve's searchers what SearchInContext would put in

@@ -503,7 +503,11 @@ func confidence(list []scored, cov float64) float64 {
 // topDocs returns the n documents with the highest positive scores, best
 // first, ties by document order. It keeps a size-n min-heap, so it costs
 // O(N log n) and allocates only the result.
-func topDocs(scores []float64, n int) []int32 {
+func topDocs(scores []float64, n int) []int32 { return topAmong(nil, scores, n) }
+
+// topAmong is topDocs over the documents docs (nil: every document), which
+// may come in any order.
+func topAmong(docs []int32, scores []float64, n int) []int32 {
 	h := make([]int32, 0, n)
 	less := func(a, b int32) bool { // a ranks below b
 		if scores[a] != scores[b] {
@@ -528,12 +532,20 @@ func topDocs(scores []float64, n int) []int32 {
 			i = m
 		}
 	}
-	for d, s := range scores {
-		if s <= 0 {
+	count := len(docs)
+	if docs == nil {
+		count = len(scores)
+	}
+	for i := range count {
+		d := int32(i)
+		if docs != nil {
+			d = docs[i]
+		}
+		if scores[d] <= 0 {
 			continue
 		}
 		if len(h) < n {
-			h = append(h, int32(d))
+			h = append(h, d)
 			for i := len(h) - 1; i > 0; {
 				p := (i - 1) / 2
 				if !less(h[i], h[p]) {
@@ -544,8 +556,8 @@ func topDocs(scores []float64, n int) []int32 {
 			}
 			continue
 		}
-		if n > 0 && less(h[0], int32(d)) {
-			h[0] = int32(d)
+		if n > 0 && less(h[0], d) {
+			h[0] = d
 			down(0)
 		}
 	}
