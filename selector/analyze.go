@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2/analysis"
 	regexpchar "github.com/blevesearch/bleve/v2/analysis/char/regexp"
@@ -60,7 +61,7 @@ func newAnalyzer() (*analyzer, error) {
 	bigram := cjk.NewCJKBigramFilter(false)
 	stem := en.NewEnglishStemmerFilter()
 	// text is base followed by the filters base leaves to its callers.
-	baseFilters := []analysis.TokenFilter{camel, cjk.NewCJKWidthFilter(), en.NewPossessiveFilter(), lower}
+	baseFilters := []analysis.TokenFilter{camel, nonASCIIOnly{cjk.NewCJKWidthFilter()}, en.NewPossessiveFilter(), lower}
 	return &analyzer{
 		base: &analysis.DefaultAnalyzer{
 			CharFilters:  []analysis.CharFilter{seps},
@@ -122,6 +123,27 @@ func (a alnumOnly) Filter(in analysis.TokenStream) analysis.TokenStream {
 			s.Type = t.Type
 		}
 		out = append(out, split...)
+	}
+	return out
+}
+
+// nonASCIIOnly applies a token filter to tokens with non-ASCII bytes only.
+// The CJK width filter folds full- and half-width forms, which an ASCII
+// term cannot contain, but copies every term into runes and back.
+type nonASCIIOnly struct{ f analysis.TokenFilter }
+
+func (a nonASCIIOnly) Filter(in analysis.TokenStream) analysis.TokenStream {
+	out := make(analysis.TokenStream, 0, len(in))
+	for i, t := range in {
+		ascii := true
+		for _, b := range t.Term {
+			ascii = ascii && b < utf8.RuneSelf
+		}
+		if ascii {
+			out = append(out, t)
+			continue
+		}
+		out = append(out, a.f.Filter(in[i:i+1])...)
 	}
 	return out
 }

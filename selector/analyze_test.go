@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
 	"github.com/blevesearch/bleve/v2/analysis/token/camelcase"
 )
 
@@ -76,6 +77,29 @@ func TestCamelShortcutMatchesTheFilter(t *testing.T) {
 			if string(g.Term) != string(w2.Term) || g.Start != w2.Start || g.End != w2.End || g.Position != w2.Position || g.Type != w2.Type || g.KeyWord != w2.KeyWord {
 				t.Errorf("%q token %d = %+v, want %+v", w, i, g, w2)
 			}
+		}
+	}
+}
+
+// Skipping ASCII tokens must not change what the CJK width filter gives.
+func TestWidthFilterSkipMatchesTheFilter(t *testing.T) {
+	full := cjk.NewCJKWidthFilter()
+	fast := nonASCIIOnly{cjk.NewCJKWidthFilter()}
+	stream := func() analysis.TokenStream {
+		var ts analysis.TokenStream
+		for i, w := range []string{"upload", "ＡＢＣ", "ｶﾞｷﾞ", "café", "2024", "ｱｲｳ", "Ｈello"} {
+			ts = append(ts, &analysis.Token{Term: []byte(w), Start: i, End: i + len(w), Position: i + 1, Type: analysis.AlphaNumeric})
+		}
+		return ts
+	}
+	want, got := full.Filter(stream()), fast.Filter(stream())
+	if len(got) != len(want) {
+		t.Fatalf("%d tokens, want %d", len(got), len(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if string(g.Term) != string(w.Term) || g.Start != w.Start || g.End != w.End || g.Position != w.Position || g.Type != w.Type {
+			t.Errorf("token %d = %+v, want %+v", i, g, w)
 		}
 	}
 }
