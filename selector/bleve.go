@@ -101,8 +101,8 @@ func (c *Catalog) mapDocs() error {
 		docOf[v] = int32(i)
 	}
 	c.bleveIdx, c.docOf = adv, docOf
+	n := len(c.tools)
 	c.scratchPool.New = func() any {
-		n := len(c.tools)
 		return &searchScratch{
 			bm25: make([]float64, n), acc: make([]rescoreAcc, n),
 			seen: make([]bool, n), lexRank: make([]int32, n), semRank: make([]int32, n), msRank: make([]int32, n),
@@ -334,10 +334,10 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 // catalog's statistics) and returns the m best documents, best first, ties
 // by document number; sc.bm25 gets each match's score and sc.hits the
 // matches, for the caller to reset. It drives the searcher itself rather
-// than calling SearchInContext: that one's top-N collector, its document-match pool
-// sized for the whole result and the per-hit stored-field loading (there
-// are no stored fields) were a third of a search's time and half its
-// allocations. Ties also break by tool order here instead of by scorch's
+// than calling SearchInContext: that one's top-N collector, its
+// document-match pool sized for the whole result and the per-hit
+// stored-field loading (there are no stored fields) were a third of a
+// search's time and half its allocations. Ties also break by tool order here instead of by scorch's
 // internal document order, which follows a map's iteration in the batch
 // and so changed between compiles of the same catalog.
 func (c *Catalog) bleveTop(ctx context.Context, bq query.Query, m int, sc *searchScratch) ([]int32, error) {

@@ -42,23 +42,25 @@ type maxSimVocab struct {
 	vecs []float32       // local id × dims, unit rows
 	rows []int32         // local id -> word-vector row
 	ids  map[int32]int32 // word-vector row -> local id
-	// tails are each row's norms from msCuts[0] and msCuts[1] on (local
-	// id × 2), for floorDot's bounds; nil when dims is below msCuts[1].
+	// tails are each row's norms from msCut1 and msCut2 on (local id ×
+	// 2), for floorDot's bounds; nil when dims is below msCut2.
 	tails []float32
 }
 
-// msCuts are the dimensions after which floorDot checks whether a product
-// can still reach the floor (multiples of 4, dot's unrolling).
-var msCuts = [2]int{64, 76}
+// msCut1 and msCut2 are the dimensions after which floorDot checks
+// whether a product can still reach the floor (multiples of 4, dot's
+// unrolling). Chosen on sampled word pairs of the 100-dimension vectors:
+// ≈ 79 of 100 dimensions computed on average, 3 cuts no better.
+const msCut1, msCut2 = 64, 76
 
 // floorMargin keeps floorDot's bound clear of float32 rounding, which is
 // orders of magnitude smaller on unit vectors.
 const floorMargin = 1e-3
 
-// tailNorms returns v's norms from each of msCuts on.
+// tailNorms returns v's norms from msCut1 and from msCut2 on.
 func tailNorms(v []float32) [2]float32 {
 	var out [2]float32
-	for j, cut := range msCuts {
+	for j, cut := range [2]int{msCut1, msCut2} {
 		var ss float64
 		for _, x := range v[cut:] {
 			ss += float64(x) * float64(x)
@@ -72,13 +74,13 @@ func tailNorms(v []float32) [2]float32 {
 // otherwise -1 as soon as a partial sum plus the Cauchy-Schwarz bound of
 // the rest (the tails' norms, at and bt) proves it cannot: max-sim counts
 // every product below the floor as 0, and most word pairs are far below
-// it, so most products stop at half length. It accumulates exactly as dot
-// does (four sums over the same dimensions, added in the same order).
+// it, so most products stop early. It accumulates exactly as dot does
+// (four sums over the same dimensions, added in the same order).
 func floorDot(a, b []float32, at, bt [2]float32, floor float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0
-	for j, cut := range msCuts {
+	for j, cut := range [2]int{msCut1, msCut2} {
 		for ; i+4 <= cut; i += 4 {
 			s0 += a[i] * b[i]
 			s1 += a[i+1] * b[i+1]
@@ -131,7 +133,7 @@ func (c *Catalog) initMaxSim() [][]string {
 				voc.rows = append(voc.rows, r)
 				v := wv.rowF(r)
 				voc.vecs = append(voc.vecs, v...)
-				if wv.dims >= msCuts[1] {
+				if wv.dims >= msCut2 {
 					t := tailNorms(v)
 					voc.tails = append(voc.tails, t[:]...)
 				}

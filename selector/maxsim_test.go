@@ -39,7 +39,7 @@ func TestFloorDotIsDotAboveTheFloor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wv.dims < msCuts[1] {
+	if wv.dims < msCut2 {
 		t.Skipf("word vectors have %d dimensions", wv.dims)
 	}
 	var cut, kept int
