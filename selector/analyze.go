@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2/analysis"
 	regexpchar "github.com/blevesearch/bleve/v2/analysis/char/regexp"
@@ -60,7 +61,7 @@ func newAnalyzer() (*analyzer, error) {
 	bigram := cjk.NewCJKBigramFilter(false)
 	stem := en.NewEnglishStemmerFilter()
 	// text is base followed by the filters base leaves to its callers.
-	baseFilters := []analysis.TokenFilter{camel, cjk.NewCJKWidthFilter(), en.NewPossessiveFilter(), lower}
+	baseFilters := []analysis.TokenFilter{camel, nonASCIIOnly{cjk.NewCJKWidthFilter()}, en.NewPossessiveFilter(), lower}
 	return &analyzer{
 		base: &analysis.DefaultAnalyzer{
 			CharFilters:  []analysis.CharFilter{seps},
@@ -104,6 +105,19 @@ func (a alnumOnly) Filter(in analysis.TokenStream) analysis.TokenStream {
 			out = append(out, t)
 			continue
 		}
+		if oneCamelPart(t.Term) {
+			// What the filter would return, without its parser, rune
+			// buffers and term copy (most of an analysis' allocations):
+			// the filter numbers each call's tokens from position 1.
+			out = append(out, &analysis.Token{
+				Term:     t.Term,
+				Position: 1,
+				Start:    t.Start,
+				End:      t.Start + len(t.Term),
+				Type:     t.Type,
+			})
+			continue
+		}
 		split := a.f.Filter(in[i : i+1])
 		for _, s := range split {
 			s.Type = t.Type
@@ -111,6 +125,60 @@ func (a alnumOnly) Filter(in analysis.TokenStream) analysis.TokenStream {
 		out = append(out, split...)
 	}
 	return out
+}
+
+// nonASCIIOnly applies a token filter to tokens with non-ASCII bytes only.
+// The CJK width filter folds full- and half-width forms, which an ASCII
+// term cannot contain, but copies every term into runes and back.
+type nonASCIIOnly struct{ f analysis.TokenFilter }
+
+func (a nonASCIIOnly) Filter(in analysis.TokenStream) analysis.TokenStream {
+	out := make(analysis.TokenStream, 0, len(in))
+	for i, t := range in {
+		ascii := true
+		for _, b := range t.Term {
+			ascii = ascii && b < utf8.RuneSelf
+		}
+		if ascii {
+			out = append(out, t)
+			continue
+		}
+		out = append(out, a.f.Filter(in[i:i+1])...)
+	}
+	return out
+}
+
+// oneCamelPart reports whether bleve's camelCase filter leaves term whole:
+// ASCII lower-case letters, digits, upper-case letters, or one upper-case
+// letter then lower-case ones (the common words of a query or a tool text).
+func oneCamelPart(term []byte) bool {
+	if len(term) == 0 {
+		return false
+	}
+	class := func(b byte) int {
+		switch {
+		case 'a' <= b && b <= 'z':
+			return 1
+		case 'A' <= b && b <= 'Z':
+			return 2
+		case '0' <= b && b <= '9':
+			return 3
+		}
+		return 0
+	}
+	first, rest := class(term[0]), 0
+	if first == 0 {
+		return false
+	}
+	for i, b := range term[1:] {
+		c := class(b)
+		if c == 0 || (i > 0 && c != rest) {
+			return false
+		}
+		rest = c
+	}
+	// "Ab", "ab", "AB", "12" and single characters; not "aB", "a1", "Ab1".
+	return rest == 0 || rest == first || (first == 2 && rest == 1)
 }
 
 // terms returns the stemmed index terms of text (the text chain).

@@ -73,6 +73,59 @@ func buildIndex(ctx context.Context, tools []Tool, an *analyzer, wv *WordVectors
 	return idx, stats, fields, nil
 }
 
+// mapDocs points the catalog at the index's own reader API and maps
+// scorch's internal document numbers to tool indices, so a search reads a
+// match's tool without converting ids to and from strings.
+func (c *Catalog) mapDocs() error {
+	adv, err := c.idx.Advanced()
+	if err != nil {
+		return fmt.Errorf("opening index: %w", err)
+	}
+	r, err := adv.Reader()
+	if err != nil {
+		return fmt.Errorf("opening index reader: %w", err)
+	}
+	defer func() { _ = r.Close() }()
+	docOf := make([]int32, len(c.tools))
+	for i := range c.tools {
+		id, err := r.InternalID(strconv.Itoa(i))
+		if err != nil {
+			return fmt.Errorf("looking up tool %q in the index: %w", c.tools[i].Name, err)
+		}
+		v := id.Value()
+		if len(id) == 0 || v >= uint64(len(docOf)) {
+			// One batch into an empty index numbers its documents
+			// 0..n-1; anything else is not an index built here.
+			return fmt.Errorf("tool %q has index document %d of %d", c.tools[i].Name, v, len(docOf))
+		}
+		docOf[v] = int32(i)
+	}
+	c.bleveIdx, c.docOf = adv, docOf
+	n := len(c.tools)
+	c.scratchPool.New = func() any {
+		return &searchScratch{
+			bm25: make([]float64, n), acc: make([]rescoreAcc, n),
+			seen: make([]bool, n), lexRank: make([]int32, n), semRank: make([]int32, n), msRank: make([]int32, n),
+		}
+	}
+	return nil
+}
+
+// searchScratch is one search's reusable working memory, pooled per
+// catalog because its size is the catalog's.
+type searchScratch struct {
+	bm25 []float64    // bleve's score per tool; all zero between uses
+	hits []int32      // the tools bleve matched (their bm25 slots set)
+	acc  []rescoreAcc // the rescorer's sums per tool; all zero between uses
+	// rank's candidate marks and ranks per tool (all zero between uses)
+	// and its list of scored candidates (emptied).
+	seen                     []bool
+	lexRank, semRank, msRank []int32
+	list                     []scored
+}
+
+func (c *Catalog) scratch() *searchScratch { return c.scratchPool.Get().(*searchScratch) }
+
 // tokens is an already analysed field: handed to bleve as the field's
 // analyzer, so every text is analysed once per compile, however many
 // fields (and repeats in the all field) it feeds.
@@ -222,9 +275,9 @@ func (c *Catalog) bleveQuery(q *lexQuery, terms []string) query.Query {
 }
 
 // search runs q against the index and returns up to n documents with
-// their scores (bleve's, completed by the side fields), best first. bleve
-// returns a few more than n, so a document the side fields lift can make
-// the cut.
+// their scores (bleve's, completed by the side fields), best first. It
+// keeps a few more than n of bleve's best, so a document the side fields
+// lift can make the cut.
 func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []float64, error) {
 	if len(q.terms) == 0 && len(q.raw) == 0 {
 		return nil, nil, nil
@@ -233,20 +286,26 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	if len(terms) == 0 && len(q.raw) == 0 {
 		return c.nbrOnly(q, n)
 	}
-	req := bleve.NewSearchRequestOptions(c.bleveQuery(q, terms), n+n/3, 0, false)
-	req.PreSearchData = map[string]any{search.BM25PreSearchDataKey: c.stats}
-	res, err := c.idx.SearchInContext(ctx, req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("searching index: %w", err)
-	}
-	rs := c.newRescorer(q, terms)
-	hits := make([]lexHit, 0, len(res.Hits))
-	for _, h := range res.Hits {
-		d, err := strconv.Atoi(h.ID)
-		if err != nil || d < 0 || d >= len(c.tools) {
-			continue
+	sc := c.scratch()
+	defer c.scratchPool.Put(sc)
+	top, err := c.bleveTop(ctx, c.bleveQuery(q, terms), n+n/3, sc)
+	defer func() {
+		for _, d := range sc.hits {
+			sc.bm25[d] = 0
 		}
-		hits = append(hits, lexHit{int32(d), rs.score(int32(d), h.Score)})
+		sc.hits = sc.hits[:0]
+	}()
+	if err != nil {
+		return nil, nil, err
+	}
+	rs := c.newRescorer(q, terms, sc.acc)
+	rs.accumulate()
+	// Clearing every tool's sums measured cheaper than walking the
+	// query's postings again to zero only the touched ones.
+	defer clear(sc.acc)
+	hits := make([]lexHit, len(top))
+	for i, d := range top {
+		hits[i] = lexHit{d, rs.score(d, sc.bm25[d])}
 	}
 	hits = c.addNbr(q, rs, hits)
 	slices.SortStableFunc(hits, func(a, b lexHit) int {
@@ -268,6 +327,74 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	}
 	return docs, scores, nil
 }
+
+// bleveTop runs bq through bleve's searcher (its BM25 scoring, with the
+// catalog's statistics) and returns the m best documents, best first, ties
+// by document number; sc.bm25 gets each match's score and sc.hits the
+// matches, for the caller to reset. It drives the searcher itself rather
+// than calling SearchInContext: that one's top-N collector, its
+// document-match pool sized for the whole result and the per-hit
+// stored-field loading (there are no stored fields) were a third of a
+// search's time and half its allocations. Ties also break by tool order here instead of by scorch's
+// internal document order, which follows a map's iteration in the batch
+// and so changed between compiles of the same catalog.
+func (c *Catalog) bleveTop(ctx context.Context, bq query.Query, m int, sc *searchScratch) ([]int32, error) {
+	r, err := c.bleveIdx.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("opening index reader: %w", err)
+	}
+	defer func() { _ = r.Close() }()
+	sctx := bm25Context{Context: ctx, stats: c.stats}
+	s, err := bq.Searcher(sctx, r, c.idx.Mapping(), search.SearcherOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("building searcher: %w", err)
+	}
+	defer func() { _ = s.Close() }()
+	// Each match goes back to the pool as soon as it is read, so the pool
+	// needs only what the searcher holds plus one.
+	pool := search.NewDocumentMatchPool(s.DocumentMatchPoolSize()+1, 0)
+	mctx := &search.SearchContext{DocumentMatchPool: pool}
+	for i := 0; ; i++ {
+		if i%1024 == 1023 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("searching index: %w", err)
+			}
+		}
+		dm, err := s.Next(mctx)
+		if err != nil {
+			return nil, fmt.Errorf("searching index: %w", err)
+		}
+		if dm == nil {
+			break
+		}
+		if v := dm.IndexInternalID.Value(); v < uint64(len(c.docOf)) {
+			d := c.docOf[v]
+			sc.bm25[d] = dm.Score
+			sc.hits = append(sc.hits, d)
+		}
+		pool.Put(dm)
+	}
+	return topAmong(sc.hits, sc.bm25, m), nil
+}
+
+// bm25Context hands bleve's searchers what SearchInContext would put in
+// the context: BM25 scoring and the catalog's exact field statistics.
+type bm25Context struct {
+	context.Context
+	stats *search.BM25Stats
+}
+
+func (b bm25Context) Value(key any) any {
+	switch key {
+	case search.BM25StatsKey:
+		return b.stats
+	case search.GetScoringModelCallbackKey:
+		return search.GetScoringModelCallbackFn(bm25Model)
+	}
+	return b.Context.Value(key)
+}
+
+func bm25Model() string { return index.BM25Scoring }
 
 // coverage is the share of the query's idf mass that tool d's text
 // contains: how much of the request the tool speaks to.

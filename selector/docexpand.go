@@ -216,26 +216,13 @@ func (c *Catalog) addNbr(q *lexQuery, rs *lexRescorer, hits []lexHit) []lexHit {
 // matchedClauses counts the clauses of the rescored query that tool d
 // matches (its terms in the all field and each side field, its whole
 // name): the m of the rescorer's coord factor, which addNbr needs to add
-// neighbour matches to it.
+// neighbour matches to it. It reads accumulate's sums.
 func (r *lexRescorer) matchedClauses(d int32) int {
-	tf := &r.c.toolFields[d]
-	m := 0
-	for _, term := range r.terms {
-		if tf.all.tf[term] > 0 {
-			m++
-		}
-	}
+	a := &r.acc[d]
+	m := int(a.all) + int(a.sideN)
 	for _, tok := range r.raw {
-		if tok == tf.whole {
+		if tok == r.c.toolFields[d].whole {
 			m++
-		}
-	}
-	for j, sts := range r.side {
-		f := &tf.side[j]
-		for _, st := range sts {
-			if f.tf[st.term] > 0 {
-				m++
-			}
 		}
 	}
 	return m

@@ -59,8 +59,9 @@ func countTerms(ts analysis.TokenStream) termCounts {
 	return tc
 }
 
-// toolFields are a tool's analysed fields, kept for the side fields'
-// scores, coverage and bleve's match counts.
+// toolFields are a tool's analysed fields, kept for coverage and bleve's
+// match counts; the side fields keep only their lengths once
+// newFieldStats has turned their counts into postings.
 type toolFields struct {
 	all   termCounts
 	whole string // the lower-case full name
@@ -68,31 +69,51 @@ type toolFields struct {
 }
 
 // fieldStats are a catalog's document frequencies and total lengths per
-// field (the side fields and the bleve fields), the numbers BM25 needs.
+// field (the side fields and the bleve fields), the numbers BM25 needs,
+// and the postings the rescorer reads its per-document counts from.
 type fieldStats struct {
 	docs    float64
 	sideDF  [len(sideFields)]map[string]int32
 	sideLen [len(sideFields)]float64
 	bleveDF [len(bleveFields)]map[string]int32
+	// allDocs are the tools with each term in the all field, and
+	// sidePost each side field's tools and term frequencies per term, in
+	// tool order: a search walks a query term's list once instead of
+	// looking the term up in every candidate's maps.
+	allDocs  map[string][]int32
+	sidePost [len(sideFields)]map[string][]posting
+}
+
+// posting is one tool's frequency of a term in a field.
+type posting struct {
+	doc, tf int32
 }
 
 func newFieldStats(tf []toolFields) *fieldStats {
-	s := &fieldStats{docs: float64(len(tf))}
+	s := &fieldStats{docs: float64(len(tf)), allDocs: map[string][]int32{}}
 	for i := range s.sideDF {
 		s.sideDF[i] = map[string]int32{}
+		s.sidePost[i] = map[string][]posting{}
 	}
 	for i := range s.bleveDF {
 		s.bleveDF[i] = map[string]int32{}
 	}
-	for _, t := range tf {
-		for i, f := range t.side {
+	for d := range tf {
+		t := &tf[d]
+		for i := range t.side {
+			f := &t.side[i]
 			s.sideLen[i] += float64(f.len)
-			for term := range f.tf {
+			for term, n := range f.tf {
 				s.sideDF[i][term]++
+				s.sidePost[i][term] = append(s.sidePost[i][term], posting{int32(d), n})
 			}
+			// The postings hold the same counts; nothing reads the
+			// per-tool maps after this, and they cost more memory.
+			f.tf = nil
 		}
 		for term := range t.all.tf {
 			s.bleveDF[0][term]++
+			s.allDocs[term] = append(s.allDocs[term], int32(d))
 		}
 	}
 	return s
@@ -113,7 +134,8 @@ func bm25TF(tf, dl, avgdl float64) float64 {
 // query norm and coord factor, plus the side fields' BM25 sums, times the
 // full query's norm and coord. It is built once per query, with each side
 // field's query terms that the field has anywhere and their constant
-// factors, so scoring a candidate looks up only terms that can match.
+// factors, and sums every tool's matches from the terms' postings in one
+// pass, so scoring a candidate is a few array reads.
 type lexRescorer struct {
 	c            *Catalog
 	terms        []string
@@ -121,6 +143,7 @@ type lexRescorer struct {
 	bleveNorm    float64
 	bleveN, allN int
 	side         [len(sideFields)][]sideTerm
+	acc          []rescoreAcc // per tool, summed by accumulate
 }
 
 // sideTerm is a query term some tool has in a side field, with its
@@ -131,8 +154,17 @@ type sideTerm struct {
 	coef float64
 }
 
-func (c *Catalog) newRescorer(q *lexQuery, terms []string) *lexRescorer {
-	r := &lexRescorer{c: c, terms: terms, raw: q.raw}
+// rescoreAcc is one tool's matches of a query: query terms its all field
+// has, side-field terms it has and their BM25 sum.
+type rescoreAcc struct {
+	all, sideN int32
+	side       float64
+}
+
+// newRescorer prepares q's rescoring; acc (one entry per tool, zero) is
+// the scratch accumulate fills.
+func (c *Catalog) newRescorer(q *lexQuery, terms []string, acc []rescoreAcc) *lexRescorer {
+	r := &lexRescorer{c: c, terms: terms, raw: q.raw, acc: acc}
 	var bleveSq float64
 	fs := c.fields
 	for _, t := range terms {
@@ -174,21 +206,40 @@ func (c *Catalog) newRescorer(q *lexQuery, terms []string) *lexRescorer {
 	return r
 }
 
-// score rescores document d given bleve's score for it.
+// accumulate sums every tool's matches into r.acc. A tool's side sum adds
+// its terms in the same order (field, then term) as a per-tool loop
+// would, so the scores are the same to the last bit.
+func (r *lexRescorer) accumulate() {
+	if r.bleveNorm == 0 {
+		return
+	}
+	fs := r.c.fields
+	for _, term := range r.terms {
+		for _, d := range fs.allDocs[term] {
+			r.acc[d].all++
+		}
+	}
+	for j, sts := range r.side {
+		avgdl := fs.sideLen[j] / fs.docs
+		for _, st := range sts {
+			for _, p := range fs.sidePost[j][st.term] {
+				a := &r.acc[p.doc]
+				a.side += st.coef * bm25TF(float64(p.tf), float64(r.c.toolFields[p.doc].side[j].len), avgdl)
+				a.sideN++
+			}
+		}
+	}
+}
+
+// score rescores document d given bleve's score for it (after accumulate).
 func (r *lexRescorer) score(d int32, bleveScore float64) float64 {
 	if r.bleveNorm == 0 {
 		return bleveScore
 	}
-	tf := &r.c.toolFields[d]
-	fs := r.c.fields
-	matched := 0
-	for _, term := range r.terms {
-		if tf.all.tf[term] > 0 {
-			matched++
-		}
-	}
+	a := &r.acc[d]
+	matched := int(a.all)
 	for _, tok := range r.raw {
-		if tok == tf.whole {
+		if tok == r.c.toolFields[d].whole {
 			matched++
 		}
 	}
@@ -196,22 +247,9 @@ func (r *lexRescorer) score(d int32, bleveScore float64) float64 {
 		return bleveScore
 	}
 	raw := bleveScore * float64(r.bleveN) / (float64(matched) * r.bleveNorm)
-	var side float64
-	for j, sts := range r.side {
-		f := &tf.side[j]
-		if f.len == 0 || len(sts) == 0 {
-			continue
-		}
-		avgdl := fs.sideLen[j] / fs.docs
-		for _, st := range sts {
-			if n := f.tf[st.term]; n > 0 {
-				side += st.coef * bm25TF(float64(n), float64(f.len), avgdl)
-				matched++
-			}
-		}
-	}
+	matched += int(a.sideN)
 	// The full query's norm is the same for every document: left out.
-	return (raw + side) * float64(matched) / float64(r.allN)
+	return (raw + a.side) * float64(matched) / float64(r.allN)
 }
 
 // lowerName is the whole-name term of a tool name.

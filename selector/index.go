@@ -7,9 +7,11 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/search"
+	index "github.com/blevesearch/bleve_index_api"
 
 	"github.com/toolgate/toolgate/rewrite"
 )
@@ -46,8 +48,13 @@ type Catalog struct {
 	byName map[string]int
 	first  []string // first line of each description
 	an     *analyzer
-	idx    bleve.Index       // in-memory scorch, BM25; one document per tool, id = index in tools
-	stats  *search.BM25Stats // exact field lengths for bleve's BM25
+	idx    bleve.Index // in-memory scorch, BM25; one document per tool, id = index in tools
+	// bleveIdx is idx's scorch index, which bleveTop searches directly;
+	// docOf maps its internal document numbers to tool indices.
+	bleveIdx    index.Index
+	docOf       []int32
+	scratchPool sync.Pool         // *searchScratch
+	stats       *search.BM25Stats // exact field lengths for bleve's BM25
 	// toolFields are each tool's analysed fields and fields their
 	// document frequencies and lengths: the side fields' scores and
 	// coverage come from them.
@@ -120,6 +127,9 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 	// catalog is shared through the cache and may be searched after its
 	// eviction, so the index closes when the catalog becomes unreachable.
 	runtime.AddCleanup(c, func(idx bleve.Index) { _ = idx.Close() }, c.idx)
+	if err := c.mapDocs(); err != nil {
+		return nil, fmt.Errorf("compiling catalog: %w", err)
+	}
 	c.fields = newFieldStats(c.toolFields)
 	c.wholeNames = make(map[string]bool, len(tools))
 	for i := range c.toolFields {

@@ -31,3 +31,41 @@ func TestMaxSimMatchesQueryWordsToToolWords(t *testing.T) {
 		}
 	})
 }
+
+// floorDot must give dot's exact value whenever the product reaches the
+// floor, and cut only products that are below it.
+func TestFloorDotIsDotAboveTheFloor(t *testing.T) {
+	wv, err := DefaultWordVectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wv.dims < msCut2 {
+		t.Skipf("word vectors have %d dimensions", wv.dims)
+	}
+	var cut, kept int
+	for i := int32(0); i < 400; i++ {
+		a := wv.rowF(i * 7)
+		for j := int32(0); j < 400; j++ {
+			b := wv.rowF(j*11 + 3)
+			if j == 0 {
+				b = a // identical: the largest product
+			}
+			want := dot(a, b)
+			got := floorDot(a, b, tailNorms(a), tailNorms(b), maxSimFloor)
+			if got == -1 {
+				cut++
+				if want >= maxSimFloor {
+					t.Fatalf("rows %d, %d: cut a product of %v", i*7, j*11+3, want)
+				}
+				continue
+			}
+			kept++
+			if got != want {
+				t.Fatalf("rows %d, %d: %v, dot %v", i*7, j*11+3, got, want)
+			}
+		}
+	}
+	if cut == 0 || kept == 0 {
+		t.Errorf("cut %d and kept %d products: the test exercises one path only", cut, kept)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"math"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -227,8 +226,15 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		limit = defaultLimit
 	}
 	w := c.w
+	sc := c.scratch()
+	defer c.scratchPool.Put(sc)
 	cands := append([]int32(nil), lex.order...)
-	seen := make(map[int32]bool, len(cands)+8)
+	seen := sc.seen
+	defer func() {
+		for _, d := range cands {
+			seen[d] = false
+		}
+	}()
 	for _, d := range cands {
 		seen[d] = true
 	}
@@ -291,10 +297,21 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	}
 	focus := strings.ToLower(strings.TrimSpace(q.Focus))
 
-	lexRank, semRank := rankOrder(lex.score), rankOrder(sem)
-	msRank := c.maxSimRanks(words, lexRank, semRank)
+	lexRank, semRank, msRank := sc.lexRank, sc.semRank, sc.msRank
+	lexDocs, semDocs := rankOrder(lex.score, lexRank), rankOrder(sem, semRank)
+	msDocs := c.maxSimRanks(words, lexDocs, semDocs, lexRank, msRank)
+	defer func() {
+		for _, ds := range [...]struct {
+			docs  []int32
+			ranks []int32
+		}{{lexDocs, lexRank}, {semDocs, semRank}, {msDocs, msRank}} {
+			for _, d := range ds.docs {
+				ds.ranks[d] = 0
+			}
+		}
+	}()
 	lexTop, margin := lexLead(lex.score)
-	list := make([]scored, 0, len(cands))
+	list := sc.list[:0]
 	for _, d := range cands {
 		t := &c.tools[d]
 		if q.Exclude != nil && q.Exclude(t.Name) {
@@ -303,13 +320,13 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		s := scored{doc: d}
 		// Weighted reciprocal rank fusion, scaled so rank 1 is worth the
 		// signal's weight (the other signals read as shares of that).
-		if r, ok := lexRank[d]; ok {
+		if r := lexRank[d]; r > 0 {
 			s.put(sigLexical, w.Lexical*(rrfK+1)/(rrfK+float64(r)))
 		}
-		if r, ok := semRank[d]; ok {
+		if r := semRank[d]; r > 0 {
 			s.put(sigSemantic, w.Semantic*(rrfK+1)/(rrfK+float64(r)))
 		}
-		if r, ok := msRank[d]; ok {
+		if r := msRank[d]; r > 0 {
 			// Max-sim rides on the semantic weight (off with it), scaled
 			// so the default semantic weight gives maxSimWeight.
 			s.put(sigMaxSim, w.Semantic/DefaultWeights().Semantic*maxSimWeight*(rrfK+1)/(rrfK+float64(r)))
@@ -334,7 +351,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		}
 		list = append(list, s)
 	}
-	sortScored(list, c)
+	topScored(list, limit, c)
 	if w.Related > 0 {
 		list = c.rideAlong(list, limit, w.Related, q.Exclude)
 	}
@@ -358,6 +375,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		cover = c.coverage(lq, list[0].doc)
 	}
 	res.Confidence = confidence(list, cover)
+	sc.list = list[:0]
 	return res
 }
 
@@ -373,6 +391,13 @@ func (s *scored) put(sig signal, v float64) {
 // parent, at a share of the parent's score, unless already present.
 func (c *Catalog) rideAlong(list []scored, limit int, share float64, exclude func(string) bool) []scored {
 	top := min(limit, len(list))
+	related := false
+	for i := range list[:top] {
+		related = related || len(c.tools[list[i].doc].Meta.Related) > 0
+	}
+	if !related {
+		return list // nothing rides along: the top is in order already
+	}
 	present := make(map[int32]bool, len(list))
 	for _, s := range list {
 		present[s.doc] = true
@@ -403,7 +428,7 @@ func (c *Catalog) rideAlong(list []scored, limit int, share float64, exclude fun
 		}
 	}
 	list = append(list, extra...)
-	sortScored(list, c)
+	topScored(list, limit, c)
 	return list
 }
 
@@ -483,7 +508,11 @@ func confidence(list []scored, cov float64) float64 {
 // topDocs returns the n documents with the highest positive scores, best
 // first, ties by document order. It keeps a size-n min-heap, so it costs
 // O(N log n) and allocates only the result.
-func topDocs(scores []float64, n int) []int32 {
+func topDocs(scores []float64, n int) []int32 { return topAmong(nil, scores, n) }
+
+// topAmong is topDocs over the documents docs (nil: every document), which
+// may come in any order.
+func topAmong(docs []int32, scores []float64, n int) []int32 {
 	h := make([]int32, 0, n)
 	less := func(a, b int32) bool { // a ranks below b
 		if scores[a] != scores[b] {
@@ -508,12 +537,20 @@ func topDocs(scores []float64, n int) []int32 {
 			i = m
 		}
 	}
-	for d, s := range scores {
-		if s <= 0 {
+	count := len(docs)
+	if docs == nil {
+		count = len(scores)
+	}
+	for i := range count {
+		d := int32(i)
+		if docs != nil {
+			d = docs[i]
+		}
+		if scores[d] <= 0 {
 			continue
 		}
 		if len(h) < n {
-			h = append(h, int32(d))
+			h = append(h, d)
 			for i := len(h) - 1; i > 0; {
 				p := (i - 1) / 2
 				if !less(h[i], h[p]) {
@@ -524,12 +561,20 @@ func topDocs(scores []float64, n int) []int32 {
 			}
 			continue
 		}
-		if n > 0 && less(h[0], int32(d)) {
-			h[0] = int32(d)
+		if n > 0 && less(h[0], d) {
+			h[0] = d
 			down(0)
 		}
 	}
-	sort.Slice(h, func(i, j int) bool { return less(h[j], h[i]) })
+	slices.SortFunc(h, func(a, b int32) int {
+		switch {
+		case less(b, a):
+			return -1
+		case less(a, b):
+			return 1
+		}
+		return 0
+	})
 	return h
 }
 
@@ -544,6 +589,34 @@ func sortScored(list []scored, c *Catalog) {
 		}
 		return strings.Compare(c.tools[a.doc].Name, c.tools[b.doc].Name)
 	})
+}
+
+// topScored moves list's k best entries, in sortScored's order, to its
+// front and leaves the rest in no particular order: only the top k are
+// returned, and a full sort moved every (signal-carrying) entry several
+// times. A long top is sorted in full.
+func topScored(list []scored, k int, c *Catalog) {
+	if k >= len(list) || k > 16 {
+		sortScored(list, c)
+		return
+	}
+	for i := range k {
+		best := i
+		for j := i + 1; j < len(list); j++ {
+			if scoredBefore(&list[j], &list[best], c) {
+				best = j
+			}
+		}
+		list[i], list[best] = list[best], list[i]
+	}
+}
+
+// scoredBefore reports whether a ranks before b in sortScored's order.
+func scoredBefore(a, b *scored, c *Catalog) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return c.tools[a.doc].Name < c.tools[b.doc].Name
 }
 
 // lexLead returns the lexical winner and its margin over the runner-up
@@ -570,8 +643,10 @@ func lexLead(score map[int32]float64) (int32, float64) {
 	return top, 1 - second/best
 }
 
-// rankOrder returns each document's 1-based rank by descending score.
-func rankOrder(m map[int32]float64) map[int32]int {
+// rankOrder writes each document's 1-based rank by descending score (ties
+// by document) into ranks, one slot per tool, and returns the documents in
+// rank order: the caller zeroes their slots after use.
+func rankOrder(m map[int32]float64, ranks []int32) []int32 {
 	type ds struct {
 		doc   int32
 		score float64
@@ -586,9 +661,10 @@ func rankOrder(m map[int32]float64) map[int32]int {
 		}
 		return cmp.Compare(a.doc, b.doc)
 	})
-	out := make(map[int32]int, len(list))
+	docs := make([]int32, len(list))
 	for i, e := range list {
-		out[e.doc] = i + 1
+		docs[i] = e.doc
+		ranks[e.doc] = int32(i + 1)
 	}
-	return out
+	return docs
 }

@@ -1,5 +1,7 @@
 package selector
 
+import "slices"
+
 // discountDone lowers the weight of query terms that the tools the
 // conversation already called cover in their name, title or description
 // by Weights.Done: that part of the request is done, so a follow-up ranks
@@ -17,11 +19,18 @@ func (c *Catalog) discountDone(q *lexQuery, done []string) {
 			if !ok {
 				continue
 			}
-			f := &c.toolFields[d]
-			if f.side[sideName].tf[term] > 0 || f.side[sideTitle].tf[term] > 0 || f.side[sideDesc].tf[term] > 0 {
+			if c.sideHas(sideName, term, d) || c.sideHas(sideTitle, term, d) || c.sideHas(sideDesc, term, d) {
 				q.terms[term] = w * keep
 				break
 			}
 		}
 	}
+}
+
+// sideHas reports whether tool d has term in side field j (its postings
+// are in tool order).
+func (c *Catalog) sideHas(j int, term string, d int) bool {
+	ps := c.fields.sidePost[j][term]
+	_, found := slices.BinarySearchFunc(ps, int32(d), func(p posting, d int32) int { return int(p.doc - d) })
+	return found
 }
