@@ -307,8 +307,14 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	for i, d := range top {
 		hits[i] = lexHit{d, rs.score(d, sc.bm25[d])}
 	}
-	hits = c.addNbr(q, rs, hits)
-	slices.SortStableFunc(hits, func(a, b lexHit) int {
+	docs, scores := topHits(c.addNbr(q, rs, hits), n)
+	return docs, scores, nil
+}
+
+// topHits returns the n best hits' documents and scores, best first, ties
+// by document (so the order is total).
+func topHits(hits []lexHit, n int) ([]int32, []float64) {
+	slices.SortFunc(hits, func(a, b lexHit) int {
 		if a.score != b.score {
 			if a.score > b.score {
 				return -1
@@ -317,15 +323,13 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 		}
 		return int(a.doc - b.doc)
 	})
-	if len(hits) > n {
-		hits = hits[:n]
-	}
+	hits = hits[:min(n, len(hits))]
 	docs := make([]int32, len(hits))
 	scores := make([]float64, len(hits))
 	for i, h := range hits {
 		docs[i], scores[i] = h.doc, h.score
 	}
-	return docs, scores, nil
+	return docs, scores
 }
 
 // bleveTop runs bq through bleve's searcher (its BM25 scoring, with the

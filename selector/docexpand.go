@@ -154,21 +154,7 @@ func (c *Catalog) nbrOnly(q *lexQuery, n int) ([]int32, []float64, error) {
 	for d, s := range ns {
 		hits = append(hits, lexHit{d, s.sum * float64(s.matched)})
 	}
-	slices.SortFunc(hits, func(a, b lexHit) int {
-		if a.score != b.score {
-			if a.score > b.score {
-				return -1
-			}
-			return 1
-		}
-		return int(a.doc - b.doc)
-	})
-	hits = hits[:min(n, len(hits))]
-	docs := make([]int32, len(hits))
-	scores := make([]float64, len(hits))
-	for i, h := range hits {
-		docs[i], scores[i] = h.doc, h.score
-	}
+	docs, scores := topHits(hits, n)
 	return docs, scores, nil
 }
 

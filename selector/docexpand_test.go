@@ -13,12 +13,7 @@ func preselectRank(t *testing.T, c *Catalog, text, name string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, it := range res.Items {
-		if it.Name == name {
-			return i + 1
-		}
-	}
-	return 0
+	return position(res, name)
 }
 
 func TestDocNeighboursChangeThePreselection(t *testing.T) {

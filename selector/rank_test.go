@@ -59,6 +59,11 @@ func rankOf(t *testing.T, c *Catalog, q Query, name string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return position(res, name)
+}
+
+// position is name's 1-based rank in res, or 0 when it is not there.
+func position(res Results, name string) int {
 	for i, it := range res.Items {
 		if it.Name == name {
 			return i + 1
