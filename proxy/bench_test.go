@@ -87,10 +87,10 @@ var benchAsks = []string{
 // message, as an agent's requests do; "retried turn" re-sends one, which
 // reuses the turn's preselection.
 //
-// Budget: at most 1,000 allocations and 250 KB per new turn. Measured 557
-// allocs and 157 KB, most of both in the preselection search, about
-// 0.45 ms per new turn and 0.14-0.2 ms per retried one on the shared
-// 2-core VM. The 190 KB body is read into a buffer from the gateway's
+// Budget: at most 1,000 allocations and 250 KB per new turn. Measured 408
+// allocs and 118 KB (557 and 157 KB before the selector's round 9), most
+// of both in the preselection, about 0.32 ms per new turn (0.45 ms
+// before) and 0.14 ms per retried one on the shared 2-core VM. The 190 KB body is read into a buffer from the gateway's
 // pool, which the parse gives back at once because a resent catalog is
 // compared, not kept. Before the first profiling a turn was 1,249 allocs,
 // 994 KB and about 3 ms: ParseRequest rescanned the body per top-level key
