@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,6 +19,7 @@ type repeatSearcher struct {
 	queries []string
 	mu      sync.Mutex
 	results []string
+	desc    string // tool_search's description, as the model was offered it
 }
 
 func (s *repeatSearcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -30,6 +32,7 @@ func (s *repeatSearcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Lock()
+	s.desc = gjson.GetBytes(body, `tools.#(function.name=="tool_search").function.description`).String()
 	if done > 0 {
 		s.results = append(s.results, msgs[len(msgs)-1].Get("content").String())
 	}
@@ -47,6 +50,7 @@ func (s *repeatSearcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func TestRepeatedSearchWidens(t *testing.T) {
 	found := regexp.MustCompile(`^Found (\d+) tool`)
+	var desc string
 	counts := func(t *testing.T, queries ...string) []string {
 		t.Helper()
 		model := &repeatSearcher{queries: queries}
@@ -57,6 +61,7 @@ func TestRepeatedSearchWidens(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
+		desc = model.desc
 		var out []string
 		for _, r := range model.results {
 			m := found.FindStringSubmatch(r)
@@ -89,4 +94,9 @@ func TestRepeatedSearchWidens(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the tool_search description tells the model so", func(t *testing.T) {
+		if !strings.Contains(desc, "the same query again returns the next matches") {
+			t.Errorf("description %q does not say a repeated query returns more", desc)
+		}
+	})
 }

@@ -23,7 +23,8 @@ func searchTool(total, limit int, areas []string) string {
 		"Only a few tools are loaded; call this whenever you need a capability that is not in your tool list, "+
 		"then call the tools it returns directly. Write the query as short English keywords naming the action "+
 		"and the object (e.g. \"create issue repository\", \"send message channel\"), even if the user writes "+
-		"in another language. For several independent needs, search once for each.", total)
+		"in another language. For several independent needs, search once for each; the same query again "+
+		"returns the next matches.", total)
 	if len(areas) > 0 {
 		desc += " Areas: " + strings.Join(areas, ", ") + "."
 	}
