@@ -1,6 +1,9 @@
 package policy
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestDecide(t *testing.T) {
 	const src = `
@@ -43,6 +46,33 @@ tools:
 			}
 			if got := s.Decider(tt.user)(tt.tool); got != tt.want {
 				t.Errorf("Decider(%q)(%q) = %+v, want %+v", tt.user, tt.tool, got, tt.want)
+			}
+			// A catalog's table answers the same, for its tools and for a
+			// name outside it.
+			if got := s.Table([]string{"send_mail", tt.tool}).For(tt.user).Decide(tt.tool); got != tt.want {
+				t.Errorf("Table(...).For(%q).Decide(%q) = %+v, want %+v", tt.user, tt.tool, got, tt.want)
+			}
+			if got := s.Table([]string{"send_mail"}).For(tt.user).Decide(tt.tool); got != tt.want {
+				t.Errorf("Table without it: For(%q).Decide(%q) = %+v, want %+v", tt.user, tt.tool, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTableListsCoreToolsByWriteIntent(t *testing.T) {
+	s := mustLoad(t, "core: [\"github_*\"]\ntools:\n  github_merge_pr: {risk: destructive}\n", nil)
+	tab := s.Table([]string{"send_mail", "github_merge_pr", "github_get_pr", "github_get_pr"})
+	tests := []struct {
+		name, user string
+		want       []string
+	}{
+		{"a question leaves the destructive core tool out", "what is in PR 4?", []string{"github_get_pr"}},
+		{"a request to change brings it in, in catalog order", "merge PR 4", []string{"github_merge_pr", "github_get_pr"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tab.For(tt.user).Core(); !slices.Equal(got, tt.want) {
+				t.Errorf("Core() = %q, want %q", got, tt.want)
 			}
 		})
 	}

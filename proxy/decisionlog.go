@@ -57,14 +57,14 @@ func turnAttrs(t *turn, total time.Duration) []slog.Attr {
 	for _, n := range t.activeNames() {
 		a := activeTool{Name: n, Reason: t.reasons[n]}
 		if a.Reason == reasonCore {
-			a.Rule = t.decide(n).Rule
+			a.Rule = t.policy.Decide(n).Rule
 		}
 		active = append(active, a)
 	}
 	var hidden []hiddenTool
 	hiddenN := 0
 	for _, tool := range t.req.Tools {
-		if d := t.decide(tool.Name); !d.Visible {
+		if d := t.policy.Decide(tool.Name); !d.Visible {
 			hiddenN++
 			if len(hidden) < hiddenLogged {
 				hidden = append(hidden, hiddenTool{Name: tool.Name, Rule: d.Rule})

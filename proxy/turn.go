@@ -47,15 +47,13 @@ type turn struct {
 	snap *policy.Snapshot
 	req  *rewrite.Request
 
-	byName  map[string]*rewrite.Tool
 	cat     *selector.Catalog
 	catKey  string // the catalog cache key
 	key     string
 	st      session.State
 	pinned  map[string]bool   // core, tool_choice and history: never evicted
 	reasons map[string]string // why each active tool is there
-	visible map[string]bool   // policy decisions, memoised for the turn
-	decide  func(name string) policy.Decision
+	policy  policy.Bound      // the catalog's policy decisions, for this turn's message
 	learned *selector.Transitions
 
 	searchDef string
@@ -73,17 +71,11 @@ type turn struct {
 func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Snapshot, req *rewrite.Request) (*turn, error) {
 	t := &turn{
 		g: g, d: g.chat, in: in, snap: snap, req: req,
-		byName:  make(map[string]*rewrite.Tool, len(req.Tools)),
 		pinned:  map[string]bool{},
 		reasons: map[string]string{},
-		visible: map[string]bool{},
-		decide:  snap.Decider(req.LastUser),
 	}
 	if err := checkCatalog(req.Tools); err != nil {
 		return nil, err
-	}
-	for i := range req.Tools {
-		t.byName[req.Tools[i].Name] = &req.Tools[i]
 	}
 	// The parse hashed the tools text once for its own cache; that hash
 	// keys the compiled catalog too.
@@ -107,6 +99,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
 	t.cat, t.catKey = cat, key
+	t.policy = g.decisions(key, snap, req.Tools).For(req.LastUser)
 	t.searchDef = g.searchDefinition(key, len(req.Tools), t.searchLimit(), cat)
 
 	tenant := session.Tenant(credential(in))
@@ -135,13 +128,16 @@ func credential(r *http.Request) string {
 // isVisible applies the policy (deny, allow, risk gating) to one of the
 // client's tools; names the client did not send are never visible.
 func (t *turn) isVisible(name string) bool {
-	if v, ok := t.visible[name]; ok {
-		return v
+	_, known := t.policy.Position(name)
+	return known && t.policy.Decide(name).Visible
+}
+
+// tool returns the client's tool called name, or nil.
+func (t *turn) tool(name string) *rewrite.Tool {
+	if i, ok := t.policy.Position(name); ok {
+		return &t.req.Tools[i]
 	}
-	_, known := t.byName[name]
-	v := known && t.decide(name).Visible
-	t.visible[name] = v
-	return v
+	return nil
 }
 
 func (t *turn) isActive(name string) bool { return t.reasons[name] != "" }
@@ -168,10 +164,8 @@ func (t *turn) join(name, reason string) {
 // hybrid and preselect modes, the tools preselected for a user turn or
 // the follow-up tools after a tool result.
 func (t *turn) seedActive(ctx context.Context) {
-	for _, tool := range t.req.Tools {
-		if t.decide(tool.Name).Core {
-			t.join(tool.Name, reasonCore)
-		}
+	for _, name := range t.policy.Core() {
+		t.join(name, reasonCore)
 	}
 	if t.req.ToolChoice != "" {
 		t.join(t.req.ToolChoice, reasonChoice)
@@ -336,7 +330,7 @@ func (t *turn) tools(withSearch bool) []string {
 		out = append(out, t.searchDef)
 	}
 	for _, n := range t.st.Active {
-		if tool := t.byName[n]; tool != nil && t.isActive(n) {
+		if tool := t.tool(n); tool != nil && t.isActive(n) {
 			out = append(out, tool.Raw)
 		}
 	}
@@ -390,7 +384,7 @@ func (t *turn) internal(c rewrite.Call) bool {
 	if c.Name == SearchToolName {
 		return true
 	}
-	_, known := t.byName[c.Name]
+	_, known := t.policy.Position(c.Name)
 	return known && !t.isVisible(c.Name)
 }
 
@@ -411,7 +405,7 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolR
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
 				"Error: the tool %q is not available (blocked by policy). Do not call it again; use another tool or answer without it.", c.Name)})
 		default:
-			if _, known := t.byName[c.Name]; known && !t.isActive(c.Name) {
+			if _, known := t.policy.Position(c.Name); known && !t.isActive(c.Name) {
 				t.misses++
 			}
 			if t.st.Last != "" {
