@@ -105,3 +105,46 @@ func BenchmarkPreselect(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPreselectCatalog is the preselection on the hand-written
+// catalog (real tool texts, a vocabulary of real words) for agent requests
+// in rotation. "warm words" is the steady state of a catalog that has
+// served requests (query words' max-sim rows remembered); "cold words"
+// forgets them before every request, the cost of requests in words the
+// catalog has never seen.
+func BenchmarkPreselectCatalog(b *testing.B) {
+	tools := loadCatalogFile(b, "testdata/catalog.json")[""]
+	c, err := Compile(context.Background(), tools, Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	asks := []string{
+		"Summarise the open issues in the repository and post the summary in the team channel.",
+		"Read the config file, change the log level to info and open a pull request with the fix.",
+		"Take a screenshot of the staging dashboard and email it to the design team.",
+		"Create a draft blog post about the spring release and add a hero image.",
+		"Find every TODO comment under src and list the files they are in.",
+		"Schedule a meeting with Maria next Tuesday afternoon about the budget.",
+		"What did people complain about in the support channel yesterday?",
+		"Move the PDF invoices from downloads into the finance folder.",
+	}
+	for _, cold := range []bool{false, true} {
+		name := "warm words"
+		if cold {
+			name = "cold words"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if cold && c.msWords != nil {
+					c.msWords.Purge()
+				}
+				if _, err := c.Preselect(context.Background(), asks[i%len(asks):i%len(asks)+1], 7, Query{}); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}

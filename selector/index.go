@@ -12,6 +12,7 @@ import (
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/search"
 	index "github.com/blevesearch/bleve_index_api"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/toolgate/toolgate/rewrite"
 )
@@ -78,6 +79,9 @@ type Catalog struct {
 	// toolRows are each tool's distinct words as ids into msVocab (max-sim).
 	toolRows [][]int32
 	msVocab  *maxSimVocab
+	// msWords remembers query words' max-sim rows (maxsimcache.go); nil
+	// for vocabularies too large to compare whole.
+	msWords *lru.Cache[int32, []simEntry]
 	// hasAvoid reports whether any tool has avoid_when phrases (else a
 	// search need not analyse the query for them).
 	hasAvoid bool
@@ -143,6 +147,7 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 		}
 	}
 	words := c.initMaxSim()
+	c.msWords = newMaxSimCache(c.msVocab)
 	c.initNbrField()
 	if err := c.initSemantic(ctx, words); err != nil {
 		return nil, err

@@ -157,87 +157,112 @@ func (wv *WordVectors) rowF(r int32) []float32 {
 
 // maxSim scores docs for a query's content words: each query word's best
 // cosine to any word of the tool, floored, averaged with rarity weights.
-// Each distinct word of the candidates is compared with the query words
-// once. nil without word vectors or known query words.
+// nil without word vectors or known query words.
 func (c *Catalog) maxSim(words []string, docs []int32) map[int32]float64 {
 	if c.toolRows == nil || len(docs) == 0 {
 		return nil
 	}
-	wv, voc := c.wv, c.msVocab
 	var qrows []int32
-	var qvecs [][]float32
-	var qtails [][2]float32
 	var qw []float64
 	var wsum float64
 	for _, w := range words {
-		r, ok := wv.index[w]
+		r, ok := c.wv.index[w]
 		if !ok || slices.Contains(qrows, r) {
 			continue
 		}
 		wt := 0.1 + math.Log(1+float64(r)/200)
-		// A word the catalog uses has its unit vector in the vocabulary
-		// already (the same rowF values), so only other words convert.
-		var qv []float32
-		if id, ok := voc.ids[r]; ok {
-			qv = voc.vecs[int(id)*voc.dims : int(id+1)*voc.dims]
-		} else {
-			qv = wv.rowF(r)
-		}
-		qrows, qvecs, qw = append(qrows, r), append(qvecs, qv), append(qw, wt)
-		if voc.tails != nil {
-			qtails = append(qtails, tailNorms(qv))
-		}
+		qrows, qw = append(qrows, r), append(qw, wt)
 		wsum += wt
 	}
-	nq := len(qrows)
-	if nq == 0 {
+	if len(qrows) == 0 {
 		return nil
 	}
-	// sims[k*nq+i]: the floored similarity of the k-th distinct candidate
-	// word to query word i; slot[id] is k+1 for a word already compared.
-	slot := make([]int32, len(voc.rows))
-	var sims []float32
+	var best []float32
+	if c.msWords != nil {
+		best = c.maxSimCached(qrows, docs)
+	} else {
+		best = c.maxSimDirect(qrows, docs)
+	}
+	nq := len(qrows)
 	out := make(map[int32]float64, len(docs))
-	best := make([]float32, nq)
-	for _, d := range docs {
-		clear(best)
-		for _, id := range c.toolRows[d] {
-			k := slot[id] - 1
-			if k < 0 {
-				k = int32(len(sims) / nq)
-				slot[id] = k + 1
-				v := voc.vecs[int(id)*voc.dims : int(id+1)*voc.dims]
-				r := voc.rows[id]
-				var vt [2]float32
-				if voc.tails != nil {
-					vt = [2]float32(voc.tails[2*id : 2*id+2])
-				}
-				for i, q := range qvecs {
-					sim := float32(1)
-					switch {
-					case r == qrows[i]:
-					case voc.tails != nil:
-						sim = floorDot(q, v, qtails[i], vt, maxSimFloor)
-					default:
-						sim = dot(q, v)
-					}
-					sim = (sim - maxSimFloor) / (1 - maxSimFloor)
-					sims = append(sims, max(sim, 0))
-				}
-			}
-			for i, sim := range sims[int(k)*nq : int(k+1)*nq] {
-				if sim > best[i] {
-					best[i] = sim
-				}
-			}
-		}
+	for j, d := range docs {
 		var s float64
-		for i, b := range best {
+		for i, b := range best[j*nq : (j+1)*nq] {
 			s += qw[i] * float64(b)
 		}
 		out[d] = s / wsum
 	}
 	return out
+}
+
+// queryVec returns word-vector row r as a unit float32 vector and its tail
+// norms. A word the catalog uses has it in the vocabulary already (the same
+// rowF values), so only other words convert.
+func (c *Catalog) queryVec(r int32) ([]float32, [2]float32) {
+	voc := c.msVocab
+	var qv []float32
+	if id, ok := voc.ids[r]; ok {
+		qv = voc.vecs[int(id)*voc.dims : int(id+1)*voc.dims]
+	} else {
+		qv = c.wv.rowF(r)
+	}
+	var qt [2]float32
+	if voc.tails != nil {
+		qt = tailNorms(qv)
+	}
+	return qv, qt
+}
+
+// wordSim is the floored similarity, (cos - floor) / (1 - floor), of a
+// query word to the catalog word with max-sim vocabulary id id.
+func (c *Catalog) wordSim(r int32, qv []float32, qt [2]float32, id int32) float32 {
+	voc := c.msVocab
+	sim := float32(1)
+	switch {
+	case voc.rows[id] == r:
+	case voc.tails != nil:
+		v := voc.vecs[int(id)*voc.dims : int(id+1)*voc.dims]
+		sim = floorDot(qv, v, qt, [2]float32(voc.tails[2*id:2*id+2]), maxSimFloor)
+	default:
+		sim = dot(qv, voc.vecs[int(id)*voc.dims:int(id+1)*voc.dims])
+	}
+	return max((sim-maxSimFloor)/(1-maxSimFloor), 0)
+}
+
+// maxSimDirect returns each doc's best floored similarity per query word
+// (doc-major), comparing each distinct word of the candidates with the
+// query words once.
+func (c *Catalog) maxSimDirect(qrows []int32, docs []int32) []float32 {
+	nq := len(qrows)
+	qvecs := make([][]float32, nq)
+	qtails := make([][2]float32, nq)
+	for i, r := range qrows {
+		qvecs[i], qtails[i] = c.queryVec(r)
+	}
+	// sims[k*nq+i]: the floored similarity of the k-th distinct candidate
+	// word to query word i; slot[id] is k+1 for a word already compared.
+	slot := make([]int32, len(c.msVocab.rows))
+	var sims []float32
+	best := make([]float32, len(docs)*nq)
+	for j, d := range docs {
+		b := best[j*nq : (j+1)*nq]
+		for _, id := range c.toolRows[d] {
+			k := slot[id] - 1
+			if k < 0 {
+				k = int32(len(sims) / nq)
+				slot[id] = k + 1
+				for i, r := range qrows {
+					sims = append(sims, c.wordSim(r, qvecs[i], qtails[i], id))
+				}
+			}
+			for i, sim := range sims[int(k)*nq : int(k+1)*nq] {
+				if sim > b[i] {
+					b[i] = sim
+				}
+			}
+		}
+	}
+	return best
 }
 
 // maxSimRanks ranks the top maxSimPool lexical and semantic candidates

@@ -1,6 +1,9 @@
 package selector
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestMaxSimMatchesQueryWordsToToolWords(t *testing.T) {
 	tools := []Tool{
@@ -67,5 +70,53 @@ func TestFloorDotIsDotAboveTheFloor(t *testing.T) {
 	}
 	if cut == 0 || kept == 0 {
 		t.Errorf("cut %d and kept %d products: the test exercises one path only", cut, kept)
+	}
+}
+
+// The remembered rows must give exactly what comparing word by word gives,
+// whether a word is computed now (cold) or remembered (warm).
+func TestMaxSimCacheGivesTheDirectScores(t *testing.T) {
+	c := compileTest(t, testTools(t), Config{})
+	if c.msWords == nil {
+		t.Fatal("the test catalog's vocabulary is not cached; the test needs it cached")
+	}
+	docs := make([]int32, len(c.tools))
+	for i := range docs {
+		docs[i] = int32(i)
+	}
+	texts := []struct{ name, text string }{
+		{"a request in the catalog's own words", "create an issue in the repository and comment on the pull request"},
+		{"a request in other words", "jot down a memo about the weather forecast for the trip"},
+		{"a request with repeated words", "file file files filing"},
+		{"a single word", "picture"},
+	}
+	for _, tt := range texts {
+		t.Run(tt.name, func(t *testing.T) {
+			var qrows []int32
+			for _, w := range c.an.words(tt.text) {
+				if r, ok := c.wv.index[w]; ok && !slices.Contains(qrows, r) {
+					qrows = append(qrows, r)
+				}
+			}
+			if len(qrows) == 0 {
+				t.Fatal("no known words")
+			}
+			want := c.maxSimDirect(qrows, docs)
+			for _, state := range []string{"cold", "warm"} {
+				got := c.maxSimCached(qrows, docs)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s cache: scores differ from the direct comparison", state)
+				}
+			}
+			nonzero := 0
+			for _, v := range want {
+				if v > 0 {
+					nonzero++
+				}
+			}
+			if nonzero == 0 {
+				t.Error("every score is 0: the comparison tests nothing")
+			}
+		})
 	}
 }

@@ -18,7 +18,7 @@ func testTools(t *testing.T) []Tool {
 // loadCatalogFile reads a catalog file (the shared {id: [tools]} format or a
 // plain tools array, under the id "") without enrichment, as the selector
 // sees a catalog when no policy applies.
-func loadCatalogFile(t *testing.T, path string) map[string][]Tool {
+func loadCatalogFile(t testing.TB, path string) map[string][]Tool {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
