@@ -27,8 +27,8 @@ var identSeparators = regexp.MustCompile(`[_./:\\#@-]+`)
 // analyzer holds the bleve analysis chains of a catalog. They are built
 // from bleve's own components and handed to bleve as instances (documents
 // are built with NewTextFieldCustom), so nothing is registered in bleve's
-// global registry. It is stateless after construction and safe for
-// concurrent use.
+// global registry. It is safe for concurrent use; its only mutable state
+// is the stem memo.
 type analyzer struct {
 	// text: identifier separators to spaces, unicode (UAX#29) tokens,
 	// camelCase and letter/digit splits (alphanumeric tokens only, so CJK
@@ -59,7 +59,7 @@ func newAnalyzer() (*analyzer, error) {
 	stopF := stop.NewStopTokensFilter(stops)
 	lower := lowercase.NewLowerCaseFilter()
 	bigram := cjk.NewCJKBigramFilter(false)
-	stem := en.NewEnglishStemmerFilter()
+	stem := newStemMemo(en.NewEnglishStemmerFilter())
 	// text is base followed by the filters base leaves to its callers.
 	baseFilters := []analysis.TokenFilter{camel, nonASCIIOnly{cjk.NewCJKWidthFilter()}, en.NewPossessiveFilter(), lower}
 	return &analyzer{

@@ -1,0 +1,49 @@
+package selector
+
+import (
+	"sync"
+
+	"github.com/blevesearch/bleve/v2/analysis"
+)
+
+// stemMemo remembers the stems of the words a catalog has seen. The
+// snowball stemmer allocates an environment and a result per token, and it
+// was a tenth of a query's analysis; a catalog's tools and requests keep
+// using the same few thousand words.
+type stemMemo struct {
+	f  analysis.TokenFilter
+	mu sync.RWMutex
+	m  map[string][]byte // word -> stem; the stems are shared, never modified
+}
+
+// stemMemoWords bounds the memo (~60 bytes a word); past it the memo starts
+// over, so a stream of never-repeated words costs memory only up to here.
+const stemMemoWords = 16384
+
+func newStemMemo(f analysis.TokenFilter) *stemMemo {
+	return &stemMemo{f: f, m: map[string][]byte{}}
+}
+
+// Filter stems each token as f does. Tokens get the memo's shared stem:
+// the stemmer is the last filter of every chain, and what follows it only
+// reads terms.
+func (s *stemMemo) Filter(in analysis.TokenStream) analysis.TokenStream {
+	for _, t := range in {
+		s.mu.RLock()
+		stem, ok := s.m[string(t.Term)]
+		s.mu.RUnlock()
+		if ok {
+			t.Term = stem
+			continue
+		}
+		word := string(t.Term)
+		s.f.Filter(analysis.TokenStream{t})
+		s.mu.Lock()
+		if len(s.m) >= stemMemoWords {
+			clear(s.m)
+		}
+		s.m[word] = t.Term
+		s.mu.Unlock()
+	}
+	return in
+}
