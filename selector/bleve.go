@@ -122,6 +122,10 @@ type searchScratch struct {
 	seen                     []bool
 	lexRank, semRank, msRank []int32
 	list                     []scored
+	// max-sim's slots per vocabulary word (all zero between uses), the
+	// words it set, and its similarity rows (emptied); see maxSimCached.
+	msSlot, msSet []int32
+	msSims        []float32
 }
 
 func (c *Catalog) scratch() *searchScratch { return c.scratchPool.Get().(*searchScratch) }

@@ -60,17 +60,30 @@ func (c *Catalog) wordRow(r int32) []simEntry {
 // floored similarity per query word (doc-major).
 func (c *Catalog) maxSimCached(qrows []int32, docs []int32) []float32 {
 	nq := len(qrows)
+	sc := c.scratch()
+	defer c.scratchPool.Put(sc)
+	if len(sc.msSlot) < len(c.msVocab.rows) {
+		sc.msSlot = make([]int32, len(c.msVocab.rows))
+	}
 	// sims[k*nq+i]: the k-th catalog word within reach of some query word,
 	// its similarity to query word i; slot[id] is k+1 for such a word.
-	slot := make([]int32, len(c.msVocab.rows))
-	var sims []float32
+	slot, set, sims := sc.msSlot, sc.msSet[:0], sc.msSims[:0]
+	defer func() {
+		for _, id := range set {
+			slot[id] = 0
+		}
+		sc.msSet, sc.msSims = set[:0], sims[:0]
+	}()
 	for i, r := range qrows {
 		for _, e := range c.wordRow(r) {
 			k := slot[e.id] - 1
 			if k < 0 {
 				k = int32(len(sims) / nq)
 				slot[e.id] = k + 1
-				sims = append(sims, make([]float32, nq)...)
+				set = append(set, e.id)
+				for range nq {
+					sims = append(sims, 0)
+				}
 			}
 			sims[int(k)*nq+i] = e.sim
 		}
