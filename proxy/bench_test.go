@@ -87,10 +87,15 @@ var benchAsks = []string{
 // message, as an agent's requests do; "retried turn" re-sends one, which
 // reuses the turn's preselection.
 //
-// Budget: at most 1,000 allocations and 250 KB per new turn. Measured 408
-// allocs and 118 KB (557 and 157 KB before the selector's round 9), most
-// of both in the preselection, about 0.32 ms per new turn (0.45 ms
-// before) and 0.14 ms per retried one on the shared 2-core VM. The 190 KB body is read into a buffer from the gateway's
+// Budget: at most 1,000 allocations and 250 KB per new turn. Measured 349
+// allocs and 99 KB, most of both in the preselection, about 0.16 ms per
+// new turn and 0.08 ms per retried one on the shared 2-core VM; in the
+// same run before the policy's decisions were kept per catalog and the
+// selector remembered word rows and stems: 408 allocs, 118 KB, 0.22 and
+// 0.09 ms (557 allocs and 157 KB before the selector's round 9). The six
+// asks' words are remembered after their first pass, a catalog's steady
+// state; selector's BenchmarkPreselectCatalog measures words never seen.
+// The 190 KB body is read into a buffer from the gateway's
 // pool, which the parse gives back at once because a resent catalog is
 // compared, not kept. Before the first profiling a turn was 1,249 allocs,
 // 994 KB and about 3 ms: ParseRequest rescanned the body per top-level key
