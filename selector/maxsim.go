@@ -243,22 +243,30 @@ func (c *Catalog) maxSimDirect(qrows []int32, docs []int32) []float32 {
 	// word to query word i; slot[id] is k+1 for a word already compared.
 	slot := make([]int32, len(c.msVocab.rows))
 	var sims []float32
+	for _, d := range docs {
+		for _, id := range c.toolRows[d] {
+			if slot[id] != 0 {
+				continue
+			}
+			slot[id] = int32(len(sims)/nq) + 1
+			for i, r := range qrows {
+				sims = append(sims, c.wordSim(r, qvecs[i], qtails[i], id))
+			}
+		}
+	}
+	return c.bestPerDoc(docs, nq, slot, sims)
+}
+
+// bestPerDoc returns each doc's best floored similarity per query word
+// (doc-major) from the rows of its words: slot[id]-1 is word id's row in
+// sims (nq values), and a word without a slot matches no query word.
+func (c *Catalog) bestPerDoc(docs []int32, nq int, slot []int32, sims []float32) []float32 {
 	best := make([]float32, len(docs)*nq)
 	for j, d := range docs {
 		b := best[j*nq : (j+1)*nq]
 		for _, id := range c.toolRows[d] {
-			k := slot[id] - 1
-			if k < 0 {
-				k = int32(len(sims) / nq)
-				slot[id] = k + 1
-				for i, r := range qrows {
-					sims = append(sims, c.wordSim(r, qvecs[i], qtails[i], id))
-				}
-			}
-			for i, sim := range sims[int(k)*nq : int(k+1)*nq] {
-				if sim > b[i] {
-					b[i] = sim
-				}
+			if k := int(slot[id]) - 1; k >= 0 {
+				raise(b, sims[k*nq:(k+1)*nq])
 			}
 		}
 	}
@@ -281,4 +289,13 @@ func (c *Catalog) maxSimRanks(words []string, lexDocs, semDocs []int32, lexRank,
 		}
 	}
 	return rankOrder(c.maxSim(words, docs), ranks)
+}
+
+// raise lifts each of best's values to row's where row's is larger.
+func raise(best, row []float32) {
+	for i, s := range row {
+		if s > best[i] {
+			best[i] = s
+		}
+	}
 }

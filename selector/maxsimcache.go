@@ -88,20 +88,5 @@ func (c *Catalog) maxSimCached(qrows []int32, docs []int32) []float32 {
 			sims[int(k)*nq+i] = e.sim
 		}
 	}
-	best := make([]float32, len(docs)*nq)
-	for j, d := range docs {
-		b := best[j*nq : (j+1)*nq]
-		for _, id := range c.toolRows[d] {
-			k := slot[id] - 1
-			if k < 0 {
-				continue
-			}
-			for i, sim := range sims[int(k)*nq : int(k+1)*nq] {
-				if sim > b[i] {
-					b[i] = sim
-				}
-			}
-		}
-	}
-	return best
+	return c.bestPerDoc(docs, nq, slot, sims)
 }
