@@ -288,28 +288,26 @@ func (t *turn) bound() {
 	if max <= 0 {
 		return
 	}
-	for t.count() > max {
-		victim := ""
-		for _, n := range t.st.Active {
-			if !t.pinned[n] && t.isActive(n) && !slices.Contains(t.st.Recent, n) {
-				victim = n
-				break
-			}
-		}
-		if victim == "" {
-			for _, n := range t.st.Recent {
-				if !t.pinned[n] && t.isActive(n) {
-					victim = n
-					break
-				}
-			}
-		}
-		if victim == "" {
-			return
-		}
-		t.st.Active = slices.DeleteFunc(t.st.Active, func(s string) bool { return s == victim })
-		delete(t.reasons, victim)
+	excess := t.count() - max
+	if excess <= 0 {
+		return
 	}
+	evictable := func(n string) bool { return !t.pinned[n] && t.isActive(n) }
+	victims := make([]string, 0, excess)
+	for _, n := range t.st.Active {
+		if len(victims) < excess && evictable(n) && !slices.Contains(t.st.Recent, n) {
+			victims = append(victims, n)
+		}
+	}
+	for _, n := range t.st.Recent {
+		if len(victims) < excess && evictable(n) && !slices.Contains(victims, n) {
+			victims = append(victims, n)
+		}
+	}
+	for _, n := range victims {
+		delete(t.reasons, n)
+	}
+	t.st.Active = slices.DeleteFunc(t.st.Active, func(s string) bool { return slices.Contains(victims, s) })
 }
 
 func (t *turn) count() int {

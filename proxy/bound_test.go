@@ -1,0 +1,56 @@
+package proxy
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/toolgate/toolgate/session"
+)
+
+// bound keeps the active set within max_active: tools found but not used
+// recently go first, oldest first; then the least recently used; pinned
+// tools (core, tool_choice, history) never.
+func TestBoundEvictsUnusedToolsFirstThenTheLeastRecentlyUsed(t *testing.T) {
+	snap := loadPolicy(t, "gateway:\n  max_active: 3\n")
+	tests := []struct {
+		name   string
+		active []string // session order: oldest first
+		recent []string // least recently used first
+		pinned []string
+		want   []string
+	}{
+		{"a set within the bound is left alone",
+			[]string{"a", "b", "c"}, nil, nil, []string{"a", "b", "c"}},
+		{"the oldest unused tools go first",
+			[]string{"a", "b", "c", "d", "e"}, nil, nil, []string{"c", "d", "e"}},
+		{"used tools stay while unused ones can go",
+			[]string{"a", "b", "c", "d", "e"}, []string{"a", "b"}, nil, []string{"a", "b", "e"}},
+		{"then the least recently used go",
+			[]string{"a", "b", "c", "d"}, []string{"c", "a", "b", "d"}, nil, []string{"a", "b", "d"}},
+		{"pinned tools stay even when they are the oldest",
+			[]string{"a", "b", "c", "d", "e"}, nil, []string{"a", "b"}, []string{"a", "b", "e"}},
+		{"a set of pinned tools may exceed the bound",
+			[]string{"a", "b", "c", "d"}, nil, []string{"a", "b", "c", "d"}, []string{"a", "b", "c", "d"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := &turn{snap: snap, reasons: map[string]string{}, pinned: map[string]bool{},
+				st: session.State{Active: slices.Clone(tt.active), Recent: tt.recent}}
+			for _, n := range tt.active {
+				tr.reasons[n] = reasonSession
+			}
+			for _, n := range tt.pinned {
+				tr.pinned[n] = true
+			}
+			tr.bound()
+			if !slices.Equal(tr.st.Active, tt.want) {
+				t.Errorf("active after bound = %q, want %q", tr.st.Active, tt.want)
+			}
+			for _, n := range tt.active {
+				if kept := slices.Contains(tt.want, n); tr.isActive(n) != kept {
+					t.Errorf("%s: active %v, want %v", n, tr.isActive(n), kept)
+				}
+			}
+		})
+	}
+}
