@@ -106,14 +106,14 @@ func BenchmarkPreselect(b *testing.B) {
 	}
 }
 
-// BenchmarkPreselectCatalog is the preselection on the hand-written
-// catalog (real tool texts, a vocabulary of real words) for agent requests
-// in rotation. "warm words" is the steady state of a catalog that has
-// served requests (query words' max-sim rows remembered); "cold words"
-// forgets them before every request, the cost of requests in words the
-// catalog has never seen.
+// BenchmarkPreselectCatalog is the preselection on the project's bundled
+// 183-tool catalog (../testdata: real tool texts, a vocabulary of real
+// words) for agent requests in rotation. "warm words" is the steady state
+// of a catalog that has served requests (query words' max-sim rows
+// remembered); "cold words" forgets them before every request, the cost
+// of requests in words the catalog has never seen.
 func BenchmarkPreselectCatalog(b *testing.B) {
-	tools := loadCatalogFile(b, "testdata/catalog.json")[""]
+	tools := loadCatalogFile(b, "../testdata/catalog.json")[""]
 	c, err := Compile(context.Background(), tools, Config{})
 	if err != nil {
 		b.Fatal(err)

@@ -122,9 +122,11 @@ type searchScratch struct {
 	seen                     []bool
 	lexRank, semRank, msRank []int32
 	list                     []scored
-	// max-sim's slots per vocabulary word (all zero between uses), the
-	// words it set, and its similarity rows (emptied); see maxSimCached.
+	// max-sim's slots and compared marks per vocabulary word (all zero
+	// between uses), the words it set, and its similarities (emptied); see
+	// bestSims.
 	msSlot, msSet []int32
+	msCompared    []bool
 	msSims        []float32
 }
 

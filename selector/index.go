@@ -81,7 +81,7 @@ type Catalog struct {
 	msVocab  *maxSimVocab
 	// msWords remembers query words' max-sim rows (maxsimcache.go); nil
 	// for vocabularies too large to compare whole.
-	msWords *lru.Cache[int32, []simEntry]
+	msWords *lru.Cache[int32, wordRow]
 	// hasAvoid reports whether any tool has avoid_when phrases (else a
 	// search need not analyse the query for them).
 	hasAvoid bool

@@ -177,12 +177,7 @@ func (c *Catalog) maxSim(words []string, docs []int32) map[int32]float64 {
 	if len(qrows) == 0 {
 		return nil
 	}
-	var best []float32
-	if c.msWords != nil {
-		best = c.maxSimCached(qrows, docs)
-	} else {
-		best = c.maxSimDirect(qrows, docs)
-	}
+	best := c.bestSims(qrows, docs)
 	nq := len(qrows)
 	out := make(map[int32]float64, len(docs))
 	for j, d := range docs {
@@ -227,50 +222,6 @@ func (c *Catalog) wordSim(r int32, qv []float32, qt [2]float32, id int32) float3
 		sim = dot(qv, voc.vecs[int(id)*voc.dims:int(id+1)*voc.dims])
 	}
 	return max((sim-maxSimFloor)/(1-maxSimFloor), 0)
-}
-
-// maxSimDirect returns each doc's best floored similarity per query word
-// (doc-major), comparing each distinct word of the candidates with the
-// query words once.
-func (c *Catalog) maxSimDirect(qrows []int32, docs []int32) []float32 {
-	nq := len(qrows)
-	qvecs := make([][]float32, nq)
-	qtails := make([][2]float32, nq)
-	for i, r := range qrows {
-		qvecs[i], qtails[i] = c.queryVec(r)
-	}
-	// sims[k*nq+i]: the floored similarity of the k-th distinct candidate
-	// word to query word i; slot[id] is k+1 for a word already compared.
-	slot := make([]int32, len(c.msVocab.rows))
-	var sims []float32
-	for _, d := range docs {
-		for _, id := range c.toolRows[d] {
-			if slot[id] != 0 {
-				continue
-			}
-			slot[id] = int32(len(sims)/nq) + 1
-			for i, r := range qrows {
-				sims = append(sims, c.wordSim(r, qvecs[i], qtails[i], id))
-			}
-		}
-	}
-	return c.bestPerDoc(docs, nq, slot, sims)
-}
-
-// bestPerDoc returns each doc's best floored similarity per query word
-// (doc-major) from the rows of its words: slot[id]-1 is word id's row in
-// sims (nq values), and a word without a slot matches no query word.
-func (c *Catalog) bestPerDoc(docs []int32, nq int, slot []int32, sims []float32) []float32 {
-	best := make([]float32, len(docs)*nq)
-	for j, d := range docs {
-		b := best[j*nq : (j+1)*nq]
-		for _, id := range c.toolRows[d] {
-			if k := int(slot[id]) - 1; k >= 0 {
-				raise(b, sims[k*nq:(k+1)*nq])
-			}
-		}
-	}
-	return best
 }
 
 // maxSimRanks ranks the top maxSimPool lexical and semantic candidates

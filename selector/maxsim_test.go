@@ -73,23 +73,26 @@ func TestFloorDotIsDotAboveTheFloor(t *testing.T) {
 	}
 }
 
-// The remembered rows must give exactly what comparing word by word gives,
-// whether a word is computed now (cold) or remembered (warm).
-func TestMaxSimCacheGivesTheDirectScores(t *testing.T) {
-	c := compileTest(t, testTools(t), Config{})
+// The remembered rows must give exactly what comparing word by word gives:
+// on a word's first sighting (compared with the candidates' words), its
+// second (its row computed) and after (its row remembered), alone or mixed
+// with words in other states.
+func TestMaxSimRememberedRowsGiveTheDirectScores(t *testing.T) {
+	c := compileTest(t, loadCatalogFile(t, "../testdata/catalog.json")[""], Config{})
 	if c.msWords == nil {
-		t.Fatal("the test catalog's vocabulary is not cached; the test needs it cached")
+		t.Fatal("the catalog's vocabulary is not remembered; the test needs it")
 	}
-	docs := make([]int32, len(c.tools))
-	for i := range docs {
-		docs[i] = int32(i)
+	docs := make([]int32, 0, len(c.tools))
+	for i := 0; i < len(c.tools); i += 3 { // candidates: a third of the catalog
+		docs = append(docs, int32(i))
 	}
 	texts := []struct{ name, text string }{
 		{"a request in the catalog's own words", "create an issue in the repository and comment on the pull request"},
 		{"a request in other words", "jot down a memo about the weather forecast for the trip"},
-		{"a request with repeated words", "file file files filing"},
+		{"a request mixing known and new words", "comment on the memo about the repository"},
 		{"a single word", "picture"},
 	}
+	memory := c.msWords
 	for _, tt := range texts {
 		t.Run(tt.name, func(t *testing.T) {
 			var qrows []int32
@@ -101,11 +104,12 @@ func TestMaxSimCacheGivesTheDirectScores(t *testing.T) {
 			if len(qrows) == 0 {
 				t.Fatal("no known words")
 			}
-			want := c.maxSimDirect(qrows, docs)
-			for _, state := range []string{"cold", "warm"} {
-				got := c.maxSimCached(qrows, docs)
-				if !slices.Equal(got, want) {
-					t.Fatalf("%s cache: scores differ from the direct comparison", state)
+			c.msWords = nil
+			want := c.bestSims(qrows, docs)
+			c.msWords = memory
+			for _, sighting := range []string{"first", "second", "third"} {
+				if got := c.bestSims(qrows, docs); !slices.Equal(got, want) {
+					t.Fatalf("%s sighting: scores differ from the direct comparison", sighting)
 				}
 			}
 			nonzero := 0
