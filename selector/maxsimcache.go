@@ -12,7 +12,9 @@ import (
 // word, about three times the candidates' words, so a word's first
 // sighting is compared with the candidates only, as before, and its row is
 // computed when it comes back. Every value is wordSim's, pair by pair, so
-// rankings do not change.
+// rankings do not change. Entries are keyed by rows of the public word
+// table and hold only similarities: nothing of a request's text, though
+// the tenants that send the same catalog share them.
 const (
 	// maxSimCacheWords bounds the words a catalog remembers: ~100 bytes
 	// each (most words reach the floor with a handful of catalog words),

@@ -9,7 +9,8 @@ import (
 // stemMemo remembers the stems of the words a catalog has seen. The
 // snowball stemmer allocates an environment and a result per token, and it
 // was a tenth of a query's analysis; a catalog's tools and requests keep
-// using the same few thousand words.
+// using the same few thousand words. It holds single words (the tenants
+// that send the same catalog share it), never a request's text.
 type stemMemo struct {
 	f  analysis.TokenFilter
 	mu sync.RWMutex
