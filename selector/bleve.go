@@ -14,7 +14,6 @@ import (
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search"
-	"github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
 )
 
@@ -104,7 +103,7 @@ func (c *Catalog) mapDocs() error {
 	n := len(c.tools)
 	c.scratchPool.New = func() any {
 		return &searchScratch{
-			bm25: make([]float64, n), acc: make([]rescoreAcc, n),
+			bm25: make([]float64, n), coord: make([]int32, n), acc: make([]rescoreAcc, n),
 			seen: make([]bool, n), lexRank: make([]int32, n), semRank: make([]int32, n), msRank: make([]int32, n),
 		}
 	}
@@ -114,9 +113,12 @@ func (c *Catalog) mapDocs() error {
 // searchScratch is one search's reusable working memory, pooled per
 // catalog because its size is the catalog's.
 type searchScratch struct {
-	bm25 []float64    // bleve's score per tool; all zero between uses
-	hits []int32      // the tools bleve matched (their bm25 slots set)
-	acc  []rescoreAcc // the rescorer's sums per tool; all zero between uses
+	bm25  []float64 // the lexical disjunction's score per tool; all zero between uses
+	hits  []int32   // the tools it matched (their bm25 slots set)
+	coord []int32   // matching clauses per tool (lexScores); all zero between uses
+	// postings holds a query's clauses' postings during lexScores (emptied).
+	postings []*termPostings
+	acc      []rescoreAcc // the rescorer's sums per tool; all zero between uses
 	// rank's candidate marks and ranks per tool (all zero between uses)
 	// and its list of scored candidates (emptied).
 	seen                     []bool
@@ -252,34 +254,6 @@ func (c *Catalog) indexedTerms(q *lexQuery) []string {
 	return terms
 }
 
-// bleveQuery is the BM25F-style disjunction over the bleve fields: every
-// query term as a term query boosted by field boost × term weight (what a
-// MatchQuery per field with SetBoost builds, without re-analysing the
-// query per field), plus the raw tokens against the whole-name field.
-func (c *Catalog) bleveQuery(q *lexQuery, terms []string) query.Query {
-	var ds []query.Query
-	for _, fb := range bleveFields {
-		if c.stats.FieldCardinality[fb.field] == 0 {
-			continue
-		}
-		for _, term := range terms {
-			tq := query.NewTermQuery(term)
-			tq.SetField(fb.field)
-			tq.SetBoost(fb.boost * q.terms[term])
-			ds = append(ds, tq)
-		}
-	}
-	if c.stats.FieldCardinality[fWhole] > 0 {
-		for _, tok := range q.raw {
-			tq := query.NewTermQuery(tok)
-			tq.SetField(fWhole)
-			tq.SetBoost(wholeBoost)
-			ds = append(ds, tq)
-		}
-	}
-	return query.NewDisjunctionQuery(ds)
-}
-
 // search runs q against the index and returns up to n documents with
 // their scores (bleve's, completed by the side fields), best first. It
 // keeps a few more than n of bleve's best, so a document the side fields
@@ -294,7 +268,7 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	}
 	sc := c.scratch()
 	defer c.scratchPool.Put(sc)
-	top, err := c.bleveTop(ctx, c.bleveQuery(q, terms), n+n/3, sc)
+	err := c.lexScores(ctx, c.lexClauses(q, terms), sc)
 	defer func() {
 		for _, d := range sc.hits {
 			sc.bm25[d] = 0
@@ -304,6 +278,7 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	if err != nil {
 		return nil, nil, err
 	}
+	top := topAmong(sc.hits, sc.bm25, n+n/3)
 	rs := c.newRescorer(q, terms, sc.acc)
 	rs.accumulate()
 	// Clearing every tool's sums measured cheaper than walking the
@@ -336,55 +311,6 @@ func topHits(hits []lexHit, n int) ([]int32, []float64) {
 		docs[i], scores[i] = h.doc, h.score
 	}
 	return docs, scores
-}
-
-// bleveTop runs bq through bleve's searcher (its BM25 scoring, with the
-// catalog's statistics) and returns the m best documents, best first, ties
-// by document number; sc.bm25 gets each match's score and sc.hits the
-// matches, for the caller to reset. It drives the searcher itself rather
-// than calling SearchInContext: that one's top-N collector, its
-// document-match pool sized for the whole result and the per-hit
-// stored-field loading (there are no stored fields) were a third of a
-// search's time and half its allocations. Ties also break by tool order here instead of by scorch's
-// internal document order, which follows a map's iteration in the batch
-// and so changed between compiles of the same catalog.
-func (c *Catalog) bleveTop(ctx context.Context, bq query.Query, m int, sc *searchScratch) ([]int32, error) {
-	r, err := c.bleveIdx.Reader()
-	if err != nil {
-		return nil, fmt.Errorf("opening index reader: %w", err)
-	}
-	defer func() { _ = r.Close() }()
-	sctx := bm25Context{Context: ctx, stats: c.stats}
-	s, err := bq.Searcher(sctx, r, c.idx.Mapping(), search.SearcherOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("building searcher: %w", err)
-	}
-	defer func() { _ = s.Close() }()
-	// Each match goes back to the pool as soon as it is read, so the pool
-	// needs only what the searcher holds plus one.
-	pool := search.NewDocumentMatchPool(s.DocumentMatchPoolSize()+1, 0)
-	mctx := &search.SearchContext{DocumentMatchPool: pool}
-	for i := 0; ; i++ {
-		if i%1024 == 1023 {
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("searching index: %w", err)
-			}
-		}
-		dm, err := s.Next(mctx)
-		if err != nil {
-			return nil, fmt.Errorf("searching index: %w", err)
-		}
-		if dm == nil {
-			break
-		}
-		if v := dm.IndexInternalID.Value(); v < uint64(len(c.docOf)) {
-			d := c.docOf[v]
-			sc.bm25[d] = dm.Score
-			sc.hits = append(sc.hits, d)
-		}
-		pool.Put(dm)
-	}
-	return topAmong(sc.hits, sc.bm25, m), nil
 }
 
 // bm25Context hands bleve's searchers what SearchInContext would put in

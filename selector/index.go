@@ -82,6 +82,9 @@ type Catalog struct {
 	// msWords remembers query words' max-sim rows (maxsimcache.go); nil
 	// for vocabularies too large to compare whole.
 	msWords *lru.Cache[int32, wordRow]
+	// postingsCache remembers bleve's term scores per (field, term)
+	// (postings.go).
+	postingsCache *lru.Cache[fieldTerm, *termPostings]
 	// hasAvoid reports whether any tool has avoid_when phrases (else a
 	// search need not analyse the query for them).
 	hasAvoid bool
@@ -148,6 +151,7 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 	}
 	words := c.initMaxSim()
 	c.msWords = newMaxSimCache(c.msVocab)
+	c.postingsCache = newPostingsCache()
 	c.initNbrField()
 	if err := c.initSemantic(ctx, words); err != nil {
 		return nil, err

@@ -1,0 +1,178 @@
+package selector
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/blevesearch/bleve/v2/search"
+	"github.com/blevesearch/bleve/v2/search/searcher"
+	index "github.com/blevesearch/bleve_index_api"
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// A catalog remembers, per (field, term), the BM25 score bleve's own term
+// searcher gives every tool that has the term: the clause of a query
+// before its boost and query norm. Building bleve's searchers for every
+// request was a third of a preselection, and requests share most of
+// their terms, so a term's postings are read from bleve once per catalog
+// and each query combines the remembered clauses the way bleve's
+// disjunction does (lexScores below): the same products and sums, so the
+// same scores. Entries hold tool numbers and scores of catalog terms,
+// nothing of a request's text.
+const (
+	// postingsCacheTerms bounds the (field, term) pairs a catalog
+	// remembers: a pair costs 12 bytes per tool that has the term plus
+	// ~100 bytes, so a few MB at most even for 10,000-tool catalogs.
+	postingsCacheTerms = 8192
+)
+
+// fieldTerm names one clause of the lexical query.
+type fieldTerm struct {
+	field, term string
+}
+
+// termPostings is what bleve's term searcher scores for one (field, term):
+// the term's idf and each matching tool's BM25 term score, unboosted.
+type termPostings struct {
+	idf    float64
+	docs   []int32
+	scores []float64
+}
+
+func newPostingsCache() *lru.Cache[fieldTerm, *termPostings] {
+	cache, _ := lru.New[fieldTerm, *termPostings](postingsCacheTerms) // errors only on size <= 0
+	return cache
+}
+
+// postingsReader opens the catalog's bleve reader on the first term the
+// cache does not hold, so a request whose terms are all remembered opens
+// none.
+type postingsReader struct {
+	c *Catalog
+	r index.IndexReader
+}
+
+func (pr *postingsReader) close() {
+	if pr.r != nil {
+		_ = pr.r.Close()
+	}
+}
+
+// postings returns (field, term)'s postings, from the cache or from
+// bleve's term searcher.
+func (pr *postingsReader) postings(ctx context.Context, ft fieldTerm) (*termPostings, error) {
+	c := pr.c
+	if p, ok := c.postingsCache.Get(ft); ok {
+		return p, nil
+	}
+	if pr.r == nil {
+		r, err := c.bleveIdx.Reader()
+		if err != nil {
+			return nil, fmt.Errorf("opening index reader: %w", err)
+		}
+		pr.r = r
+	}
+	// Boost 1 and no query norm: a lone term searcher's scores are its
+	// BM25 term scores as they are (bleve multiplies by the query weight
+	// only when it is not 1).
+	s, err := searcher.NewTermSearcher(bm25Context{Context: ctx, stats: c.stats}, pr.r, ft.term, ft.field, 1, search.SearcherOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading postings of %s:%q: %w", ft.field, ft.term, err)
+	}
+	defer func() { _ = s.Close() }()
+	n := s.Count()
+	p := &termPostings{idf: bm25IDF(float64(c.stats.DocCount), int32(n)), docs: make([]int32, 0, n), scores: make([]float64, 0, n)}
+	pool := search.NewDocumentMatchPool(s.DocumentMatchPoolSize()+1, 0)
+	mctx := &search.SearchContext{DocumentMatchPool: pool}
+	for {
+		dm, err := s.Next(mctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading postings of %s:%q: %w", ft.field, ft.term, err)
+		}
+		if dm == nil {
+			break
+		}
+		if v := dm.IndexInternalID.Value(); v < uint64(len(c.docOf)) {
+			p.docs = append(p.docs, c.docOf[v])
+			p.scores = append(p.scores, dm.Score)
+		}
+		pool.Put(dm)
+	}
+	c.postingsCache.Add(ft, p)
+	return p, nil
+}
+
+// lexClause is one clause of the lexical disjunction: a field's term at a
+// boost.
+type lexClause struct {
+	ft    fieldTerm
+	boost float64
+}
+
+// lexClauses are q's clauses in bleve's order: every indexed query term
+// against each bleve field, boosted by field boost × term weight, then the
+// raw tokens against the whole-name field.
+func (c *Catalog) lexClauses(q *lexQuery, terms []string) []lexClause {
+	out := make([]lexClause, 0, len(terms)*len(bleveFields)+len(q.raw))
+	for _, fb := range bleveFields {
+		if c.stats.FieldCardinality[fb.field] == 0 {
+			continue
+		}
+		for _, term := range terms {
+			out = append(out, lexClause{fieldTerm{fb.field, term}, fb.boost * q.terms[term]})
+		}
+	}
+	if c.stats.FieldCardinality[fWhole] > 0 {
+		for _, tok := range q.raw {
+			out = append(out, lexClause{fieldTerm{fWhole, tok}, wholeBoost})
+		}
+	}
+	return out
+}
+
+// lexScores scores the clauses as bleve's disjunction of term searchers
+// with BM25 does, from the remembered postings: each clause's query weight
+// is boost × idf × the query norm (1 / √Σ (boost × idf)² over every
+// clause, matched or not), a tool's score the sum of its matching clauses'
+// term scores × weight, times the share of the clauses it matches
+// (coord). sc.bm25 gets each matching tool's score and sc.hits the tools,
+// for the caller to reset; sc.coord is used and left zero.
+func (c *Catalog) lexScores(ctx context.Context, clauses []lexClause, sc *searchScratch) error {
+	pr := postingsReader{c: c}
+	defer pr.close()
+	ps := sc.postings[:0]
+	sumSq := 0.0
+	for _, cl := range clauses {
+		p, err := pr.postings(ctx, cl.ft)
+		if err != nil {
+			return err
+		}
+		ps = append(ps, p)
+		w := cl.boost * p.idf
+		sumSq += w * w
+	}
+	sc.postings = ps[:0]
+	norm := 1 / math.Sqrt(sumSq)
+	for i, p := range ps {
+		weight := clauses[i].boost * p.idf * norm
+		for j, d := range p.docs {
+			if sc.coord[d] == 0 {
+				sc.hits = append(sc.hits, d)
+			}
+			sc.coord[d]++
+			s := p.scores[j]
+			if weight != 1 {
+				s *= weight
+			}
+			sc.bm25[d] += s
+		}
+	}
+	total := float64(len(clauses))
+	for _, d := range sc.hits {
+		sc.bm25[d] *= float64(sc.coord[d]) / total
+		sc.coord[d] = 0
+	}
+	clear(ps)
+	return nil
+}
