@@ -239,7 +239,7 @@ func (c *Catalog) maxSimRanks(words []string, lexDocs, semDocs []int32, lexRank,
 			docs = append(docs, d)
 		}
 	}
-	return rankOrder(c.maxSim(words, docs), ranks)
+	return rankOrder(c.maxSim(words, docs), nil, ranks)
 }
 
 // raise lifts each of best's values to row's where row's is larger.

@@ -246,8 +246,9 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	}
 
 	var sem map[int32]float64
+	var semHint []int32
 	if w.Semantic > 0 && c.sem != nil {
-		sem = c.sem.scores(ctx, q.Text, words, candidatePool)
+		sem, semHint = c.sem.scores(ctx, q.Text, words, candidatePool)
 		for d := range sem {
 			if !seen[d] {
 				seen[d] = true
@@ -298,7 +299,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	focus := strings.ToLower(strings.TrimSpace(q.Focus))
 
 	lexRank, semRank, msRank := sc.lexRank, sc.semRank, sc.msRank
-	lexDocs, semDocs := rankOrder(lex.score, lexRank), rankOrder(sem, semRank)
+	lexDocs, semDocs := rankOrder(lex.score, lex.order, lexRank), rankOrder(sem, semHint, semRank)
 	msDocs := c.maxSimRanks(words, lexDocs, semDocs, lexRank, msRank)
 	defer func() {
 		for _, ds := range [...]struct {
@@ -645,22 +646,42 @@ func lexLead(score map[int32]float64) (int32, float64) {
 
 // rankOrder writes each document's 1-based rank by descending score (ties
 // by document) into ranks, one slot per tool, and returns the documents in
-// rank order: the caller zeroes their slots after use.
-func rankOrder(m map[int32]float64, ranks []int32) []int32 {
+// rank order: the caller zeroes their slots after use. hint, when it lists
+// exactly m's documents, gives the order to start from: a list that comes
+// ranked already (the lexical and semantic candidates do) sorts in about
+// linear time, where a map's random order costs a full sort. The result is
+// the same either way: the order is total.
+func rankOrder(m map[int32]float64, hint []int32, ranks []int32) []int32 {
 	type ds struct {
 		doc   int32
 		score float64
 	}
-	list := make([]ds, 0, len(m))
-	for d, s := range m {
-		list = append(list, ds{d, s})
-	}
-	slices.SortFunc(list, func(a, b ds) int {
+	byRank := func(a, b ds) int {
 		if a.score != b.score {
 			return cmp.Compare(b.score, a.score)
 		}
 		return cmp.Compare(a.doc, b.doc)
-	})
+	}
+	list := make([]ds, 0, len(m))
+	for _, d := range hint {
+		if s, ok := m[d]; ok {
+			list = append(list, ds{d, s})
+		}
+	}
+	slices.SortFunc(list, byRank)
+	// A hint that repeats a document while missing another has the right
+	// length; sorted, a repeat sits next to itself.
+	ok := len(list) == len(m)
+	for i := 1; ok && i < len(list); i++ {
+		ok = list[i].doc != list[i-1].doc
+	}
+	if !ok {
+		list = list[:0]
+		for d, s := range m {
+			list = append(list, ds{d, s})
+		}
+		slices.SortFunc(list, byRank)
+	}
 	docs := make([]int32, len(list))
 	for i, e := range list {
 		docs[i] = e.doc

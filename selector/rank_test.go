@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/toolgate/toolgate/rewrite"
@@ -341,6 +342,39 @@ func TestLexLeadFindsTheWinnerAndItsMargin(t *testing.T) {
 			top, m := lexLead(tt.score)
 			if top != tt.wantTop || m != tt.wantMargin {
 				t.Errorf("lexLead = %d, %v; want %d, %v", top, m, tt.wantTop, tt.wantMargin)
+			}
+		})
+	}
+}
+
+func TestRankOrderIsTheSameWhateverTheHint(t *testing.T) {
+	scores := map[int32]float64{0: 0.5, 2: 0.9, 3: 0.5, 5: 0.1, 6: 0.9}
+	want := []int32{2, 6, 0, 3, 5} // by score, ties by document
+	tests := []struct {
+		name string
+		hint []int32
+	}{
+		{"no hint sorts the map", nil},
+		{"a hint already in rank order is kept", []int32{2, 6, 0, 3, 5}},
+		{"a shuffled hint is sorted", []int32{5, 3, 6, 0, 2}},
+		{"a hint missing a document is ignored", []int32{2, 6, 0, 3}},
+		{"a hint that repeats one document and misses another is ignored", []int32{2, 6, 0, 3, 3}},
+		{"a hint naming documents without a score skips them", []int32{1, 2, 6, 0, 3, 5, 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ranks := make([]int32, 8)
+			got := rankOrder(scores, tt.hint, ranks)
+			if !slices.Equal(got, want) {
+				t.Fatalf("rankOrder = %v, want %v", got, want)
+			}
+			for i, d := range want {
+				if ranks[d] != int32(i+1) {
+					t.Errorf("rank of document %d = %d, want %d", d, ranks[d], i+1)
+				}
+			}
+			if ranks[1] != 0 || ranks[4] != 0 || ranks[7] != 0 {
+				t.Errorf("documents without a score got ranks: %v", ranks)
 			}
 		})
 	}

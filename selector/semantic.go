@@ -127,17 +127,17 @@ func removeCommon(vecs [][]float32, share float32) {
 
 // scores returns the cosine similarity of the query to every tool that has
 // a vector, rescaled per query so the best is 1 and the median-ish floor 0,
-// keeping the top n. It returns nil when vectors are not ready or the query
-// has no known word.
-func (s *semantic) scores(ctx context.Context, text string, words []string, n int) map[int32]float64 {
+// keeping the top n, and those n best first. It returns nil when vectors
+// are not ready or the query has no known word.
+func (s *semantic) scores(ctx context.Context, text string, words []string, n int) (map[int32]float64, []int32) {
 	vp := s.vecs.Load()
 	if vp == nil {
-		return nil
+		return nil, nil
 	}
 	vecs := *vp
 	qv := s.query(ctx, text, words)
 	if qv == nil {
-		return nil
+		return nil, nil
 	}
 	sims := make([]float64, len(vecs))
 	for i, v := range vecs {
@@ -147,7 +147,7 @@ func (s *semantic) scores(ctx context.Context, text string, words []string, n in
 	}
 	top := topDocs(sims, n)
 	if len(top) == 0 {
-		return nil
+		return nil, nil
 	}
 	hi := sims[top[0]]
 	lo := sims[top[len(top)-1]]
@@ -157,5 +157,5 @@ func (s *semantic) scores(ctx context.Context, text string, words []string, n in
 			out[d] = (sims[d] - lo) / (hi - lo)
 		}
 	}
-	return out
+	return out, top
 }
