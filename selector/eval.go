@@ -28,10 +28,20 @@ type EvalMetrics struct {
 	All5     float64 // share of queries with every gold tool in the top 5
 }
 
-// EvalReport is the result of Evaluate: overall and per subset.
+// EvalReport is the result of Evaluate: overall and per subset, and the
+// queries that missed.
 type EvalReport struct {
 	Overall  EvalMetrics
 	BySubset map[string]EvalMetrics
+	Misses   []EvalMiss // in query order
+}
+
+// EvalMiss is a query with a gold tool outside the first 10 ranked: what
+// someone tuning a catalog's keywords and examples needs to read.
+type EvalMiss struct {
+	Query   EvalQuery
+	Missing []string // gold tools found neither as themselves nor as an alternative
+	Top     []string // the ranking's first 10
 }
 
 // LoadQueries reads a JSONL file of EvalQuery lines.
@@ -99,6 +109,7 @@ func Evaluate(ctx context.Context, qs []EvalQuery, rank Ranker) (EvalReport, err
 	}
 	total := &acc{}
 	subs := map[string]*acc{}
+	var rep EvalReport
 	for _, q := range qs {
 		if len(q.Gold) == 0 {
 			continue
@@ -106,6 +117,9 @@ func Evaluate(ctx context.Context, qs []EvalQuery, rank Ranker) (EvalReport, err
 		top, err := rank(ctx, q)
 		if err != nil {
 			return EvalReport{}, fmt.Errorf("evaluating: %w", err)
+		}
+		if missing := goldMissing(q, top, 10); len(missing) > 0 {
+			rep.Misses = append(rep.Misses, EvalMiss{Query: q, Missing: missing, Top: top[:min(len(top), 10)]})
 		}
 		sub := subs[q.Subset]
 		if sub == nil {
@@ -115,7 +129,7 @@ func Evaluate(ctx context.Context, qs []EvalQuery, rank Ranker) (EvalReport, err
 		for _, a := range []*acc{total, sub} {
 			a.n++
 			for _, k := range []int{1, 5, 10} {
-				hit := goldHits(q, top, k)
+				hit := len(q.Gold) - len(goldMissing(q, top, k))
 				r := float64(hit) / float64(len(q.Gold))
 				switch k {
 				case 1:
@@ -135,7 +149,7 @@ func Evaluate(ctx context.Context, qs []EvalQuery, rank Ranker) (EvalReport, err
 		n := float64(max(a.n, 1))
 		return EvalMetrics{N: a.n, Recall1: a.r1 / n, Recall5: a.r5 / n, Recall10: a.r10 / n, All5: a.a5 / n}
 	}
-	rep := EvalReport{Overall: m(total), BySubset: map[string]EvalMetrics{}}
+	rep.Overall, rep.BySubset = m(total), map[string]EvalMetrics{}
 	for k, a := range subs {
 		rep.BySubset[k] = m(a)
 	}
@@ -152,7 +166,9 @@ func (r EvalReport) Subsets() []string {
 	return out
 }
 
-func goldHits(q EvalQuery, top []string, k int) int {
+// goldMissing returns q's gold tools that neither they nor one of their
+// gold_alts made top's first k.
+func goldMissing(q EvalQuery, top []string, k int) []string {
 	in := make(map[string]bool, k)
 	for i, n := range top {
 		if i >= k {
@@ -160,18 +176,15 @@ func goldHits(q EvalQuery, top []string, k int) int {
 		}
 		in[n] = true
 	}
-	hit := 0
+	var missing []string
 	for _, g := range q.Gold {
-		if in[g] {
-			hit++
-			continue
-		}
+		found := in[g]
 		for _, a := range q.GoldAlts[g] {
-			if in[a] {
-				hit++
-				break
-			}
+			found = found || in[a]
+		}
+		if !found {
+			missing = append(missing, g)
 		}
 	}
-	return hit
+	return missing
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/toolgate/toolgate/policy"
@@ -23,6 +24,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	queries := fs.String("queries", "", "queries file (JSONL: id, catalog, query, gold, gold_alts, subset)")
 	config := fs.String("config", "", "tools.yaml whose enrichment and weights apply (default: none)")
 	limit := fs.Int("limit", 10, "how many results to rank per query (recall@10 needs 10)")
+	misses := fs.Int("misses", 0, "after the table, list up to N queries with a gold tool outside the first 10: "+
+		"the gold tools missed and the 10 ranked instead (what to read before adding keywords or examples in tools.yaml)")
 	through := fs.Bool("http", false, "measure through an in-process gateway: a scripted model searches once with each query; "+
 		"the ranking is the tools it was offered (preselected, then found)")
 	if err := fs.Parse(args); err != nil {
@@ -70,6 +73,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if *misses > 0 {
+		printMisses(stdout, rep.Misses, *misses)
+	}
 	if hr != nil && len(hr.offered) > 0 {
 		sum, most := 0, 0
 		for _, n := range hr.offered {
@@ -81,6 +87,25 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			float64(sum)/float64(len(hr.offered)), most)
 	}
 	return nil
+}
+
+// printMisses lists up to n of misses: each query with its subset, the
+// gold tools it missed and the tools ranked first instead.
+func printMisses(w io.Writer, misses []selector.EvalMiss, n int) {
+	fmt.Fprintf(w, "\nmisses: %d queries with a gold tool outside the first 10", len(misses))
+	if len(misses) > n {
+		fmt.Fprintf(w, " (the first %d)", n)
+	}
+	fmt.Fprintln(w)
+	for _, m := range misses[:min(n, len(misses))] {
+		q := m.Query
+		label := q.ID
+		if q.Subset != "" {
+			label += " [" + q.Subset + "]"
+		}
+		fmt.Fprintf(w, "\n%s %q\n  missed: %s\n  ranked: %s\n", label, q.Query,
+			strings.Join(m.Missing, ", "), strings.Join(m.Top, ", "))
+	}
 }
 
 // loadCatalogs reads and compiles every catalog of a catalog file, with the

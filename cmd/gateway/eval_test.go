@@ -50,7 +50,7 @@ func TestEval(t *testing.T) {
 		{"through the gateway each query is ranked by what the model was offered", []string{"--http"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, m := runEvalCmd(t, append([]string{"--catalog", catalog, "--queries", queries}, tc.args...)...)
+			out, m := runEvalCmd(t, append([]string{"--catalog", catalog, "--queries", queries, "--misses", "5"}, tc.args...)...)
 			// Three of four queries are answerable; the unanswerable one
 			// caps recall at 0.75, so anything above means a miscount.
 			r10, _ := strconv.ParseFloat(m[4], 64)
@@ -59,6 +59,12 @@ func TestEval(t *testing.T) {
 			}
 			if strings.Contains(out, "through the gateway") != (len(tc.args) > 0) {
 				t.Errorf("the gateway summary is wrong for this mode:\n%s", out)
+			}
+			// Only the unanswerable query misses, and the list says what
+			// it missed and what was ranked instead.
+			if !strings.Contains(out, "misses: 1 queries") ||
+				!strings.Contains(out, "q4 [mixed] \"water the office plants\"\n  missed: no_such_tool\n  ranked: ") {
+				t.Errorf("want q4 listed as the only miss:\n%s", out)
 			}
 			if len(tc.args) > 0 && !strings.Contains(out, "max 10\n") {
 				t.Errorf("want at most 10 tools offered per query:\n%s", out)
