@@ -156,9 +156,10 @@ func (wv *WordVectors) rowF(r int32) []float32 {
 }
 
 // maxSim scores docs for a query's content words: each query word's best
-// cosine to any word of the tool, floored, averaged with rarity weights.
-// nil without word vectors or known query words.
-func (c *Catalog) maxSim(words []string, docs []int32) map[int32]float64 {
+// cosine to any word of the tool, floored, averaged with rarity weights;
+// the i-th score is docs[i]'s. nil without word vectors or known query
+// words.
+func (c *Catalog) maxSim(words []string, docs []int32) []float64 {
 	if c.toolRows == nil || len(docs) == 0 {
 		return nil
 	}
@@ -179,13 +180,13 @@ func (c *Catalog) maxSim(words []string, docs []int32) map[int32]float64 {
 	}
 	best := c.bestSims(qrows, docs)
 	nq := len(qrows)
-	out := make(map[int32]float64, len(docs))
-	for j, d := range docs {
+	out := make([]float64, len(docs))
+	for j := range docs {
 		var s float64
 		for i, b := range best[j*nq : (j+1)*nq] {
 			s += qw[i] * float64(b)
 		}
-		out[d] = s / wsum
+		out[j] = s / wsum
 	}
 	return out
 }
@@ -239,7 +240,11 @@ func (c *Catalog) maxSimRanks(words []string, lexDocs, semDocs []int32, lexRank,
 			docs = append(docs, d)
 		}
 	}
-	return rankOrder(c.maxSim(words, docs), nil, ranks)
+	scores := c.maxSim(words, docs)
+	if scores == nil {
+		return nil
+	}
+	return rankScored(docs, scores, ranks)
 }
 
 // raise lifts each of best's values to row's where row's is larger.

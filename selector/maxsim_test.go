@@ -20,7 +20,7 @@ func TestMaxSimMatchesQueryWordsToToolWords(t *testing.T) {
 		}
 	})
 	t.Run("an exact word scores 1", func(t *testing.T) {
-		if got := c.maxSim([]string{"forecast"}, []int32{1})[1]; got < 0.999 {
+		if got := c.maxSim([]string{"forecast"}, []int32{1})[0]; got < 0.999 {
 			t.Errorf("max-sim forecast = %.3f, want 1", got)
 		}
 	})

@@ -245,11 +245,10 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		}
 	}
 
-	var sem map[int32]float64
-	var semHint []int32
+	var semDocs []int32
 	if w.Semantic > 0 && c.sem != nil {
-		sem, semHint = c.sem.scores(ctx, q.Text, words, candidatePool)
-		for d := range sem {
+		semDocs = c.sem.ranked(ctx, q.Text, words, candidatePool)
+		for _, d := range semDocs {
 			if !seen[d] {
 				seen[d] = true
 				cands = append(cands, d)
@@ -299,7 +298,10 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	focus := strings.ToLower(strings.TrimSpace(q.Focus))
 
 	lexRank, semRank, msRank := sc.lexRank, sc.semRank, sc.msRank
-	lexDocs, semDocs := rankOrder(lex.score, lex.order, lexRank), rankOrder(sem, semHint, semRank)
+	lexDocs := rankOrder(lex.score, lex.order, lexRank)
+	for i, d := range semDocs {
+		semRank[d] = int32(i + 1)
+	}
 	msDocs := c.maxSimRanks(words, lexDocs, semDocs, lexRank, msRank)
 	defer func() {
 		for _, ds := range [...]struct {
@@ -644,28 +646,32 @@ func lexLead(score map[int32]float64) (int32, float64) {
 	return top, 1 - second/best
 }
 
+// docScore is a document and its score in one signal.
+type docScore struct {
+	doc   int32
+	score float64
+}
+
+// byRank orders by descending score, ties by document: a total order.
+func byRank(a, b docScore) int {
+	if a.score != b.score {
+		return cmp.Compare(b.score, a.score)
+	}
+	return cmp.Compare(a.doc, b.doc)
+}
+
 // rankOrder writes each document's 1-based rank by descending score (ties
 // by document) into ranks, one slot per tool, and returns the documents in
 // rank order: the caller zeroes their slots after use. hint, when it lists
 // exactly m's documents, gives the order to start from: a list that comes
-// ranked already (the lexical and semantic candidates do) sorts in about
-// linear time, where a map's random order costs a full sort. The result is
-// the same either way: the order is total.
+// ranked already (the lexical candidates do) sorts in about linear time,
+// where a map's random order costs a full sort. The result is the same
+// either way: the order is total.
 func rankOrder(m map[int32]float64, hint []int32, ranks []int32) []int32 {
-	type ds struct {
-		doc   int32
-		score float64
-	}
-	byRank := func(a, b ds) int {
-		if a.score != b.score {
-			return cmp.Compare(b.score, a.score)
-		}
-		return cmp.Compare(a.doc, b.doc)
-	}
-	list := make([]ds, 0, len(m))
+	list := make([]docScore, 0, len(m))
 	for _, d := range hint {
 		if s, ok := m[d]; ok {
-			list = append(list, ds{d, s})
+			list = append(list, docScore{d, s})
 		}
 	}
 	slices.SortFunc(list, byRank)
@@ -678,10 +684,27 @@ func rankOrder(m map[int32]float64, hint []int32, ranks []int32) []int32 {
 	if !ok {
 		list = list[:0]
 		for d, s := range m {
-			list = append(list, ds{d, s})
+			list = append(list, docScore{d, s})
 		}
 		slices.SortFunc(list, byRank)
 	}
+	return writeRanks(list, ranks)
+}
+
+// rankScored is rankOrder for scores held beside their documents (scores[i]
+// is docs[i]'s; docs distinct).
+func rankScored(docs []int32, scores []float64, ranks []int32) []int32 {
+	list := make([]docScore, len(docs))
+	for i, d := range docs {
+		list[i] = docScore{d, scores[i]}
+	}
+	slices.SortFunc(list, byRank)
+	return writeRanks(list, ranks)
+}
+
+// writeRanks returns list's documents in order and writes their 1-based
+// ranks into ranks.
+func writeRanks(list []docScore, ranks []int32) []int32 {
 	docs := make([]int32, len(list))
 	for i, e := range list {
 		docs[i] = e.doc

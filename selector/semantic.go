@@ -125,19 +125,20 @@ func removeCommon(vecs [][]float32, share float32) {
 	}
 }
 
-// scores returns the cosine similarity of the query to every tool that has
-// a vector, rescaled per query so the best is 1 and the median-ish floor 0,
-// keeping the top n, and those n best first. It returns nil when vectors
-// are not ready or the query has no known word.
-func (s *semantic) scores(ctx context.Context, text string, words []string, n int) (map[int32]float64, []int32) {
+// ranked returns the n tools whose vectors are most similar to the
+// query's, best first (ties by document). It returns nil when vectors are
+// not ready, the query has no known word, or the n are all alike: the
+// semantic signal enters the ensemble by rank alone, and a ranking of
+// equals says nothing.
+func (s *semantic) ranked(ctx context.Context, text string, words []string, n int) []int32 {
 	vp := s.vecs.Load()
 	if vp == nil {
-		return nil, nil
+		return nil
 	}
 	vecs := *vp
 	qv := s.query(ctx, text, words)
 	if qv == nil {
-		return nil, nil
+		return nil
 	}
 	sims := make([]float64, len(vecs))
 	for i, v := range vecs {
@@ -146,16 +147,8 @@ func (s *semantic) scores(ctx context.Context, text string, words []string, n in
 		}
 	}
 	top := topDocs(sims, n)
-	if len(top) == 0 {
-		return nil, nil
+	if len(top) == 0 || !(sims[top[0]] > sims[top[len(top)-1]]) {
+		return nil
 	}
-	hi := sims[top[0]]
-	lo := sims[top[len(top)-1]]
-	out := make(map[int32]float64, len(top))
-	for _, d := range top {
-		if hi > lo {
-			out[d] = (sims[d] - lo) / (hi - lo)
-		}
-	}
-	return out, top
+	return top
 }
