@@ -13,8 +13,10 @@ type Tool struct {
 	Name        string
 	Description string
 	Params      []Param
-	// Raw is the tool's JSON object exactly as the client sent it; it may
-	// alias the request body.
+	// Raw is the tool's JSON object as the client sent it; it may alias
+	// the request body. Tools from a ToolCache may carry it without the
+	// whitespace between tokens (the proxy's cache compacts them): the
+	// same JSON value, and what is forwarded.
 	Raw string
 }
 
