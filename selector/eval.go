@@ -118,8 +118,15 @@ func Evaluate(ctx context.Context, qs []EvalQuery, rank Ranker) (EvalReport, err
 		if err != nil {
 			return EvalReport{}, fmt.Errorf("evaluating: %w", err)
 		}
-		if missing := goldMissing(q, top, 10); len(missing) > 0 {
-			rep.Misses = append(rep.Misses, EvalMiss{Query: q, Missing: missing, Top: top[:min(len(top), 10)]})
+		// Each cut's share of gold found, once per query; both the overall
+		// and the subset accumulators add the same numbers.
+		share := func(missing []string) float64 {
+			return float64(len(q.Gold)-len(missing)) / float64(len(q.Gold))
+		}
+		miss5, miss10 := goldMissing(q, top, 5), goldMissing(q, top, 10)
+		r1, r5, r10 := share(goldMissing(q, top, 1)), share(miss5), share(miss10)
+		if len(miss10) > 0 {
+			rep.Misses = append(rep.Misses, EvalMiss{Query: q, Missing: miss10, Top: top[:min(len(top), 10)]})
 		}
 		sub := subs[q.Subset]
 		if sub == nil {
@@ -128,20 +135,11 @@ func Evaluate(ctx context.Context, qs []EvalQuery, rank Ranker) (EvalReport, err
 		}
 		for _, a := range []*acc{total, sub} {
 			a.n++
-			for _, k := range []int{1, 5, 10} {
-				hit := len(q.Gold) - len(goldMissing(q, top, k))
-				r := float64(hit) / float64(len(q.Gold))
-				switch k {
-				case 1:
-					a.r1 += r
-				case 5:
-					a.r5 += r
-					if hit == len(q.Gold) {
-						a.a5++
-					}
-				case 10:
-					a.r10 += r
-				}
+			a.r1 += r1
+			a.r5 += r5
+			a.r10 += r10
+			if len(miss5) == 0 {
+				a.a5++
 			}
 		}
 	}
