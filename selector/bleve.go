@@ -124,12 +124,11 @@ type searchScratch struct {
 	seen                     []bool
 	lexRank, semRank, msRank []int32
 	list                     []scored
-	// max-sim's slots and compared marks per vocabulary word (all zero
-	// between uses), the words it set, and its similarities (emptied); see
-	// bestSims.
-	msSlot, msSet []int32
-	msCompared    []bool
-	msSims        []float32
+	// max-sim's slots per candidate tool and per vocabulary word (all
+	// zero between uses), the words it set, and its similarities
+	// (emptied); see bestSims.
+	docSlot, msSlot, msSet []int32
+	msSims                 []float32
 }
 
 func (c *Catalog) scratch() *searchScratch { return c.scratchPool.Get().(*searchScratch) }

@@ -150,7 +150,7 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 		}
 	}
 	words := c.initMaxSim()
-	c.msWords = newMaxSimCache(c.msVocab)
+	c.msWords = newMaxSimCache(c.msVocab, len(c.tools))
 	c.postingsCache = newPostingsCache()
 	c.initNbrField()
 	if err := c.initSemantic(ctx, words); err != nil {

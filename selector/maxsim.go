@@ -41,6 +41,7 @@ type maxSimVocab struct {
 	dims int
 	vecs []float32       // local id × dims, unit rows
 	rows []int32         // local id -> word-vector row
+	docs [][]int32       // local id -> the tools that use the word
 	ids  map[int32]int32 // word-vector row -> local id
 	// tails are each row's norms from msCut1 and msCut2 on (local id ×
 	// 2), for floorDot's bounds; nil when dims is below msCut2.
@@ -131,6 +132,7 @@ func (c *Catalog) initMaxSim() [][]string {
 				id = int32(len(voc.rows))
 				local[r] = id
 				voc.rows = append(voc.rows, r)
+				voc.docs = append(voc.docs, nil)
 				v := wv.rowF(r)
 				voc.vecs = append(voc.vecs, v...)
 				if wv.dims >= msCut2 {
@@ -139,6 +141,7 @@ func (c *Catalog) initMaxSim() [][]string {
 				}
 			}
 			c.toolRows[i] = append(c.toolRows[i], id)
+			voc.docs[id] = append(voc.docs[id], int32(i))
 		}
 	}
 	c.msVocab = voc
