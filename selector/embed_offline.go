@@ -76,15 +76,19 @@ func (wv *WordVectors) Dims() int { return wv.dims }
 // order, so a word's row approximates its rarity, like idf).
 func (wv *WordVectors) addWord(acc []float32, word string, weight float64) bool {
 	row, ok := wv.index[word]
-	if !ok {
-		return false
+	if ok {
+		wv.addRow(acc, row, weight)
 	}
+	return ok
+}
+
+// addRow adds row's vector times weight and its rarity weight to acc.
+func (wv *WordVectors) addRow(acc []float32, row int32, weight float64) {
 	w := float32(weight * (0.1 + math.Log(1+float64(row)/200)))
 	v := wv.data[int(row)*wv.dims : int(row+1)*wv.dims]
 	for i, x := range v {
 		acc[i] += w * float32(x)
 	}
-	return true
 }
 
 // average returns the rarity-weighted unit mean vector of words (nil when

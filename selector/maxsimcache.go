@@ -18,11 +18,14 @@ import (
 // the same catalog share them.
 const (
 	// maxSimCacheEntries bounds the (tool, similarity) pairs a catalog
-	// remembers, 8 bytes each: 2 MB at most, about 1 MB in practice (a
+	// remembers, 8 bytes each: 4 MB at most, about half in practice (a
 	// word reaches about half the tools of the bundled catalog).
-	maxSimCacheEntries = 1 << 18
-	// maxSimCacheWords bounds the words of a small catalog.
+	maxSimCacheEntries = 1 << 19
+	// maxSimCacheWords bounds the words of a small catalog, and
+	// maxSimMinWords is the fewest a catalog keeps (past 1,024 tools, at
+	// up to 8 bytes per tool and word).
 	maxSimCacheWords = 4096
+	maxSimMinWords   = 512
 	// maxSimCacheVocab is the largest vocabulary whose rows are kept:
 	// past it a row costs too much (≈ 0.05 ms per 1,000 catalog words)
 	// and every word is compared with the candidates' words only.
@@ -52,8 +55,8 @@ func newMaxSimCache(voc *maxSimVocab, n int) *lru.Cache[int32, wordRow] {
 	if voc == nil || len(voc.rows) > maxSimCacheVocab {
 		return nil
 	}
-	words := min(maxSimCacheWords, maxSimCacheEntries/max(n, 1))
-	cache, _ := lru.New[int32, wordRow](max(words, 1)) // errors only on size <= 0
+	words := min(maxSimCacheWords, max(maxSimMinWords, maxSimCacheEntries/max(n, 1)))
+	cache, _ := lru.New[int32, wordRow](words) // errors only on size <= 0
 	return cache
 }
 

@@ -13,6 +13,9 @@ type semantic struct {
 	// query embeds a query: text as written, words its content words
 	// (the offline vectors use the words, a remote embedder the text).
 	query func(ctx context.Context, text string, words []string) []float32
+	// rows, for the offline vectors, scores the tools from remembered
+	// per-word rows instead (semrows.go).
+	rows *semRows
 }
 
 // toolText is what a tool's embedding is computed from: its name twice
@@ -53,6 +56,7 @@ func (c *Catalog) initSemantic(ctx context.Context, all [][]string) error {
 	s.query = func(_ context.Context, _ string, words []string) []float32 {
 		return wv.average(words, nil)
 	}
+	s.rows = newSemRows(wv, vecs)
 	c.sem = s
 	return nil
 }
@@ -135,16 +139,19 @@ func (s *semantic) ranked(ctx context.Context, text string, words []string, n in
 	if vp == nil {
 		return nil
 	}
-	vecs := *vp
-	qv := s.query(ctx, text, words)
-	if qv == nil {
-		return nil
-	}
-	sims := make([]float64, len(vecs))
-	for i, v := range vecs {
-		if v != nil {
-			sims[i] = float64(dot(qv, v))
+	var sims []float64
+	if s.rows != nil {
+		sims = s.rows.scores(words)
+	} else if qv := s.query(ctx, text, words); qv != nil {
+		sims = make([]float64, len(*vp))
+		for i, v := range *vp {
+			if v != nil {
+				sims[i] = float64(dot(qv, v))
+			}
 		}
+	}
+	if sims == nil {
+		return nil
 	}
 	top := topDocs(sims, n)
 	if len(top) == 0 || !(sims[top[0]] > sims[top[len(top)-1]]) {

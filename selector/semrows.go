@@ -1,0 +1,115 @@
+package selector
+
+import (
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// The offline semantic score of a tool is the cosine between its vector
+// and the query's rarity-weighted sum of word vectors. Only the order of
+// the tools matters (the signal enters the fusion by rank), and the
+// query's norm is the same for every tool, so a tool's score is the sum
+// over the query's words of that word's product with the tool's vector: a
+// row per word, which a catalog remembers. A request's words then cost a
+// few additions per tool instead of a product of the whole vector with
+// every tool (a quarter of a preselection at 200 tools, and it grows with
+// the catalog). As with max-sim's rows, a word's first sighting goes into
+// one product with the tools as before and its row is computed when it
+// comes back. Rows hold products of public word vectors with the
+// catalog's tool vectors: nothing of a request's text.
+const (
+	// semRowEntries bounds the products a catalog remembers, 4 bytes
+	// each: 2 MB.
+	semRowEntries = 1 << 19
+	// semRowWords bounds the words of a small catalog.
+	semRowWords = 4096
+	// semRowMinWords is the fewest words worth remembering: a row costs
+	// as much as the whole query's product with every tool, so a catalog
+	// that could keep only a few hundred words (more than 512 tools)
+	// would compute rows it soon forgets, and scans as before.
+	semRowMinWords = 1024
+)
+
+// semRow is a remembered word: its rarity-weighted product with each tool
+// vector, once the word has come back.
+type semRow struct {
+	vals []float32
+	full bool
+}
+
+// semRows scores tools for a query's words with the offline vectors.
+type semRows struct {
+	wv   *WordVectors
+	vecs [][]float32 // the catalog's tool vectors (unit, nil allowed)
+	rows *lru.Cache[int32, semRow]
+}
+
+// newSemRows returns the rows of a catalog's tool vectors, or nil when
+// the catalog is too large to remember enough words.
+func newSemRows(wv *WordVectors, vecs [][]float32) *semRows {
+	words := min(semRowWords, semRowEntries/max(len(vecs), 1))
+	if words < semRowMinWords {
+		return nil
+	}
+	rows, _ := lru.New[int32, semRow](words) // errors only on size <= 0
+	return &semRows{wv: wv, vecs: vecs, rows: rows}
+}
+
+// scores returns each tool's score for words, in the order the cosine
+// with their averaged vector gives (a positive multiple of it), or nil
+// when no word is known.
+func (s *semRows) scores(words []string) []float64 {
+	wv := s.wv
+	var sims []float64
+	var acc []float32 // the words seen for the first time
+	for _, w := range words {
+		r, ok := wv.index[w]
+		if !ok {
+			continue
+		}
+		if sims == nil {
+			sims = make([]float64, len(s.vecs))
+		}
+		if row, ok := s.row(r); ok {
+			for d, x := range row {
+				sims[d] += float64(x)
+			}
+			continue
+		}
+		if acc == nil {
+			acc = make([]float32, wv.dims)
+		}
+		wv.addRow(acc, r, 1)
+	}
+	if acc != nil {
+		for d, v := range s.vecs {
+			if v != nil {
+				sims[d] += float64(dot(acc, v))
+			}
+		}
+	}
+	return sims
+}
+
+// row returns word-vector row r's products with the tool vectors if the
+// catalog has seen the word before, computing them on its second
+// sighting; on the first it only notes the word.
+func (s *semRows) row(r int32) ([]float32, bool) {
+	e, ok := s.rows.Get(r)
+	switch {
+	case !ok:
+		s.rows.Add(r, semRow{})
+		return nil, false
+	case e.full:
+		return e.vals, true
+	}
+	q := make([]float32, s.wv.dims)
+	s.wv.addRow(q, r, 1)
+	vals := make([]float32, len(s.vecs))
+	for d, v := range s.vecs {
+		if v != nil {
+			vals[d] = dot(q, v)
+		}
+	}
+	s.rows.Add(r, semRow{vals: vals, full: true})
+	return vals, true
+}
