@@ -18,11 +18,11 @@ import (
 // the same catalog share them.
 const (
 	// maxSimCacheEntries bounds the (tool, similarity) pairs a catalog
-	// remembers, 8 bytes each: 4 MB at most, about half in practice (a
+	// remembers, 8 bytes each: 2 MB at most, about half in practice (a
 	// word reaches about half the tools of the bundled catalog).
-	maxSimCacheEntries = 1 << 19
+	maxSimCacheEntries = 1 << 18
 	// maxSimCacheWords bounds the words of a small catalog, and
-	// maxSimMinWords is the fewest a catalog keeps (past 1,024 tools, at
+	// maxSimMinWords is the fewest a catalog keeps (past 512 tools, at
 	// up to 8 bytes per tool and word).
 	maxSimCacheWords = 4096
 	maxSimMinWords   = 512

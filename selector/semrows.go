@@ -18,15 +18,15 @@ import (
 // catalog's tool vectors: nothing of a request's text.
 const (
 	// semRowEntries bounds the products a catalog remembers, 4 bytes
-	// each: 2 MB.
-	semRowEntries = 1 << 19
+	// each: 1 MB.
+	semRowEntries = 1 << 18
 	// semRowWords bounds the words of a small catalog.
 	semRowWords = 4096
 	// semRowMinWords is the fewest words worth remembering: a row costs
 	// as much as the whole query's product with every tool, so a catalog
-	// that could keep only a few hundred words (more than 512 tools)
-	// would compute rows it soon forgets, and scans as before.
-	semRowMinWords = 1024
+	// that could keep fewer words (more than 512 tools) would compute
+	// rows it soon forgets, and scans as before.
+	semRowMinWords = 512
 )
 
 // semRow is a remembered word: its rarity-weighted product with each tool
