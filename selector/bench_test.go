@@ -138,7 +138,7 @@ func BenchmarkPreselectCatalog(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				if cold && c.msWords != nil {
-					c.msWords.Purge()
+					c.msWords.forget()
 				}
 				if _, err := c.Preselect(context.Background(), asks[i%len(asks):i%len(asks)+1], 7, Query{}); err != nil {
 					b.Fatal(err)

@@ -81,7 +81,7 @@ type Catalog struct {
 	msVocab  *maxSimVocab
 	// msWords remembers query words' max-sim rows (maxsimcache.go); nil
 	// for vocabularies too large to compare whole.
-	msWords *lru.Cache[int32, wordRow]
+	msWords *wordMemo[[]docSim]
 	// postingsCache remembers bleve's term scores per (field, term)
 	// (postings.go).
 	postingsCache *lru.Cache[fieldTerm, *termPostings]

@@ -1,9 +1,5 @@
 package selector
 
-import (
-	lru "github.com/hashicorp/golang-lru/v2"
-)
-
 // A catalog remembers, per query word, which of its tools the word
 // reaches max-sim's floor with and how closely (the word's row).
 // Requests share most of their words (an agent's users ask for the same
@@ -39,43 +35,31 @@ type docSim struct {
 	sim float32
 }
 
-// wordRow is what a catalog remembers of a query word once the word has
-// come back: the tools within its reach and their best similarities, in
-// document order (a word seen once has none yet). Scoring a candidate is
-// then one lookup per query word, where folding the word's similarities
-// through each candidate's words cost a fifth of a preselection.
-type wordRow struct {
-	docs []docSim
-	full bool
-}
-
-// newMaxSimCache returns the word cache of a catalog of n tools, or nil
-// when its vocabulary is too large to compare whole.
-func newMaxSimCache(voc *maxSimVocab, n int) *lru.Cache[int32, wordRow] {
+// newMaxSimCache returns the word memory of a catalog of n tools: each
+// word's tools within reach and their best similarities, in document
+// order. Scoring a candidate is then one lookup per query word, where
+// folding the word's similarities through each candidate's words cost a
+// fifth of a preselection. It is nil when the vocabulary is too large to
+// compare whole.
+func newMaxSimCache(voc *maxSimVocab, n int) *wordMemo[[]docSim] {
 	if voc == nil || len(voc.rows) > maxSimCacheVocab {
 		return nil
 	}
-	words := min(maxSimCacheWords, max(maxSimMinWords, maxSimCacheEntries/max(n, 1)))
-	cache, _ := lru.New[int32, wordRow](words) // errors only on size <= 0
-	return cache
+	return newWordMemo[[]docSim](min(maxSimCacheWords, max(maxSimMinWords, maxSimCacheEntries/max(n, 1))))
 }
 
 // rememberedRow returns word-vector row r's tools if the catalog has seen
-// the word before, computing them on the word's second sighting; on the
-// first it only notes the word. Two requests may compute the same row at
-// once; both get the same values.
+// the word before (wordMemo).
 func (c *Catalog) rememberedRow(r int32) ([]docSim, bool) {
 	if c.msWords == nil {
 		return nil, false
 	}
-	w, ok := c.msWords.Get(r)
-	switch {
-	case !ok:
-		c.msWords.Add(r, wordRow{})
-		return nil, false
-	case w.full:
-		return w.docs, true
-	}
+	return c.msWords.get(r, func() []docSim { return c.toolsReached(r) })
+}
+
+// toolsReached returns the tools word-vector row r reaches max-sim's floor
+// with and the best similarity to each, in document order.
+func (c *Catalog) toolsReached(r int32) []docSim {
 	qv, qt := c.queryVec(r)
 	best := make([]float32, len(c.tools))
 	for id, docs := range c.msVocab.docs {
@@ -93,8 +77,7 @@ func (c *Catalog) rememberedRow(r int32) ([]docSim, bool) {
 			row = append(row, docSim{int32(d), s})
 		}
 	}
-	c.msWords.Add(r, wordRow{docs: row, full: true})
-	return row, true
+	return row
 }
 
 // bestSims returns each doc's best floored similarity per query word

@@ -1,9 +1,5 @@
 package selector
 
-import (
-	lru "github.com/hashicorp/golang-lru/v2"
-)
-
 // The offline semantic score of a tool is the cosine between its vector
 // and the query's rarity-weighted sum of word vectors. Only the order of
 // the tools matters (the signal enters the fusion by rank), and the
@@ -29,18 +25,11 @@ const (
 	semRowMinWords = 512
 )
 
-// semRow is a remembered word: its rarity-weighted product with each tool
-// vector, once the word has come back.
-type semRow struct {
-	vals []float32
-	full bool
-}
-
 // semRows scores tools for a query's words with the offline vectors.
 type semRows struct {
 	wv   *WordVectors
-	vecs [][]float32 // the catalog's tool vectors (unit, nil allowed)
-	rows *lru.Cache[int32, semRow]
+	vecs [][]float32          // the catalog's tool vectors (unit, nil allowed)
+	rows *wordMemo[[]float32] // each word's rarity-weighted product with each tool vector
 }
 
 // newSemRows returns the rows of a catalog's tool vectors, or nil when
@@ -50,8 +39,7 @@ func newSemRows(wv *WordVectors, vecs [][]float32) *semRows {
 	if words < semRowMinWords {
 		return nil
 	}
-	rows, _ := lru.New[int32, semRow](words) // errors only on size <= 0
-	return &semRows{wv: wv, vecs: vecs, rows: rows}
+	return &semRows{wv: wv, vecs: vecs, rows: newWordMemo[[]float32](words)}
 }
 
 // scores returns each tool's score for words, in the order the cosine
@@ -91,25 +79,17 @@ func (s *semRows) scores(words []string) []float64 {
 }
 
 // row returns word-vector row r's products with the tool vectors if the
-// catalog has seen the word before, computing them on its second
-// sighting; on the first it only notes the word.
+// catalog has seen the word before (wordMemo).
 func (s *semRows) row(r int32) ([]float32, bool) {
-	e, ok := s.rows.Get(r)
-	switch {
-	case !ok:
-		s.rows.Add(r, semRow{})
-		return nil, false
-	case e.full:
-		return e.vals, true
-	}
-	q := make([]float32, s.wv.dims)
-	s.wv.addRow(q, r, 1)
-	vals := make([]float32, len(s.vecs))
-	for d, v := range s.vecs {
-		if v != nil {
-			vals[d] = dot(q, v)
+	return s.rows.get(r, func() []float32 {
+		q := make([]float32, s.wv.dims)
+		s.wv.addRow(q, r, 1)
+		vals := make([]float32, len(s.vecs))
+		for d, v := range s.vecs {
+			if v != nil {
+				vals[d] = dot(q, v)
+			}
 		}
-	}
-	s.rows.Add(r, semRow{vals: vals, full: true})
-	return vals, true
+		return vals
+	})
 }
