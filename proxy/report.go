@@ -25,9 +25,10 @@ type report struct {
 	calls    int // upstream calls made
 
 	enc     tokenizer.Encoding
-	toolsIn int   // tools in the client's array
-	tokIn   int   // their tokens
-	tokErr  error // set when counting failed: token figures are then absent
+	toolsIn int            // tools in the client's array
+	tokIn   int            // their tokens
+	catTok  *catalogTokens // their tokens per tool
+	tokErr  error          // set when counting failed: token figures are then absent
 
 	rounds   []roundNote
 	searches []searchNote
@@ -64,8 +65,10 @@ func (t *turn) noteClient(rep *report) {
 	rep.mode = string(t.snap.Gateway.Mode)
 	rep.enc = encodingFor(t.req.Model)
 	rep.toolsIn = len(t.req.Tools)
-	rep.tokIn, rep.tokErr = t.g.tokens.catalog(rep.enc, t.catKey, t.req.Tools)
-	if rep.tokErr != nil {
+	rep.catTok, rep.tokErr = t.g.tokens.catalog(rep.enc, t.catKey, t.req.Tools)
+	if rep.tokErr == nil {
+		rep.tokIn = rep.catTok.total
+	} else {
 		t.g.logger().Warn("counting tool tokens", "err", rep.tokErr)
 	}
 }
@@ -73,13 +76,13 @@ func (t *turn) noteClient(rep *report) {
 // roundTools returns the tools array of the turn's next upstream call and
 // notes its size and tokens.
 func (t *turn) roundTools(round int) []string {
-	tools := t.tools(t.withSearch(round))
+	tools, pos := t.tools(t.withSearch(round))
 	if t.rep == nil {
 		return tools
 	}
 	n := roundNote{tools: len(tools), promptBefore: promptTokens(t.usage)}
 	if t.rep.tokErr == nil {
-		n.tokens, t.rep.tokErr = t.g.tokens.tools(t.rep.enc, tools)
+		n.tokens, t.rep.tokErr = t.g.tokens.round(t.rep.enc, t.rep.catTok, tools, pos)
 	}
 	t.rep.rounds = append(t.rep.rounds, n)
 	return tools

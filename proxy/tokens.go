@@ -47,12 +47,13 @@ func encodingFor(model string) tokenizer.Encoding {
 
 // tokenCounter counts tokens of tool definitions with long-lived caches: one
 // entry per distinct tool text and one per catalog, so a catalog is
-// tokenized once and a request costs a few cache lookups. It is safe for
-// concurrent use and loads a BPE table only when a model first needs it.
+// tokenized once and a round's tools are counted by their positions in it.
+// It is safe for concurrent use and loads a BPE table only when a model
+// first needs it.
 type tokenCounter struct {
 	seed     maphash.Seed
 	perTool  *lru.Cache[tokenKey, int]
-	catalogs *lru.Cache[string, int]
+	catalogs *lru.Cache[string, *catalogTokens]
 	o200k    func() (tokenizer.Codec, error)
 	cl100k   func() (tokenizer.Codec, error)
 }
@@ -72,7 +73,7 @@ const (
 
 func newTokenCounter() *tokenCounter {
 	perTool, _ := lru.New[tokenKey, int](toolTokenCacheSize) // errors only for size <= 0
-	cats, _ := lru.New[string, int](catalogTokenCacheSize)
+	cats, _ := lru.New[string, *catalogTokens](catalogTokenCacheSize)
 	return &tokenCounter{
 		seed:     maphash.MakeSeed(),
 		perTool:  perTool,
@@ -107,13 +108,22 @@ func (c *tokenCounter) tool(enc tokenizer.Encoding, raw string) (int, error) {
 	return n, nil
 }
 
-// tools returns the tokens of a tools array given its items.
-func (c *tokenCounter) tools(enc tokenizer.Encoding, raws []string) (int, error) {
+// round returns the tokens of a round's tools array: raws are its items,
+// pos each item's position in the client's catalog ct, or -1 for a tool
+// of the gateway's own (tool_search). Catalog tools are not hashed again:
+// a round sends up to max_active of them, and looking each text up cost
+// more than the rest of building the round.
+func (c *tokenCounter) round(enc tokenizer.Encoding, ct *catalogTokens, raws []string, pos []int) (int, error) {
 	total := 0
 	for i, raw := range raws {
-		n, err := c.tool(enc, raw)
-		if err != nil {
-			return 0, err
+		var n int
+		if p := pos[i]; p >= 0 {
+			n = ct.per[p]
+		} else {
+			var err error
+			if n, err = c.tool(enc, raw); err != nil {
+				return 0, err
+			}
 		}
 		total += n + boundary(enc, i, raw)
 	}
@@ -138,21 +148,30 @@ func boundary(enc tokenizer.Encoding, i int, raw string) int {
 	return 0
 }
 
-// catalog returns the tokens of a client's full tools array, cached under
-// key (the turn's catalog key), so the array is summed once per catalog.
-func (c *tokenCounter) catalog(enc tokenizer.Encoding, key string, tools []rewrite.Tool) (int, error) {
+// catalogTokens is a client's tools array counted once: each tool's
+// tokens, by position, and the whole array's.
+type catalogTokens struct {
+	total int
+	per   []int
+}
+
+// catalog returns the tokens of a client's full tools array and of each of
+// its tools, cached under key (the turn's catalog key), so the array is
+// counted once per catalog.
+func (c *tokenCounter) catalog(enc tokenizer.Encoding, key string, tools []rewrite.Tool) (*catalogTokens, error) {
 	ck := string(enc) + "|" + key
-	if n, ok := c.catalogs.Get(ck); ok {
-		return n, nil
+	if ct, ok := c.catalogs.Get(ck); ok {
+		return ct, nil
 	}
-	total := 0
+	ct := &catalogTokens{per: make([]int, len(tools))}
 	for i := range tools {
 		n, err := c.tool(enc, tools[i].Raw)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		total += n + boundary(enc, i, tools[i].Raw)
+		ct.per[i] = n
+		ct.total += n + boundary(enc, i, tools[i].Raw)
 	}
-	c.catalogs.Add(ck, total)
-	return total, nil
+	c.catalogs.Add(ck, ct)
+	return ct, nil
 }

@@ -321,18 +321,21 @@ func (t *turn) count() int {
 }
 
 // tools returns the upstream tools array: tool_search first (unless
-// withSearch is false), then the active tools in the order they joined.
-func (t *turn) tools(withSearch bool) []string {
-	out := make([]string, 0, len(t.st.Active)+1)
+// withSearch is false), then the active tools in the order they joined;
+// pos holds each item's position in the client's tools (-1 for
+// tool_search), by which the round's tokens are counted.
+func (t *turn) tools(withSearch bool) (raws []string, pos []int) {
+	raws = make([]string, 0, len(t.st.Active)+1)
+	pos = make([]int, 0, len(t.st.Active)+1)
 	if withSearch {
-		out = append(out, t.searchDef)
+		raws, pos = append(raws, t.searchDef), append(pos, -1)
 	}
 	for _, n := range t.st.Active {
-		if tool := t.tool(n); tool != nil && t.isActive(n) {
-			out = append(out, tool.Raw)
+		if i, ok := t.policy.Position(n); ok && t.isActive(n) {
+			raws, pos = append(raws, t.req.Tools[i].Raw), append(pos, i)
 		}
 	}
-	return out
+	return raws, pos
 }
 
 // activeNames lists the active tools in upstream order.

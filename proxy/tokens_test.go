@@ -1,0 +1,73 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/tiktoken-go/tokenizer"
+
+	"github.com/toolgate/toolgate/rewrite"
+)
+
+// A round's tools are counted by their positions in the client's catalog,
+// never re-hashed: each position must give exactly what counting the same
+// text does, whichever tools the round sends and in whatever order, with
+// or without tool_search, compact or indented.
+func TestRoundTokensByPositionMatchCountingTheText(t *testing.T) {
+	const searchDef = `{"type":"function","function":{"name":"tool_search","description":"Find tools by what they do.","parameters":{"type":"object","properties":{"query":{"type":"string"}}}}}`
+	var tools []rewrite.Tool
+	for i, tl := range testCatalog(40) {
+		var raw []byte
+		if i%3 == 0 {
+			raw, _ = json.MarshalIndent(tl, "", "  ")
+		} else {
+			raw, _ = json.Marshal(tl)
+		}
+		tools = append(tools, rewrite.Tool{Name: tl["function"].(map[string]any)["name"].(string), Raw: string(raw)})
+	}
+	rounds := []struct {
+		name string
+		pos  []int
+	}{
+		{"the first tools in order", []int{0, 1, 2, 3}},
+		{"the last tools out of order", []int{39, 12, 38, 0, 27}},
+		{"tool_search and one tool", []int{-1, 17}},
+		{"tool_search alone", []int{-1}},
+		{"tool_search and indented tools", []int{-1, 3, 6, 9, 30}},
+	}
+	for _, enc := range []tokenizer.Encoding{encO200k, encCl100k} {
+		c := newTokenCounter()
+		ct, err := c.catalog(enc, "k", tools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rd := range rounds {
+			t.Run(string(enc)+": "+rd.name, func(t *testing.T) {
+				raws := make([]string, len(rd.pos))
+				want := 0
+				for i, p := range rd.pos {
+					raws[i] = searchDef
+					if p >= 0 {
+						raws[i] = tools[p].Raw
+					}
+					n, err := newTokenCounter().tool(enc, raws[i])
+					if err != nil {
+						t.Fatal(err)
+					}
+					want += n + boundary(enc, i, raws[i])
+				}
+				got, err := c.round(enc, ct, raws, rd.pos)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Errorf("counted %d tokens by position, %d by text", got, want)
+				}
+				if !strings.Contains(raws[len(raws)-1], "function") || want < 10*len(raws) {
+					t.Errorf("a round of %d tools counts %d tokens: the tools are not real", len(raws), want)
+				}
+			})
+		}
+	}
+}
