@@ -82,6 +82,7 @@ func turnAttrs(t *turn, total time.Duration) []slog.Attr {
 		slog.String("model", t.req.Model),
 		slog.Bool("stream", t.req.Stream),
 		slog.Any("active", active),
+		slog.Any("dropped_guesses", t.dropped),
 		slog.Int("hidden_count", hiddenN),
 		slog.Any("hidden", hidden),
 		slog.Any("searches", rep.searches),

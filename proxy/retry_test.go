@@ -42,16 +42,33 @@ func TestRetriedTurnOffersTheSameTools(t *testing.T) {
 			}
 		})
 
-		t.Run(mode+": the next user turn is ranked for its own message", func(t *testing.T) {
+		t.Run(mode+": the next user turn is ranked for its own message and drops the guesses never called", func(t *testing.T) {
 			grown := append(slices.Clone(turn),
+				map[string]any{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{"id": "c1", "type": "function",
+					"function": map[string]any{"name": "repo_create_issue", "arguments": "{}"}}}},
+				map[string]any{"role": "tool", "tool_call_id": "c1", "content": "created #7"},
 				map[string]any{"role": "assistant", "content": "Filed it."},
 				map[string]any{"role": "user", "content": next})
+			if !slices.Contains(first, "repo_create_issue") {
+				t.Fatalf("the first turn was not offered the tool its history calls: %v", first)
+			}
 			got := send(t, grown)
 			if !slices.Contains(got, "browser_screenshot") {
 				t.Errorf("the new turn was offered %v, without the screenshot tool it asks for", got)
 			}
-			if len(got) <= len(first) {
-				t.Errorf("the new turn added nothing to %v: %v", first, got)
+			if !slices.Contains(got, "repo_create_issue") {
+				t.Errorf("the new turn was offered %v, without the tool the conversation called", got)
+			}
+			// A fresh session sees the same conversation: what it is
+			// offered is what the turn needs; the first turn's other
+			// guesses must not ride along.
+			resp := post(t, base, chatRequest(t, grown, tools, false, nil), map[string]string{"X-Session-ID": "fresh"})
+			resp.Body.Close()
+			fresh := rec.last()
+			for _, n := range first {
+				if n != "repo_create_issue" && slices.Contains(got, n) && !slices.Contains(fresh, n) {
+					t.Errorf("the first turn's unused guess %s rides along: %v (a fresh session: %v)", n, got, fresh)
+				}
 			}
 		})
 	}

@@ -64,6 +64,7 @@ type turn struct {
 	searches  int
 	asked     map[string]int // normalised search queries -> times asked this turn
 	misses    int
+	dropped   []string // earlier turns' guesses never called, dropped by this user turn
 
 	rep *report // accounting for headers, metrics and the decision log; nil in bare tests
 }
@@ -146,7 +147,9 @@ func (t *turn) join(name, reason string) {
 	if !t.isVisible(name) {
 		return
 	}
-	t.st.Join(name)
+	if t.st.Join(name) && (reason == reasonPreselect || reason == reasonFollowUp || reason == reasonExplore) {
+		t.st.Guess(name)
+	}
 	// A retried turn finds its preselected tools already in the session;
 	// they keep the reason they joined for.
 	retried := t.reasons[name] == reasonSession && (reason == reasonPreselect || reason == reasonExplore || reason == reasonFollowUp)
@@ -162,8 +165,14 @@ func (t *turn) join(name, reason string) {
 // the tool_choice target, tools called in the history (the history is the
 // truth, whatever the session remembers), the session's tools and, in
 // hybrid and preselect modes, the tools preselected for a user turn or
-// the follow-up tools after a tool result.
+// the follow-up tools after a tool result. A new user turn first drops the
+// session's guesses that were never called.
 func (t *turn) seedActive(ctx context.Context) {
+	if t.req.UserTurn && t.st.Turn != t.fingerprint() {
+		// A new user turn: the earlier turns' guesses that were never
+		// called go (a retry of the same turn keeps them).
+		t.dropped = t.st.DropGuesses()
+	}
 	for _, name := range t.policy.Core() {
 		t.join(name, reasonCore)
 	}

@@ -38,10 +38,14 @@ type State struct {
 	Focus string `json:"focus,omitempty"`
 	// Turn fingerprints the user turn Preselected was ranked for, so a
 	// retried request is offered the same tools without ranking again.
-	Turn        string    `json:"turn,omitempty"`
-	Preselected []string  `json:"preselected,omitempty"`
-	Explored    string    `json:"explored,omitempty"`
-	Updated     time.Time `json:"updated"`
+	Turn        string   `json:"turn,omitempty"`
+	Preselected []string `json:"preselected,omitempty"`
+	Explored    string   `json:"explored,omitempty"`
+	// Guesses lists the active tools that joined as the gateway's guesses
+	// for a turn (preselected, follow-up, explored) and have not been
+	// called since: a new user turn drops them (DropGuesses).
+	Guesses []string  `json:"guesses,omitempty"`
+	Updated time.Time `json:"updated"`
 }
 
 // Clone returns a deep copy of s.
@@ -49,6 +53,7 @@ func (s State) Clone() State {
 	s.Active = slices.Clone(s.Active)
 	s.Recent = slices.Clone(s.Recent)
 	s.Preselected = slices.Clone(s.Preselected)
+	s.Guesses = slices.Clone(s.Guesses)
 	return s
 }
 
@@ -65,9 +70,35 @@ func (s *State) Join(names ...string) bool {
 	return added
 }
 
-// Touch records a call of name: it becomes the last and most recent tool.
+// Guess marks an active tool as one of the gateway's guesses.
+func (s *State) Guess(name string) {
+	if !slices.Contains(s.Guesses, name) {
+		s.Guesses = append(s.Guesses, name)
+	}
+}
+
+// DropGuesses removes the guesses that were never called from the active
+// tools, keeping the others' order, and returns them. A guess was ranked
+// for an earlier user turn; left in place, it would ride along on every
+// later upstream call of the session, up to max_active of them, whatever
+// the user asks next (the next turn is ranked afresh, and a tool it still
+// needs is picked again).
+func (s *State) DropGuesses() []string {
+	dropped := s.Guesses
+	if len(dropped) > 0 {
+		s.Active = slices.DeleteFunc(s.Active, func(n string) bool { return slices.Contains(dropped, n) })
+	}
+	s.Guesses = nil
+	return dropped
+}
+
+// Touch records a call of name: it becomes the last and most recent tool,
+// and no longer a guess.
 func (s *State) Touch(name string, keep int) {
 	s.Last = name
+	if i := slices.Index(s.Guesses, name); i >= 0 {
+		s.Guesses = slices.Delete(s.Guesses, i, i+1)
+	}
 	if i := slices.Index(s.Recent, name); i >= 0 {
 		s.Recent = slices.Delete(s.Recent, i, i+1)
 	}

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,5 +56,47 @@ func TestMemoryIsSafeUnderConcurrentUse(t *testing.T) {
 	again, _ := m.Get(ctx, "k0")
 	if again.Active[0] == "changed" {
 		t.Error("Get returned the stored slice, not a copy")
+	}
+}
+
+func TestGuessesNeverCalledAreDropped(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		active      []string
+		guesses     []string
+		called      []string
+		wantActive  []string
+		wantDropped []string
+	}{
+		{"guesses go and the other tools keep their order",
+			[]string{"core", "g1", "found", "g2"}, []string{"g1", "g2"}, nil,
+			[]string{"core", "found"}, []string{"g1", "g2"}},
+		{"a guess that was called stays",
+			[]string{"g1", "g2"}, []string{"g1", "g2"}, []string{"g2"},
+			[]string{"g2"}, []string{"g1"}},
+		{"a session without guesses keeps everything",
+			[]string{"a", "b"}, nil, []string{"a"},
+			[]string{"a", "b"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := State{Active: slices.Clone(tc.active)}
+			for _, g := range tc.guesses {
+				s.Guess(g)
+				s.Guess(g) // marking twice is marking once
+			}
+			for _, c := range tc.called {
+				s.Touch(c, 8)
+			}
+			dropped := s.DropGuesses()
+			if !slices.Equal(s.Active, tc.wantActive) || !slices.Equal(dropped, tc.wantDropped) {
+				t.Errorf("active %v, dropped %v; want %v, %v", s.Active, dropped, tc.wantActive, tc.wantDropped)
+			}
+			if len(s.Guesses) != 0 {
+				t.Errorf("guesses left after dropping: %v", s.Guesses)
+			}
+			if again := s.DropGuesses(); len(again) != 0 {
+				t.Errorf("a second drop removed %v", again)
+			}
+		})
 	}
 }
