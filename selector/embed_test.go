@@ -97,7 +97,7 @@ func TestRemoteSemanticDegradesToLexical(t *testing.T) {
 			for !failing && c.sem.vecs.Load() == nil && time.Now().Before(deadline) {
 				time.Sleep(5 * time.Millisecond)
 			}
-			res, err := c.Search(context.Background(), Query{Text: "merge pull request"})
+			res, err := c.Search(context.Background(), Query{Text: "merge pull request", Explain: true})
 			if err != nil {
 				t.Fatalf("search failed: %v", err)
 			}

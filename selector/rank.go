@@ -198,15 +198,20 @@ func (s signal) String() string {
 
 // scored is one candidate during ranking. Its signals are a fixed array
 // (0 = absent), turned into Result.Signals' map only for the returned
-// tools: a map per candidate was most of a search's allocations.
+// tools, and only when the query asks (Query.Explain): a map per
+// candidate was most of a search's allocations.
 type scored struct {
 	doc   int32
 	score float64
 	sig   [nSignals]float64
 }
 
-// signals returns s's non-zero contributions by name.
-func (s *scored) signals() map[string]float64 {
+// signals returns s's non-zero contributions by name when explain is set,
+// else nil.
+func (s *scored) signals(explain bool) map[string]float64 {
+	if !explain {
+		return nil
+	}
 	m := make(map[string]float64, 4)
 	for i, v := range s.sig {
 		if v != 0 {
@@ -370,7 +375,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 			Hint:        t.Meta.Hint,
 			Category:    t.Meta.Category,
 			Score:       s.score,
-			Signals:     s.signals(),
+			Signals:     s.signals(q.Explain),
 		}
 	}
 	var cover float64

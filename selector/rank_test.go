@@ -385,7 +385,7 @@ func TestRankOrderIsTheSameWhateverTheHint(t *testing.T) {
 // 1 through semantic rank fusion.
 func TestLexicalLeadKeepsAClearWinnerFirst(t *testing.T) {
 	c := compileTest(t, testTools(t), Config{})
-	res, err := c.Search(context.Background(), Query{Text: "merging pull requests", Limit: 3})
+	res, err := c.Search(context.Background(), Query{Text: "merging pull requests", Limit: 3, Explain: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,10 @@ type Query struct {
 	// Learned holds the transitions observed online; nil means only the
 	// Config's seeded transitions count.
 	Learned *Transitions
+	// Explain fills each Result's Signals, the per-signal view `gateway
+	// search` prints. The request path leaves it off: a map per result
+	// was a tenth of a preselection's allocations, read by nothing.
+	Explain bool
 }
 
 // Result is one ranked tool.
@@ -101,7 +105,7 @@ type Result struct {
 	Hint        string
 	Category    string
 	Score       float64
-	Signals     map[string]float64 // per-signal contribution, for debugging
+	Signals     map[string]float64 // per-signal contribution (Query.Explain), for debugging
 }
 
 // Results is the answer to a Query.

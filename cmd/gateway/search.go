@@ -35,7 +35,7 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	res, err := cat.Search(ctx, selector.Query{Text: strings.Join(fs.Args(), " "), Limit: *limit})
+	res, err := cat.Search(ctx, selector.Query{Text: strings.Join(fs.Args(), " "), Limit: *limit, Explain: true})
 	if err != nil {
 		return err
 	}
