@@ -52,8 +52,12 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		}
 		internal, real := t.split(res.calls)
 		g.logger().Debug("stream round", "round", round, "calls", len(res.calls), "internal", len(internal), "real", len(real))
+		more := len(internal) > 0 && len(real) == 0 && t.canContinue(round)
+		if more {
+			s.flush() // the gateway searches and waits on the upstream next
+		}
 		results := t.answer(ctx, res.calls)
-		if len(internal) > 0 && len(real) == 0 && t.canContinue(round) {
+		if more {
 			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, Calls: internal, Results: results})
 			continue
 		}
@@ -107,12 +111,12 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 	body := newIdleReader(resp.Body, idleTimeout, cancel)
 	defer body.stop()
 	// Events are flushed whenever the relay is about to wait: before every
-	// read of the upstream, and when the round ends (a search may follow).
-	// Events that arrived together leave in one write, and none is held
-	// while the gateway waits.
+	// read of the upstream, before a search round (streamTurn), and with
+	// the turn's end events. Events that arrived together leave in one
+	// write, the last round's with the end's, and none is held while the
+	// gateway waits.
 	sse := t.g.sse.get(flushFirst{r: body, flush: s.flush})
 	defer t.g.sse.put(sse)
-	defer s.flush()
 	var (
 		res     roundResult
 		content strings.Builder

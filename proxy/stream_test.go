@@ -209,9 +209,9 @@ func TestASearchRoundWithoutDoneStillContinues(t *testing.T) {
 }
 
 // TestTextBeforeASearchReachesTheClientBeforeTheNextRound: the relay
-// writes events without flushing each one, so it must flush at the end of a
-// round: text the model said before calling tool_search must not wait for
-// the search and the next upstream round.
+// writes events without flushing each one, so it must flush before a
+// search round: text the model said before calling tool_search must not
+// wait for the search and the next upstream round.
 func TestTextBeforeASearchReachesTheClientBeforeTheNextRound(t *testing.T) {
 	release := make(chan struct{})
 	var calls atomic.Int32
