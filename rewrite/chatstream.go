@@ -58,16 +58,41 @@ func ParseEvent(data []byte) (*Event, error) {
 	if !root.IsObject() {
 		return nil, fmt.Errorf("stream chunk is not a JSON object")
 	}
-	ev := &Event{
-		Data:    data,
-		ID:      root.Get("id").String(),
-		Model:   root.Get("model").String(),
-		Created: root.Get("created").Int(),
-		Choice:  -1,
-		Usage:   root.Get("usage"),
-		Error:   root.Get("error"),
-	}
-	ch := root.Get("choices.0")
+	ev := &Event{Data: data, Choice: -1}
+	// One pass over the top-level keys, where a Get per field rescanned
+	// the chunk from its start each time (most of a relayed event's
+	// cost). The first occurrence of a key counts, as with Get.
+	var ch gjson.Result
+	var got struct{ id, model, created, usage, err, choices bool }
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.String() {
+		case "id":
+			if !got.id {
+				got.id, ev.ID = true, v.String()
+			}
+		case "model":
+			if !got.model {
+				got.model, ev.Model = true, v.String()
+			}
+		case "created":
+			if !got.created {
+				got.created, ev.Created = true, v.Int()
+			}
+		case "usage":
+			if !got.usage {
+				got.usage, ev.Usage = true, v
+			}
+		case "error":
+			if !got.err {
+				got.err, ev.Error = true, v
+			}
+		case "choices":
+			if !got.choices {
+				got.choices, ch = true, v.Get("0")
+			}
+		}
+		return true
+	})
 	if !ch.Exists() {
 		return ev, nil
 	}

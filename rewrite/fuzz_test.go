@@ -99,11 +99,16 @@ func FuzzEditEvent(f *testing.F) {
 		`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}`,
 		`{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":3,"id":"x","function":{"name":"a","arguments":"{"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1}}`,
 		`{"choices":[],"usage":{"total_tokens":3}}`, `{"error":{"message":"x"}}`, `{}`, `[]`, `{"choices":{"0":1}}`, `{"choices":[1]}`,
+		`{"id":"a","id":"b","created":"12","choices":[{"index":1}],"choices":[{"index":2}],"usage":1,"usage":{}}`,
+		`{"\u0069d":"escaped","mod\u0065l":"m","choices":[{"finish_reason":"stop"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ev, err := ParseEvent(data)
+		if want := parseEventByPaths(data); (err == nil) != (want != nil) || err == nil && !sameEvent(ev, want) {
+			t.Fatalf("ParseEvent(%q) = %+v, %v; a Get per field reads %+v", data, ev, err, want)
+		}
 		if err != nil {
 			return
 		}
@@ -127,6 +132,32 @@ func FuzzEditEvent(f *testing.F) {
 			}
 		}
 	})
+}
+
+// parseEventByPaths is ParseEvent's top level as it was written first, a
+// gjson Get per field, kept as the reference for the one-pass version.
+func parseEventByPaths(data []byte) *Event {
+	if string(data) == Done {
+		return &Event{Data: data, End: true}
+	}
+	root := gjson.ParseBytes(data)
+	if !gjson.ValidBytes(data) || !root.IsObject() {
+		return nil
+	}
+	ev := &Event{ID: root.Get("id").String(), Model: root.Get("model").String(), Created: root.Get("created").Int(),
+		Choice: -1, Usage: root.Get("usage"), Error: root.Get("error")}
+	ch := root.Get("choices.0")
+	if ch.Exists() {
+		ev.Choice = ch.Get("index").Int()
+		ev.Finish = ch.Get("finish_reason").String()
+	}
+	return ev
+}
+
+// sameEvent compares the fields ParseEvent reads at the top level.
+func sameEvent(a, b *Event) bool {
+	return a.End == b.End && a.ID == b.ID && a.Model == b.Model && a.Created == b.Created && a.Choice == b.Choice &&
+		a.Finish == b.Finish && a.Usage.Raw == b.Usage.Raw && a.Error.Raw == b.Error.Raw
 }
 
 // FuzzKnownTools primes a cache with one body and parses another through
