@@ -136,3 +136,25 @@ func BenchmarkDecide650(b *testing.B) {
 		}
 	}
 }
+
+// Visible is Position and Decide in one lookup: a tool of the table shown
+// for the message, never a name outside it, whatever the policy says.
+func TestBoundVisibleIsKnownAndShown(t *testing.T) {
+	s := mustLoad(t, "deny: [\"admin_*\"]\ntools:\n  github_merge_pr: {risk: destructive}\n", nil)
+	tab := s.Table([]string{"admin_drop", "github_merge_pr", "github_get_pr"})
+	for _, user := range []string{"what is in PR 4?", "merge PR 4"} {
+		b := tab.For(user)
+		for _, name := range []string{"admin_drop", "github_merge_pr", "github_get_pr", "not_in_the_catalog"} {
+			t.Run(user+": "+name, func(t *testing.T) {
+				_, known := b.Position(name)
+				want := known && b.Decide(name).Visible
+				if got := b.Visible(name); got != want {
+					t.Errorf("Visible = %v, Position and Decide say %v", got, want)
+				}
+			})
+		}
+	}
+	if b := tab.For("what is in PR 4?"); b.Visible("admin_drop") || !b.Visible("github_get_pr") || b.Visible("not_in_the_catalog") {
+		t.Error("a denied tool is visible, an allowed one is not, or an unknown name is")
+	}
+}

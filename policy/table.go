@@ -69,6 +69,14 @@ func (b Bound) Decide(name string) Decision {
 	return b.t.snap.Decide(name, b.text)
 }
 
+// Visible reports whether name is one of the catalog's tools and shown for
+// the bound message: Position and Decide in one lookup, for callers that
+// ask it of every ranking candidate.
+func (b Bound) Visible(name string) bool {
+	i, ok := b.t.byName[name]
+	return ok && b.t.decided[b.k][i].Visible
+}
+
 // Position returns where name stands in the catalog the table was made
 // for, so a caller needs no index of its own.
 func (b Bound) Position(name string) (int, bool) {

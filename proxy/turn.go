@@ -128,10 +128,7 @@ func credential(r *http.Request) string {
 
 // isVisible applies the policy (deny, allow, risk gating) to one of the
 // client's tools; names the client did not send are never visible.
-func (t *turn) isVisible(name string) bool {
-	_, known := t.policy.Position(name)
-	return known && t.policy.Decide(name).Visible
-}
+func (t *turn) isVisible(name string) bool { return t.policy.Visible(name) }
 
 // tool returns the client's tool called name, or nil.
 func (t *turn) tool(name string) *rewrite.Tool {
