@@ -2,14 +2,12 @@ package selector
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2/analysis"
-	regexpchar "github.com/blevesearch/bleve/v2/analysis/char/regexp"
 	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/analysis/token/camelcase"
@@ -20,9 +18,9 @@ import (
 )
 
 // identSeparators are the characters identifiers are joined with. UAX#29
-// keeps "get_user" and "github.create" as one word, so they become spaces
-// before tokenisation.
-var identSeparators = regexp.MustCompile(`[_./:\\#@-]+`)
+// keeps "get_user" and "github.create" as one word, so each run of them
+// becomes one space before tokenisation (sepFilter).
+const identSeparators = "_./:\\#@-"
 
 // analyzer holds the bleve analysis chains of a catalog. They are built
 // from bleve's own components and handed to bleve as instances (documents
@@ -53,7 +51,7 @@ func newAnalyzer() (*analyzer, error) {
 	if err := stops.LoadBytes(en.EnglishStopWords); err != nil {
 		return nil, fmt.Errorf("loading stop words: %w", err)
 	}
-	seps := regexpchar.New(identSeparators, []byte(" "))
+	seps := newSepFilter(identSeparators)
 	tok := uaxtok.NewUnicodeTokenizer()
 	camel := alnumOnly{camelcase.NewCamelCaseFilter()}
 	stopF := stop.NewStopTokensFilter(stops)
@@ -249,7 +247,7 @@ func analyze(an analysis.Analyzer, text string) []string {
 // "repo merge PR") for texts that are not analysed by bleve (the embedding
 // text of a remote embedder).
 func splitIdent(s string) string {
-	s = identSeparators.ReplaceAllString(s, " ")
+	s = string(newSepFilter(identSeparators).Filter([]byte(s)))
 	var b strings.Builder
 	b.Grow(len(s) + 8)
 	rs := []rune(s)
