@@ -313,7 +313,7 @@ func (t *turn) bound() {
 	for _, n := range victims {
 		delete(t.reasons, n)
 	}
-	t.st.Active = slices.DeleteFunc(t.st.Active, func(s string) bool { return slices.Contains(victims, s) })
+	t.st.Remove(victims)
 }
 
 func (t *turn) count() int {

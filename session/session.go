@@ -85,11 +85,17 @@ func (s *State) Guess(name string) {
 // needs is picked again).
 func (s *State) DropGuesses() []string {
 	dropped := s.Guesses
-	if len(dropped) > 0 {
-		s.Active = slices.DeleteFunc(s.Active, func(n string) bool { return slices.Contains(dropped, n) })
-	}
 	s.Guesses = nil
+	s.Active = slices.DeleteFunc(s.Active, func(n string) bool { return slices.Contains(dropped, n) })
 	return dropped
+}
+
+// Remove takes names out of the active tools (and the guesses), keeping
+// the others' order.
+func (s *State) Remove(names []string) {
+	gone := func(n string) bool { return slices.Contains(names, n) }
+	s.Active = slices.DeleteFunc(s.Active, gone)
+	s.Guesses = slices.DeleteFunc(s.Guesses, gone)
 }
 
 // Touch records a call of name: it becomes the last and most recent tool,

@@ -100,3 +100,13 @@ func TestGuessesNeverCalledAreDropped(t *testing.T) {
 		})
 	}
 }
+
+func TestRemoveTakesToolsOutOfActiveAndGuesses(t *testing.T) {
+	s := State{Active: []string{"a", "g1", "b", "g2"}}
+	s.Guess("g1")
+	s.Guess("g2")
+	s.Remove([]string{"g1", "b"})
+	if !slices.Equal(s.Active, []string{"a", "g2"}) || !slices.Equal(s.Guesses, []string{"g2"}) {
+		t.Errorf("active %v, guesses %v; want [a g2], [g2]", s.Active, s.Guesses)
+	}
+}
