@@ -87,21 +87,22 @@ var benchAsks = []string{
 // message, as an agent's requests do; "retried turn" re-sends one, which
 // reuses the turn's preselection.
 //
-// Budget: at most 1,000 allocations and 250 KB per new turn. Measured 349
-// allocs and 99 KB, most of both in the preselection, about 0.16 ms per
-// new turn and 0.08 ms per retried one on the shared 2-core VM; in the
-// same run before the policy's decisions were kept per catalog and the
-// selector remembered word rows and stems: 408 allocs, 118 KB, 0.22 and
-// 0.09 ms (557 allocs and 157 KB before the selector's round 9). The six
-// asks' words are remembered after their first pass, a catalog's steady
-// state; selector's BenchmarkPreselectCatalog measures words never seen.
-// The 190 KB body is read into a buffer from the gateway's
-// pool, which the parse gives back at once because a resent catalog is
-// compared, not kept. Before the first profiling a turn was 1,249 allocs,
-// 994 KB and about 3 ms: ParseRequest rescanned the body per top-level key
-// and parsed every tool per request, and io.ReadAll doubled its way up to
-// the body size. (Until the retry reuse, this benchmark re-sent one turn,
-// which then ranked again every time.)
+// Budget: at most 1,000 allocations and 250 KB per new turn. Measured
+// (session 13) 194 allocs, 33 KB and about 63 µs per new turn, 106
+// allocs, 22 KB and 34 µs per retried one, on the shared 2-core VM; at
+// that session's start 212 allocs, 67 KB, 90-100 µs and 109 allocs, 52
+// KB, 81 µs: the session "bench" gets a new user message each turn, and
+// each turn used to carry every earlier turn's unused preselected tools
+// upstream (up to max_active); they now leave at the next user turn. The
+// six asks' words are remembered after their first pass, a catalog's
+// steady state; selector's BenchmarkPreselectCatalog measures words never
+// seen. The 190 KB body is read into a buffer from the gateway's pool,
+// which the parse gives back at once because a resent catalog is compared,
+// not kept. Before the first profiling a turn was 1,249 allocs, 994 KB and
+// about 3 ms: ParseRequest rescanned the body per top-level key and parsed
+// every tool per request, and io.ReadAll doubled its way up to the body
+// size. (Until the retry reuse, this benchmark re-sent one turn, which
+// then ranked again every time.)
 func BenchmarkChatTurn200Tools(b *testing.B) {
 	g, bodies := benchGateway(b, 200)
 	h := g.Handler()
