@@ -19,6 +19,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	stream := fs.Bool("stream", false, "replay every request streamed")
+	oneSession := fs.Bool("one-session", false, "replay the tasks as successive user turns of one conversation (an agent working through a list)")
 	catalog := fs.String("catalog", "", "JSON array of tools to use instead of the bundled catalog")
 	tasks := fs.String("tasks", "", "JSON array of scripted tasks to use instead of the bundled ones")
 	config := fs.String("config", "", "policy file for the gateway (default: built-in defaults)")
@@ -31,7 +32,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	o := demo.Options{Stream: *stream, Model: *model}
+	o := demo.Options{Stream: *stream, Model: *model, OneSession: *oneSession}
 	var err error
 	switch {
 	case *queries != "":

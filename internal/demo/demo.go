@@ -48,6 +48,10 @@ type Options struct {
 	Tasks []byte
 	// Stream replays every request with stream: true.
 	Stream bool
+	// OneSession replays the tasks as successive user turns of one
+	// conversation (an agent working through a list), instead of one
+	// conversation per task.
+	OneSession bool
 	// Model is the model name the agent sends (it picks the tokenizer the
 	// gateway reports with). "" means gpt-4o.
 	Model string
@@ -68,6 +72,7 @@ type Result struct {
 	Tasks        int
 	Steps        int
 	Stream       bool
+	OneSession   bool
 	Direct       Side
 	Gateway      Side
 	Elapsed      time.Duration
@@ -108,7 +113,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Model == "" {
 		o.Model = "gpt-4o"
 	}
-	res := &Result{CatalogTools: len(tools), Tasks: len(tasks), Stream: o.Stream}
+	res := &Result{CatalogTools: len(tools), Tasks: len(tasks), Stream: o.Stream, OneSession: o.OneSession}
 	for _, t := range tasks {
 		res.Steps += len(t.Steps)
 	}
@@ -123,7 +128,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	direct := newMeter(&fakellm.Model{Tasks: tasks, MaxTools: DirectMaxTools}, codec)
 	upDirect := httptest.NewServer(direct)
 	defer upDirect.Close()
-	a := agent{base: upDirect.URL + "/v1", tools: tools, model: o.Model, stream: o.Stream}
+	a := agent{base: upDirect.URL + "/v1", tools: tools, model: o.Model, stream: o.Stream, oneSession: o.OneSession}
 	res.Direct, err = a.replay(ctx, tasks, func(i int) { progress(i) })
 	if err != nil {
 		return nil, fmt.Errorf("direct run: %w", err)
@@ -178,11 +183,12 @@ func newGateway(upstream string, o Options) (*proxy.Gateway, error) {
 // its tools, executes the tool calls it gets back (with a canned result),
 // and stops at the first text answer.
 type agent struct {
-	base   string
-	tools  []json.RawMessage
-	model  string
-	stream bool
-	client http.Client
+	base       string
+	tools      []json.RawMessage
+	model      string
+	stream     bool
+	oneSession bool
+	client     http.Client
 }
 
 // maxTurns bounds one task's client requests, so a confused model cannot
@@ -191,11 +197,16 @@ const maxTurns = 24
 
 func (a *agent) replay(ctx context.Context, tasks []fakellm.Task, done func(int)) (Side, error) {
 	var s Side
+	var history []any // the conversation so far, when the tasks share one
 	for i, task := range tasks {
-		steps, answered, reqs, err := a.run(ctx, task)
+		if !a.oneSession {
+			history = nil
+		}
+		steps, answered, reqs, msgs, err := a.run(ctx, task, history)
 		if err != nil {
 			return s, fmt.Errorf("task %s: %w", task.Name, err)
 		}
+		history = msgs
 		s.ClientRequests += reqs
 		s.StepsCompleted += steps
 		if steps == len(task.Steps) && answered {
@@ -206,24 +217,26 @@ func (a *agent) replay(ctx context.Context, tasks []fakellm.Task, done func(int)
 	return s, nil
 }
 
-// run plays one task and returns the steps executed in order, whether the
-// model gave the task's final answer, and the requests made.
-func (a *agent) run(ctx context.Context, task fakellm.Task) (steps int, answered bool, reqs int, err error) {
-	msgs := []any{
-		map[string]any{"role": "system", "content": "You are a helpful agent. Use the tools to do what the user asks."},
-		map[string]any{"role": "user", "content": task.Prompt},
+// run plays one task after history (nil: a new conversation) and returns
+// the steps executed in order, whether the model gave the task's final
+// answer, the requests made and the conversation including the answer.
+func (a *agent) run(ctx context.Context, task fakellm.Task, history []any) (steps int, answered bool, reqs int, msgs []any, err error) {
+	msgs = history
+	if msgs == nil {
+		msgs = []any{map[string]any{"role": "system", "content": "You are a helpful agent. Use the tools to do what the user asks."}}
 	}
+	msgs = append(msgs, map[string]any{"role": "user", "content": task.Prompt})
 	for reqs < maxTurns {
 		reqs++
 		msg, err := a.send(ctx, msgs)
 		if err != nil {
-			return steps, false, reqs, err
-		}
-		calls := msg.Get("tool_calls").Array()
-		if len(calls) == 0 {
-			return steps, msg.Get("content").String() == task.Answer, reqs, nil
+			return steps, false, reqs, msgs, err
 		}
 		msgs = append(msgs, json.RawMessage(msg.Raw))
+		calls := msg.Get("tool_calls").Array()
+		if len(calls) == 0 {
+			return steps, msg.Get("content").String() == task.Answer, reqs, msgs, nil
+		}
 		for _, c := range calls {
 			name := c.Get("function.name").String()
 			if steps < len(task.Steps) && name == task.Steps[steps].Tool {
@@ -233,7 +246,7 @@ func (a *agent) run(ctx context.Context, task fakellm.Task) (steps int, answered
 				"content": "ok: " + name + " done"})
 		}
 	}
-	return steps, false, reqs, nil
+	return steps, false, reqs, msgs, nil
 }
 
 // send posts the conversation and returns the assistant message, assembled

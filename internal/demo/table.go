@@ -15,6 +15,9 @@ func (r *Result) Print(w io.Writer) error {
 	if r.Stream {
 		mode = "streamed"
 	}
+	if r.OneSession {
+		mode += ", one conversation"
+	}
 	d, g := r.Direct, r.Gateway
 	fmt.Fprintf(w, "toolgate demo: %d scripted agent tasks (%d tool steps) over a %d-tool catalog, %s, offline\n\n",
 		r.Tasks, r.Steps, r.CatalogTools, mode)

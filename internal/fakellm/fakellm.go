@@ -146,15 +146,15 @@ func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
 // decide plays the model's turn from the conversation so far.
 func (m *Model) decide(req gjson.Result, avail map[string]bool) reply {
 	msgs := req.Get("messages").Array()
-	var first string
+	// The task is the latest user message's; only what happened after it
+	// counts, so a conversation can go through several tasks in turn.
+	var latest string
 	var called []string
 	searches := 0
 	for _, msg := range msgs {
 		switch msg.Get("role").String() {
 		case "user":
-			if first == "" {
-				first = text(msg.Get("content"))
-			}
+			latest, called, searches = text(msg.Get("content")), nil, 0
 		case "assistant":
 			msg.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
 				n := c.Get("function.name").String()
@@ -168,7 +168,7 @@ func (m *Model) decide(req gjson.Result, avail map[string]bool) reply {
 			})
 		}
 	}
-	task := m.find(first)
+	task := m.find(latest)
 	if task == nil {
 		return reply{content: "Hello! How can I help?"}
 	}
