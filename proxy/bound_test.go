@@ -7,9 +7,10 @@ import (
 	"github.com/toolgate/toolgate/session"
 )
 
-// bound keeps the active set within max_active: tools found but not used
-// recently go first, oldest first; then the least recently used; pinned
-// tools (core, tool_choice, history) never.
+// bound keeps the active set within max_active: earlier turns' tools not
+// used recently go first, oldest first; then the least recently used; then
+// this turn's own picks; pinned tools (core, tool_choice, this turn's
+// calls) never.
 func TestBoundEvictsUnusedToolsFirstThenTheLeastRecentlyUsed(t *testing.T) {
 	snap := loadPolicy(t, "gateway:\n  max_active: 3\n")
 	tests := []struct {
@@ -17,20 +18,25 @@ func TestBoundEvictsUnusedToolsFirstThenTheLeastRecentlyUsed(t *testing.T) {
 		active []string // session order: oldest first
 		recent []string // least recently used first
 		pinned []string
+		fresh  []string // joined this turn (preselected)
 		want   []string
 	}{
 		{"a set within the bound is left alone",
-			[]string{"a", "b", "c"}, nil, nil, []string{"a", "b", "c"}},
+			[]string{"a", "b", "c"}, nil, nil, nil, []string{"a", "b", "c"}},
 		{"the oldest unused tools go first",
-			[]string{"a", "b", "c", "d", "e"}, nil, nil, []string{"c", "d", "e"}},
+			[]string{"a", "b", "c", "d", "e"}, nil, nil, nil, []string{"c", "d", "e"}},
 		{"used tools stay while unused ones can go",
-			[]string{"a", "b", "c", "d", "e"}, []string{"a", "b"}, nil, []string{"a", "b", "e"}},
+			[]string{"a", "b", "c", "d", "e"}, []string{"a", "b"}, nil, nil, []string{"a", "b", "e"}},
 		{"then the least recently used go",
-			[]string{"a", "b", "c", "d"}, []string{"c", "a", "b", "d"}, nil, []string{"a", "b", "d"}},
+			[]string{"a", "b", "c", "d"}, []string{"c", "a", "b", "d"}, nil, nil, []string{"a", "b", "d"}},
 		{"pinned tools stay even when they are the oldest",
-			[]string{"a", "b", "c", "d", "e"}, nil, []string{"a", "b"}, []string{"a", "b", "e"}},
+			[]string{"a", "b", "c", "d", "e"}, nil, []string{"a", "b"}, nil, []string{"a", "b", "e"}},
 		{"a set of pinned tools may exceed the bound",
-			[]string{"a", "b", "c", "d"}, nil, []string{"a", "b", "c", "d"}, []string{"a", "b", "c", "d"}},
+			[]string{"a", "b", "c", "d"}, nil, []string{"a", "b", "c", "d"}, nil, []string{"a", "b", "c", "d"}},
+		{"this turn's picks outlast earlier turns' tools, used or not",
+			[]string{"a", "b", "c", "d", "e"}, []string{"a", "b"}, nil, []string{"d", "e"}, []string{"b", "d", "e"}},
+		{"this turn's picks go last, oldest first, when they alone exceed the bound",
+			[]string{"a", "b", "c", "d", "e"}, nil, []string{"a"}, []string{"b", "c", "d", "e"}, []string{"a", "d", "e"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,6 +47,9 @@ func TestBoundEvictsUnusedToolsFirstThenTheLeastRecentlyUsed(t *testing.T) {
 			}
 			for _, n := range tt.pinned {
 				tr.pinned[n] = true
+			}
+			for _, n := range tt.fresh {
+				tr.reasons[n] = reasonPreselect
 			}
 			tr.bound()
 			if !slices.Equal(tr.st.Active, tt.want) {

@@ -51,7 +51,7 @@ type turn struct {
 	catKey  string // the catalog cache key
 	key     string
 	st      session.State
-	pinned  map[string]bool   // core, tool_choice and history: never evicted
+	pinned  map[string]bool   // core, tool_choice and this user turn's calls: never evicted
 	reasons map[string]string // why each active tool is there
 	policy  policy.Bound      // the catalog's policy decisions, for this turn's message
 	learned *selector.Transitions
@@ -153,7 +153,12 @@ func (t *turn) join(name, reason string) {
 	if t.reasons[name] == "" || retried || reason == reasonCore || reason == reasonChoice || reason == reasonHistory {
 		t.reasons[name] = reason
 	}
-	if reason == reasonCore || reason == reasonChoice || reason == reasonHistory {
+	// Core, the tool_choice target and what this user turn has called are
+	// never evicted. Tools called in earlier user turns are active too, but
+	// evictable, least recently used first: pinned, a long conversation's
+	// history would fill max_active by itself and squeeze out every tool a
+	// new request needs.
+	if reason == reasonCore || reason == reasonChoice || reason == reasonHistory && slices.Contains(t.req.TurnCalled, name) {
 		t.pinned[name] = true
 	}
 }
@@ -286,9 +291,10 @@ func (t *turn) query(text string, limit int) selector.Query {
 	}
 }
 
-// bound keeps the active set within max_active: tools that were found but
-// never used go first, oldest first, then the least recently used; pinned
-// tools stay.
+// bound keeps the active set within max_active. Tools from earlier turns
+// go first: those not used recently, oldest first, then the least recently
+// used; then this turn's own picks (preselected, follow-up, explored,
+// discovered), oldest first. Pinned tools stay.
 func (t *turn) bound() {
 	max := t.snap.Gateway.MaxActive
 	if max <= 0 {
@@ -299,17 +305,25 @@ func (t *turn) bound() {
 		return
 	}
 	evictable := func(n string) bool { return !t.pinned[n] && t.isActive(n) }
+	// This turn's own picks answer the request at hand: they go last.
+	earlier := func(n string) bool {
+		switch t.reasons[n] {
+		case reasonPreselect, reasonExplore, reasonFollowUp, reasonDiscovered:
+			return false
+		}
+		return true
+	}
 	victims := make([]string, 0, excess)
-	for _, n := range t.st.Active {
-		if len(victims) < excess && evictable(n) && !slices.Contains(t.st.Recent, n) {
-			victims = append(victims, n)
+	take := func(names []string, ok func(string) bool) {
+		for _, n := range names {
+			if len(victims) < excess && evictable(n) && ok(n) && !slices.Contains(victims, n) {
+				victims = append(victims, n)
+			}
 		}
 	}
-	for _, n := range t.st.Recent {
-		if len(victims) < excess && evictable(n) && !slices.Contains(victims, n) {
-			victims = append(victims, n)
-		}
-	}
+	take(t.st.Active, func(n string) bool { return earlier(n) && !slices.Contains(t.st.Recent, n) })
+	take(t.st.Recent, earlier)
+	take(t.st.Active, func(string) bool { return true })
 	for _, n := range victims {
 		delete(t.reasons, n)
 	}

@@ -3,8 +3,12 @@ package demo
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // Floors the bundled run must clear. The targets are at least 85%
@@ -73,6 +77,47 @@ func TestDemoRejectsBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Run(context.Background(), tc.o); err == nil {
 				t.Error("no error")
+			}
+		})
+	}
+}
+
+// An agent that works through the tasks in one conversation builds a long
+// history of called tools. The gateway must still offer each new request
+// what it needs: with every earlier call pinned, the history alone filled
+// max_active and the tasks after it failed (9 of 12 at the default 32, 2 of
+// 12 at 10); earlier turns' tools now make way for the turn at hand.
+func TestOneConversationCompletesEveryTask(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		policy   string
+		minTasks int
+	}{
+		{"with the default max_active every task completes", "", 12},
+		{"with max_active 10 the turn's own tools still win", "gateway:\n  max_active: 10\n", 11},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{OneSession: true}
+			if tc.policy != "" {
+				path := filepath.Join(t.TempDir(), "tools.yaml")
+				if err := os.WriteFile(path, []byte(tc.policy), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				snap, err := policy.Load(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o.Policy = snap
+			}
+			res, err := Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := res.Direct; d.TasksCompleted != res.Tasks {
+				t.Fatalf("direct run completed %d/%d tasks in one conversation: the harness is broken", d.TasksCompleted, res.Tasks)
+			}
+			if g := res.Gateway; g.TasksCompleted < tc.minTasks {
+				t.Errorf("gateway completed %d/%d tasks (%d/%d steps), want at least %d", g.TasksCompleted, res.Tasks, g.StepsCompleted, res.Steps, tc.minTasks)
 			}
 		})
 	}
