@@ -130,13 +130,6 @@ func credential(r *http.Request) string {
 // client's tools; names the client did not send are never visible.
 func (t *turn) isVisible(name string) bool { return t.policy.Visible(name) }
 
-// tool returns the client's tool called name, or nil.
-func (t *turn) tool(name string) *rewrite.Tool {
-	if i, ok := t.policy.Position(name); ok {
-		return &t.req.Tools[i]
-	}
-	return nil
-}
 
 func (t *turn) isActive(name string) bool { return t.reasons[name] != "" }
 
