@@ -130,7 +130,6 @@ func credential(r *http.Request) string {
 // client's tools; names the client did not send are never visible.
 func (t *turn) isVisible(name string) bool { return t.policy.Visible(name) }
 
-
 func (t *turn) isActive(name string) bool { return t.reasons[name] != "" }
 
 func (t *turn) join(name, reason string) {
