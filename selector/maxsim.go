@@ -249,12 +249,3 @@ func (c *Catalog) maxSimRanks(words []string, lexDocs, semDocs []int32, lexRank,
 	}
 	return rankScored(docs, scores, ranks)
 }
-
-// raise lifts each of best's values to row's where row's is larger.
-func raise(best, row []float32) {
-	for i, s := range row {
-		if s > best[i] {
-			best[i] = s
-		}
-	}
-}
