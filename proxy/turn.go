@@ -162,7 +162,8 @@ func (t *turn) join(name, reason string) {
 // the follow-up tools after a tool result. A new user turn first drops the
 // session's guesses that were never called.
 func (t *turn) seedActive(ctx context.Context) {
-	if t.req.UserTurn && t.st.Turn != t.fingerprint() {
+	fp := t.fingerprint()
+	if t.req.UserTurn && t.st.Turn != fp {
 		// A new user turn: the earlier turns' guesses that were never
 		// called go (a retry of the same turn keeps them).
 		t.dropped = t.st.DropGuesses()
@@ -187,11 +188,11 @@ func (t *turn) seedActive(ctx context.Context) {
 	if g.Mode == policy.ModeHybrid || g.Mode == policy.ModePreselect {
 		switch {
 		case t.req.UserTurn && g.Preselect > 0:
-			t.preselect(ctx, g.Preselect, g.Mode == policy.ModePreselect && g.Explore, reasonPreselect, nil)
+			t.preselect(ctx, fp, g.Preselect, g.Mode == policy.ModePreselect && g.Explore, reasonPreselect, nil)
 		case !t.req.UserTurn && len(t.req.CalledTail) > 0 && g.FollowUp > 0:
 			// Ranked like the user turn, with the call just made feeding
 			// the transition, focus and recency signals.
-			t.preselect(ctx, g.FollowUp, false, reasonFollowUp, t.req.TurnCalled)
+			t.preselect(ctx, fp, g.FollowUp, false, reasonFollowUp, t.req.TurnCalled)
 		}
 	}
 	t.bound()
@@ -202,8 +203,8 @@ func (t *turn) seedActive(ctx context.Context) {
 // conversation) is offered the tools the first attempt was, without
 // ranking again: the upstream's prompt cache keeps its prefix, and the
 // active set does not grow by another n tools each time the client retries.
-func (t *turn) preselect(ctx context.Context, n int, explore bool, reason string, done []string) {
-	fp := t.fingerprint()
+// fp is the turn's fingerprint, which seedActive has already taken.
+func (t *turn) preselect(ctx context.Context, fp string, n int, explore bool, reason string, done []string) {
 	if t.st.Turn == fp {
 		for _, name := range t.st.Preselected {
 			t.join(name, reason)
