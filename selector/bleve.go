@@ -235,21 +235,27 @@ func (c *Catalog) analyzeQuery(text string, weight float64) (*lexQuery, []string
 	return q, c.contentWords(words)
 }
 
+// queryTerm is an analysed query term some tool has, with what the
+// catalog knows of it.
+type queryTerm struct {
+	term  string
+	stats *termStats
+}
+
 // indexedTerms returns q's terms that some tool has, sorted, so the float
 // sums (and so ties) do not depend on map order. A term no tool has adds
 // only a constant to every document's score (it changes the query norm and
 // the coord denominator alike for all), so leaving it out ranks the same
 // and spares bleve a term searcher and the rescorer its lookups: a prose
 // query has many such words.
-func (c *Catalog) indexedTerms(q *lexQuery) []string {
-	df := c.fields.bleveDF[0]
-	terms := make([]string, 0, len(q.terms))
+func (c *Catalog) indexedTerms(q *lexQuery) []queryTerm {
+	terms := make([]queryTerm, 0, len(q.terms))
 	for t := range q.terms {
-		if df[t] > 0 {
-			terms = append(terms, t)
+		if st := c.fields.terms[t]; st != nil {
+			terms = append(terms, queryTerm{t, st})
 		}
 	}
-	slices.Sort(terms)
+	slices.SortFunc(terms, func(a, b queryTerm) int { return strings.Compare(a.term, b.term) })
 	return terms
 }
 
@@ -283,9 +289,9 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	// Clearing every tool's sums measured cheaper than walking the
 	// query's postings again to zero only the touched ones.
 	defer clear(sc.acc)
-	hits := make([]lexHit, len(top))
+	hits := make([]docScore, len(top))
 	for i, d := range top {
-		hits[i] = lexHit{d, rs.score(d, sc.bm25[d])}
+		hits[i] = docScore{d, rs.score(d, sc.bm25[d])}
 	}
 	docs, scores := topHits(c.addNbr(q, rs, hits), n)
 	return docs, scores, nil
@@ -293,16 +299,8 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 
 // topHits returns the n best hits' documents and scores, best first, ties
 // by document (so the order is total).
-func topHits(hits []lexHit, n int) ([]int32, []float64) {
-	slices.SortFunc(hits, func(a, b lexHit) int {
-		if a.score != b.score {
-			if a.score > b.score {
-				return -1
-			}
-			return 1
-		}
-		return int(a.doc - b.doc)
-	})
+func topHits(hits []docScore, n int) ([]int32, []float64) {
+	sortByRank(hits)
 	hits = hits[:min(n, len(hits))]
 	docs := make([]int32, len(hits))
 	scores := make([]float64, len(hits))
@@ -341,8 +339,8 @@ func (c *Catalog) coverage(q *lexQuery, d int32) float64 {
 	n := float64(len(c.tools))
 	var mass, got float64
 	for term, w := range q.terms {
-		df, ok := c.fields.bleveDF[0][term]
-		if !ok {
+		df := c.fields.df(term)
+		if df == 0 {
 			continue // a word no tool uses says nothing about coverage
 		}
 		idf := w * math.Log(1+(n-float64(df)+0.5)/(float64(df)+0.5))

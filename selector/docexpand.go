@@ -137,12 +137,6 @@ func (c *Catalog) nbrScores(q *lexQuery) map[int32]nbrScore {
 	return out
 }
 
-// lexHit is one lexical candidate and its score.
-type lexHit struct {
-	doc   int32
-	score float64
-}
-
 // nbrOnly ranks a query none of whose terms is in the all field (search's
 // early exit) by the neighbour field alone: the top n tools, best first.
 func (c *Catalog) nbrOnly(q *lexQuery, n int) ([]int32, []float64, error) {
@@ -150,9 +144,9 @@ func (c *Catalog) nbrOnly(q *lexQuery, n int) ([]int32, []float64, error) {
 		return nil, nil, nil
 	}
 	ns := c.nbrScores(q)
-	hits := make([]lexHit, 0, len(ns))
+	hits := make([]docScore, 0, len(ns))
 	for d, s := range ns {
-		hits = append(hits, lexHit{d, s.sum * float64(s.matched)})
+		hits = append(hits, docScore{d, s.sum * float64(s.matched)})
 	}
 	docs, scores := topHits(hits, n)
 	return docs, scores, nil
@@ -170,7 +164,7 @@ type nbrScore struct {
 // (raw + side + nbr) × (m + docNbrCoord × nbr matches) / allN, so a tool
 // that matches only through the field scores on the same scale as bleve's
 // hits.
-func (c *Catalog) addNbr(q *lexQuery, rs *lexRescorer, hits []lexHit) []lexHit {
+func (c *Catalog) addNbr(q *lexQuery, rs *lexRescorer, hits []docScore) []docScore {
 	if !q.nbr {
 		return hits
 	}
@@ -194,7 +188,7 @@ func (c *Catalog) addNbr(q *lexQuery, rs *lexRescorer, hits []lexHit) []lexHit {
 		h.score = (base + n.sum) * (m + docNbrCoord*float64(n.matched)) / allN
 	}
 	for d, n := range ns {
-		hits = append(hits, lexHit{doc: d, score: n.sum * docNbrCoord * float64(n.matched) / allN})
+		hits = append(hits, docScore{doc: d, score: n.sum * docNbrCoord * float64(n.matched) / allN})
 	}
 	return hits
 }

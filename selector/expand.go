@@ -87,7 +87,6 @@ func (c *Catalog) expansion(words []string, have map[string]float64) map[string]
 	if c.wv == nil || c.nbs == nil {
 		return nil
 	}
-	allDF := c.fields.bleveDF[0]
 	var out map[string]float64
 	for _, w := range words {
 		row, ok := c.wv.index[w]
@@ -99,7 +98,7 @@ func (c *Catalog) expansion(words []string, have map[string]float64) map[string]
 				continue
 			}
 			for _, t := range c.an.wordTerms(c.wv.words[nb.row]) {
-				if _, dup := have[t]; dup || allDF[t] == 0 {
+				if _, dup := have[t]; dup || c.fields.df(t) == 0 {
 					continue
 				}
 				if out == nil {

@@ -3,6 +3,7 @@ package selector
 import (
 	"math"
 	"strings"
+	"sync/atomic"
 
 	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/search"
@@ -34,16 +35,12 @@ const (
 	sideDesc  = 4
 )
 
-// bleveFields are the fields the bleve query searches, with their boosts:
-// all (BM25F: every field repeated by its weight). With one field and a
-// plain query bleve's disjunction stays under its heap takeover (10
-// searchers) and scans its clauses as a slice, which is faster.
-var bleveFields = [...]struct {
-	field string
-	boost float64
-}{
-	{fAll, 1.0},
-}
+// allBoost is the boost of the one field the bleve query searches for
+// analysed terms: all (BM25F: every field repeated by its weight). With
+// one field and a plain query bleve's disjunction stays under its heap
+// takeover (10 searchers) and scans its clauses as a slice, which is
+// faster.
+const allBoost = 1.0
 
 // termCounts is one field of one tool: term frequencies and length.
 type termCounts struct {
@@ -69,19 +66,38 @@ type toolFields struct {
 }
 
 // fieldStats are a catalog's document frequencies and total lengths per
-// field (the side fields and the bleve fields), the numbers BM25 needs,
-// and the postings the rescorer reads its per-document counts from.
+// field, the numbers BM25 needs, and the postings the rescorer reads its
+// per-document counts from, all under one entry per term: a query term is
+// looked up once, where one map per field and statistic cost a dozen
+// lookups per term, most of them cache misses once a request's 190 KB
+// body has passed through the CPU caches.
 type fieldStats struct {
 	docs    float64
-	sideDF  [len(sideFields)]map[string]int32
 	sideLen [len(sideFields)]float64
-	bleveDF [len(bleveFields)]map[string]int32
-	// allDocs are the tools with each term in the all field, and
-	// sidePost each side field's tools and term frequencies per term, in
-	// tool order: a search walks a query term's list once instead of
-	// looking the term up in every candidate's maps.
-	allDocs  map[string][]int32
-	sidePost [len(sideFields)]map[string][]posting
+	terms   map[string]*termStats
+}
+
+// termStats is one analysed term of a catalog: the tools that have it in
+// the all field (its document frequency there is their number), its
+// side-field postings, and bleve's scores of it in the all field, read on
+// the term's first search.
+type termStats struct {
+	all []int32 // in tool order
+	// side holds every side field's postings of the term, field by field
+	// in sideFields order, each in tool order; field j's are
+	// side[sideEnd[j-1]:sideEnd[j]].
+	side    []posting
+	sideEnd [len(sideFields)]int32
+	bleve   atomic.Pointer[termPostings] // see postings.go
+}
+
+// sidePostings returns field j's postings of the term.
+func (t *termStats) sidePostings(j int) []posting {
+	start := int32(0)
+	if j > 0 {
+		start = t.sideEnd[j-1]
+	}
+	return t.side[start:t.sideEnd[j]]
 }
 
 // posting is one tool's frequency of a term in a field.
@@ -89,14 +105,30 @@ type posting struct {
 	doc, tf int32
 }
 
-func newFieldStats(tf []toolFields) *fieldStats {
-	s := &fieldStats{docs: float64(len(tf)), allDocs: map[string][]int32{}}
-	for i := range s.sideDF {
-		s.sideDF[i] = map[string]int32{}
-		s.sidePost[i] = map[string][]posting{}
+// df returns the number of tools with term in the all field (every term
+// of every field is in it).
+func (s *fieldStats) df(term string) int32 {
+	if t := s.terms[term]; t != nil {
+		return int32(len(t.all))
 	}
-	for i := range s.bleveDF {
-		s.bleveDF[i] = map[string]int32{}
+	return 0
+}
+
+// sidePostings returns term's postings in side field j.
+func (s *fieldStats) sidePostings(j int, term string) []posting {
+	if t := s.terms[term]; t != nil {
+		return t.sidePostings(j)
+	}
+	return nil
+}
+
+func newFieldStats(tf []toolFields) *fieldStats {
+	s := &fieldStats{docs: float64(len(tf)), terms: map[string]*termStats{}}
+	// Side postings are gathered per field first, then laid out one
+	// term's after another's.
+	var side [len(sideFields)]map[string][]posting
+	for i := range side {
+		side[i] = map[string][]posting{}
 	}
 	for d := range tf {
 		t := &tf[d]
@@ -104,16 +136,32 @@ func newFieldStats(tf []toolFields) *fieldStats {
 			f := &t.side[i]
 			s.sideLen[i] += float64(f.len)
 			for term, n := range f.tf {
-				s.sideDF[i][term]++
-				s.sidePost[i][term] = append(s.sidePost[i][term], posting{int32(d), n})
+				side[i][term] = append(side[i][term], posting{int32(d), n})
 			}
 			// The postings hold the same counts; nothing reads the
 			// per-tool maps after this, and they cost more memory.
 			f.tf = nil
 		}
 		for term := range t.all.tf {
-			s.bleveDF[0][term]++
-			s.allDocs[term] = append(s.allDocs[term], int32(d))
+			ts := s.terms[term]
+			if ts == nil {
+				ts = &termStats{}
+				s.terms[term] = ts
+			}
+			ts.all = append(ts.all, int32(d))
+		}
+	}
+	for term, ts := range s.terms {
+		n := 0
+		for i := range side {
+			n += len(side[i][term])
+		}
+		if n > 0 {
+			ts.side = make([]posting, 0, n)
+		}
+		for i := range side {
+			ts.side = append(ts.side, side[i][term]...)
+			ts.sideEnd[i] = int32(len(ts.side))
 		}
 	}
 	return s
@@ -138,7 +186,7 @@ func bm25TF(tf, dl, avgdl float64) float64 {
 // pass, so scoring a candidate is a few array reads.
 type lexRescorer struct {
 	c            *Catalog
-	terms        []string
+	terms        []queryTerm
 	raw          []string
 	bleveNorm    float64
 	bleveN, allN int
@@ -146,11 +194,12 @@ type lexRescorer struct {
 	acc          []rescoreAcc // per tool, summed by accumulate
 }
 
-// sideTerm is a query term some tool has in a side field, with its
-// constant factor: field boost × term weight × idf² (bleve's BM25 term
-// score is query weight × idf × tf part, its query weight boost × idf).
+// sideTerm is a query term's postings in a side field some tool has it
+// in, with its constant factor: field boost × term weight × idf² (bleve's
+// BM25 term score is query weight × idf × tf part, its query weight boost
+// × idf).
 type sideTerm struct {
-	term string
+	post []posting
 	coef float64
 }
 
@@ -163,17 +212,15 @@ type rescoreAcc struct {
 
 // newRescorer prepares q's rescoring; acc (one entry per tool, zero) is
 // the scratch accumulate fills.
-func (c *Catalog) newRescorer(q *lexQuery, terms []string, acc []rescoreAcc) *lexRescorer {
+func (c *Catalog) newRescorer(q *lexQuery, terms []queryTerm, acc []rescoreAcc) *lexRescorer {
 	r := &lexRescorer{c: c, terms: terms, raw: q.raw, acc: acc}
 	var bleveSq float64
 	fs := c.fields
-	for _, t := range terms {
-		w := q.terms[t]
-		for j, bf := range bleveFields {
-			if c.stats.FieldCardinality[bf.field] == 0 {
-				continue
-			}
-			x := bf.boost * w * bm25IDF(fs.docs, fs.bleveDF[j][t])
+	hasAll := c.stats.FieldCardinality[fAll] > 0
+	for _, qt := range terms {
+		w := q.terms[qt.term]
+		if hasAll {
+			x := allBoost * w * bm25IDF(fs.docs, int32(len(qt.stats.all)))
 			bleveSq += x * x
 			r.bleveN++
 		}
@@ -182,9 +229,9 @@ func (c *Catalog) newRescorer(q *lexQuery, terms []string, acc []rescoreAcc) *le
 				continue
 			}
 			r.allN++
-			if df := fs.sideDF[j][t]; df > 0 {
-				idf := bm25IDF(fs.docs, df)
-				r.side[j] = append(r.side[j], sideTerm{t, sf.boost * w * idf * idf})
+			if post := qt.stats.sidePostings(j); len(post) > 0 {
+				idf := bm25IDF(fs.docs, int32(len(post)))
+				r.side[j] = append(r.side[j], sideTerm{post, sf.boost * w * idf * idf})
 			}
 		}
 	}
@@ -214,15 +261,15 @@ func (r *lexRescorer) accumulate() {
 		return
 	}
 	fs := r.c.fields
-	for _, term := range r.terms {
-		for _, d := range fs.allDocs[term] {
+	for _, qt := range r.terms {
+		for _, d := range qt.stats.all {
 			r.acc[d].all++
 		}
 	}
 	for j, sts := range r.side {
 		avgdl := fs.sideLen[j] / fs.docs
 		for _, st := range sts {
-			for _, p := range fs.sidePost[j][st.term] {
+			for _, p := range st.post {
 				a := &r.acc[p.doc]
 				a.side += st.coef * bm25TF(float64(p.tf), float64(r.c.toolFields[p.doc].side[j].len), avgdl)
 				a.sideN++

@@ -18,12 +18,15 @@ import (
 // their terms, so a term's postings are read from bleve once per catalog
 // and each query combines the remembered clauses the way bleve's
 // disjunction does (lexScores below): the same products and sums, so the
-// same scores. Entries hold tool numbers and scores of catalog terms,
-// nothing of a request's text.
+// same scores. An all-field term keeps its postings in its termStats
+// (fields.go), at most 12 bytes per occurrence of a catalog term, so no
+// more than the catalog's own term lists; whole names and terms no tool
+// has go to a bounded LRU. Entries hold tool numbers and scores of
+// catalog terms, nothing of a request's text.
 const (
-	// postingsCacheTerms bounds the (field, term) pairs a catalog
+	// postingsCacheTerms bounds the (field, term) pairs the LRU
 	// remembers: a pair costs 12 bytes per tool that has the term plus
-	// ~100 bytes, so a few MB at most even for 10,000-tool catalogs.
+	// ~100 bytes.
 	postingsCacheTerms = 8192
 )
 
@@ -45,8 +48,8 @@ func newPostingsCache() *lru.Cache[fieldTerm, *termPostings] {
 	return cache
 }
 
-// postingsReader opens the catalog's bleve reader on the first term the
-// cache does not hold, so a request whose terms are all remembered opens
+// postingsReader opens the catalog's bleve reader on the first term not
+// yet remembered, so a request whose terms are all remembered opens
 // none.
 type postingsReader struct {
 	c *Catalog
@@ -59,13 +62,36 @@ func (pr *postingsReader) close() {
 	}
 }
 
-// postings returns (field, term)'s postings, from the cache or from
-// bleve's term searcher.
-func (pr *postingsReader) postings(ctx context.Context, ft fieldTerm) (*termPostings, error) {
-	c := pr.c
-	if p, ok := c.postingsCache.Get(ft); ok {
+// clausePostings returns a clause's postings: an all-field term's from
+// its catalog entry, read from bleve on first use; others' (whole names,
+// terms no tool has) from the LRU.
+func (pr *postingsReader) clausePostings(ctx context.Context, cl lexClause) (*termPostings, error) {
+	if cl.stats == nil {
+		if p, ok := pr.c.postingsCache.Get(cl.ft); ok {
+			return p, nil
+		}
+		p, err := pr.read(ctx, cl.ft)
+		if err != nil {
+			return nil, err
+		}
+		pr.c.postingsCache.Add(cl.ft, p)
 		return p, nil
 	}
+	if p := cl.stats.bleve.Load(); p != nil {
+		return p, nil
+	}
+	p, err := pr.read(ctx, cl.ft)
+	if err != nil {
+		return nil, err
+	}
+	// Concurrent first searches may both read it: the same postings.
+	cl.stats.bleve.Store(p)
+	return p, nil
+}
+
+// read returns (field, term)'s postings from bleve's term searcher.
+func (pr *postingsReader) read(ctx context.Context, ft fieldTerm) (*termPostings, error) {
+	c := pr.c
 	if pr.r == nil {
 		r, err := c.bleveIdx.Reader()
 		if err != nil {
@@ -99,33 +125,31 @@ func (pr *postingsReader) postings(ctx context.Context, ft fieldTerm) (*termPost
 		}
 		pool.Put(dm)
 	}
-	c.postingsCache.Add(ft, p)
 	return p, nil
 }
 
 // lexClause is one clause of the lexical disjunction: a field's term at a
-// boost.
+// boost, and for an all-field term the catalog's entry for it, which
+// holds its postings once read.
 type lexClause struct {
 	ft    fieldTerm
 	boost float64
+	stats *termStats // nil: the postings are remembered in the LRU
 }
 
 // lexClauses are q's clauses in bleve's order: every indexed query term
-// against each bleve field, boosted by field boost × term weight, then the
-// raw tokens against the whole-name field.
-func (c *Catalog) lexClauses(q *lexQuery, terms []string) []lexClause {
-	out := make([]lexClause, 0, len(terms)*len(bleveFields)+len(q.raw))
-	for _, fb := range bleveFields {
-		if c.stats.FieldCardinality[fb.field] == 0 {
-			continue
-		}
-		for _, term := range terms {
-			out = append(out, lexClause{fieldTerm{fb.field, term}, fb.boost * q.terms[term]})
+// against the all field, boosted by allBoost × term weight, then the raw
+// tokens against the whole-name field.
+func (c *Catalog) lexClauses(q *lexQuery, terms []queryTerm) []lexClause {
+	out := make([]lexClause, 0, len(terms)+len(q.raw))
+	if c.stats.FieldCardinality[fAll] > 0 {
+		for _, qt := range terms {
+			out = append(out, lexClause{fieldTerm{fAll, qt.term}, allBoost * q.terms[qt.term], qt.stats})
 		}
 	}
 	if c.stats.FieldCardinality[fWhole] > 0 {
 		for _, tok := range q.raw {
-			out = append(out, lexClause{fieldTerm{fWhole, tok}, wholeBoost})
+			out = append(out, lexClause{ft: fieldTerm{fWhole, tok}, boost: wholeBoost})
 		}
 	}
 	return out
@@ -144,7 +168,7 @@ func (c *Catalog) lexScores(ctx context.Context, clauses []lexClause, sc *search
 	ps := sc.postings[:0]
 	sumSq := 0.0
 	for _, cl := range clauses {
-		p, err := pr.postings(ctx, cl.ft)
+		p, err := pr.clausePostings(ctx, cl)
 		if err != nil {
 			return err
 		}

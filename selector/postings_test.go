@@ -88,10 +88,10 @@ func TestRememberedPostingsScoreAsBlevesDisjunction(t *testing.T) {
 		{"a short request scores the same to the bit", clausesOf("open a pull request"), true},
 		{"a verbatim tool name adds its whole-name clause", clausesOf("call github.create_issue now"), true},
 		{"a clause no tool matches still counts in norm and coord", []lexClause{
-			{fieldTerm{fAll, "issu"}, 1}, {fieldTerm{fAll, "zzzznotaterm"}, 1}, {fieldTerm{fWhole, "no.such.tool"}, wholeBoost},
+			{fieldTerm{fAll, "issu"}, 1, nil}, {fieldTerm{fAll, "zzzznotaterm"}, 1, nil}, {fieldTerm{fWhole, "no.such.tool"}, wholeBoost, nil},
 		}, true},
 		{"weights below one scale the clauses as bleve's boosts do", []lexClause{
-			{fieldTerm{fAll, "file"}, 0.35}, {fieldTerm{fAll, "read"}, 1}, {fieldTerm{fAll, "channel"}, 0.175},
+			{fieldTerm{fAll, "file"}, 0.35, nil}, {fieldTerm{fAll, "read"}, 1, nil}, {fieldTerm{fAll, "channel"}, 0.175, nil},
 		}, true},
 		{"a long request (bleve's heap) scores the same up to rounding", clausesOf(
 			"Summarise the open issues in the repository, post the summary in the team channel, " +
@@ -139,6 +139,9 @@ func TestRememberedPostingsAreSafeForConcurrentSearches(t *testing.T) {
 		want[i] = res.Items
 	}
 	c.postingsCache.Purge()
+	for _, ts := range c.fields.terms {
+		ts.bleve.Store(nil)
+	}
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {

@@ -514,77 +514,8 @@ func confidence(list []scored, cov float64) float64 {
 }
 
 // topDocs returns the n documents with the highest positive scores, best
-// first, ties by document order. It keeps a size-n min-heap, so it costs
-// O(N log n) and allocates only the result.
+// first, ties by document order.
 func topDocs(scores []float64, n int) []int32 { return topAmong(nil, scores, n) }
-
-// topAmong is topDocs over the documents docs (nil: every document), which
-// may come in any order.
-func topAmong(docs []int32, scores []float64, n int) []int32 {
-	h := make([]int32, 0, n)
-	less := func(a, b int32) bool { // a ranks below b
-		if scores[a] != scores[b] {
-			return scores[a] < scores[b]
-		}
-		return a > b
-	}
-	down := func(i int) {
-		for {
-			l := 2*i + 1
-			if l >= len(h) {
-				return
-			}
-			m := l
-			if r := l + 1; r < len(h) && less(h[r], h[l]) {
-				m = r
-			}
-			if !less(h[m], h[i]) {
-				return
-			}
-			h[i], h[m] = h[m], h[i]
-			i = m
-		}
-	}
-	count := len(docs)
-	if docs == nil {
-		count = len(scores)
-	}
-	for i := range count {
-		d := int32(i)
-		if docs != nil {
-			d = docs[i]
-		}
-		if scores[d] <= 0 {
-			continue
-		}
-		if len(h) < n {
-			h = append(h, d)
-			for i := len(h) - 1; i > 0; {
-				p := (i - 1) / 2
-				if !less(h[i], h[p]) {
-					break
-				}
-				h[i], h[p] = h[p], h[i]
-				i = p
-			}
-			continue
-		}
-		if n > 0 && less(h[0], d) {
-			h[0] = d
-			down(0)
-		}
-	}
-	slices.SortFunc(h, func(a, b int32) int {
-		switch {
-		case less(b, a):
-			return -1
-		case less(a, b):
-			return 1
-		}
-		return 0
-	})
-	return h
-}
 
 // sortScored orders by score, then by name so ties are deterministic. A
 // tool is in the list once and names are unique, so the order is total and
@@ -657,14 +588,6 @@ type docScore struct {
 	score float64
 }
 
-// byRank orders by descending score, ties by document: a total order.
-func byRank(a, b docScore) int {
-	if a.score != b.score {
-		return cmp.Compare(b.score, a.score)
-	}
-	return cmp.Compare(a.doc, b.doc)
-}
-
 // rankOrder writes each document's 1-based rank by descending score (ties
 // by document) into ranks, one slot per tool, and returns the documents in
 // rank order: the caller zeroes their slots after use. hint, when it lists
@@ -679,7 +602,7 @@ func rankOrder(m map[int32]float64, hint []int32, ranks []int32) []int32 {
 			list = append(list, docScore{d, s})
 		}
 	}
-	slices.SortFunc(list, byRank)
+	sortByRank(list)
 	// A hint that repeats a document while missing another has the right
 	// length; sorted, a repeat sits next to itself.
 	ok := len(list) == len(m)
@@ -691,7 +614,7 @@ func rankOrder(m map[int32]float64, hint []int32, ranks []int32) []int32 {
 		for d, s := range m {
 			list = append(list, docScore{d, s})
 		}
-		slices.SortFunc(list, byRank)
+		sortByRank(list)
 	}
 	return writeRanks(list, ranks)
 }
@@ -703,7 +626,7 @@ func rankScored(docs []int32, scores []float64, ranks []int32) []int32 {
 	for i, d := range docs {
 		list[i] = docScore{d, scores[i]}
 	}
-	slices.SortFunc(list, byRank)
+	sortByRank(list)
 	return writeRanks(list, ranks)
 }
 

@@ -30,7 +30,7 @@ func (c *Catalog) discountDone(q *lexQuery, done []string) {
 // sideHas reports whether tool d has term in side field j (its postings
 // are in tool order).
 func (c *Catalog) sideHas(j int, term string, d int) bool {
-	ps := c.fields.sidePost[j][term]
+	ps := c.fields.sidePostings(j, term)
 	_, found := slices.BinarySearchFunc(ps, int32(d), func(p posting, d int32) int { return int(p.doc - d) })
 	return found
 }
