@@ -103,8 +103,27 @@ func topAmong(docs []int32, scores []float64, n int) []int32 {
 			keys = append(keys, descKey(s)&^keyPosMask|uint64(d))
 		}
 	}
-	slices.Sort(keys)
-	m := min(n, len(keys))
+	m := max(min(n, len(keys)), 0)
+	if m == 0 {
+		return []int32{}
+	}
+	if m < len(keys) {
+		// Only the best m need an order: select them, then sort those.
+		// One past the cut packing equal to the m-th (a near-tie across
+		// the cut) needs the exact order over both: sort everything.
+		selectSmallest(keys, m)
+		cut, whole := keys[m-1]>>keyPosBits, false
+		for _, k := range keys[m:] {
+			whole = whole || k>>keyPosBits == cut
+		}
+		if whole {
+			slices.Sort(keys)
+		} else {
+			slices.Sort(keys[:m])
+		}
+	} else {
+		slices.Sort(keys)
+	}
 	for i := 0; i < m; {
 		j := i + 1
 		for j < len(keys) && keys[j]>>keyPosBits == keys[i]>>keyPosBits {
@@ -117,11 +136,56 @@ func topAmong(docs []int32, scores []float64, n int) []int32 {
 		}
 		i = j
 	}
-	out := make([]int32, max(m, 0))
+	out := make([]int32, m)
 	for i := range out {
 		out[i] = int32(keys[i] & keyPosMask)
 	}
 	return out
+}
+
+// selectSmallest reorders keys (distinct) so that keys[:k] are the k
+// smallest and keys[k-1] the largest of them (quickselect, median-of-three
+// pivots): O(N) where a full sort is O(N log N), and sorting is most of
+// what ranking a signal's pool costs.
+func selectSmallest(keys []uint64, k int) {
+	lo, hi := 0, len(keys)-1
+	for hi-lo > 12 {
+		mid := lo + (hi-lo)/2
+		if keys[mid] < keys[lo] {
+			keys[mid], keys[lo] = keys[lo], keys[mid]
+		}
+		if keys[hi] < keys[lo] {
+			keys[hi], keys[lo] = keys[lo], keys[hi]
+		}
+		if keys[hi] < keys[mid] {
+			keys[hi], keys[mid] = keys[mid], keys[hi]
+		}
+		p := keys[mid]
+		i, j := lo, hi
+		for i <= j {
+			for keys[i] < p {
+				i++
+			}
+			for keys[j] > p {
+				j--
+			}
+			if i <= j {
+				keys[i], keys[j] = keys[j], keys[i]
+				i++
+				j--
+			}
+		}
+		// keys[lo..j] ≤ p ≤ keys[i..hi], and keys[j+1..i-1] == p.
+		switch {
+		case k-1 <= j:
+			hi = j
+		case k-1 >= i:
+			lo = i
+		default:
+			return
+		}
+	}
+	slices.Sort(keys[lo : hi+1])
 }
 
 // topByHeap is topAmong for long lists: a size-n min-heap costs O(N log

@@ -134,3 +134,30 @@ func TestTopAmongBreaksNearTiesExactly(t *testing.T) {
 		})
 	}
 }
+
+func TestSelectSmallestPutsTheKSmallestFirst(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{1, 2, 13, 14, 200, 1000} {
+		t.Run("a list of "+strconv.Itoa(n)+" keys splits at every k", func(t *testing.T) {
+			for trial := range 20 {
+				keys := make([]uint64, n)
+				for i := range keys {
+					keys[i] = rng.Uint64()>>uint(rng.IntN(60)) | uint64(i) // distinct, spread over magnitudes
+				}
+				sorted := slices.Clone(keys)
+				slices.Sort(sorted)
+				k := 1 + rng.IntN(n)
+				got := slices.Clone(keys)
+				selectSmallest(got, k)
+				if got[k-1] != sorted[k-1] {
+					t.Fatalf("trial %d, k %d: keys[k-1] = %d, want %d", trial, k, got[k-1], sorted[k-1])
+				}
+				head := slices.Clone(got[:k])
+				slices.Sort(head)
+				if !slices.Equal(head, sorted[:k]) {
+					t.Fatalf("trial %d, k %d: the first k are not the k smallest", trial, k)
+				}
+			}
+		})
+	}
+}
