@@ -52,7 +52,7 @@ func newAnalyzer() (*analyzer, error) {
 		return nil, fmt.Errorf("loading stop words: %w", err)
 	}
 	seps := newSepFilter(identSeparators)
-	tok := uaxtok.NewUnicodeTokenizer()
+	tok := asciiFirst{uaxtok.NewUnicodeTokenizer()}
 	camel := alnumOnly{camelcase.NewCamelCaseFilter()}
 	stopF := stop.NewStopTokensFilter(stops)
 	lower := lowercase.NewLowerCaseFilter()
