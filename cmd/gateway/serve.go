@@ -233,12 +233,7 @@ func parseUpstream(s string) (*url.URL, error) {
 // newTransport builds the upstream transport with the policy's connect and
 // first-byte timeouts.
 func newTransport(g policy.Gateway) *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: g.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
-	t.ResponseHeaderTimeout = g.HeaderTimeout
-	t.MaxIdleConnsPerHost = 256
-	t.MaxIdleConns = 512
-	return t
+	return proxy.NewTransport(g.ConnectTimeout, g.HeaderTimeout)
 }
 
 func firstNonEmpty(v ...string) string {

@@ -185,7 +185,7 @@ type env struct {
 	base         map[string]string
 }
 
-func newTransport() *http.Transport {
+func newClientTransport() *http.Transport {
 	return &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		MaxIdleConns:        256,
@@ -202,32 +202,38 @@ func start(o Options) (*env, error) {
 		e.up.Close()
 		return nil, fmt.Errorf("parsing upstream URL: %w", err)
 	}
-	bare := &httputil.ReverseProxy{
-		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(upURL); pr.Out.URL.Path = pr.In.URL.Path },
-		Transport:     newTransport(),
-		FlushInterval: -1,
-		ErrorLog:      nil,
-	}
-	e.bare = httptest.NewServer(bare)
 	e.store = session.NewMemory(max(2*o.Sessions, 1000), time.Hour)
 	snap, err := benchPolicy(o.Mode)
 	if err != nil {
 		e.up.Close()
 		return nil, err
 	}
+	// The bare proxy and the gateway call the upstream through the same
+	// transport as serve's, so the comparison is of what each does with
+	// a request, not of their connections' settings.
+	upstream := func() http.RoundTripper {
+		return proxy.NewTransport(snap.Gateway.ConnectTimeout, snap.Gateway.HeaderTimeout)
+	}
+	bare := &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(upURL); pr.Out.URL.Path = pr.In.URL.Path },
+		Transport:     upstream(),
+		FlushInterval: -1,
+		ErrorLog:      nil,
+	}
+	e.bare = httptest.NewServer(bare)
 	g := &proxy.Gateway{
 		Upstream:  upURL,
 		Policy:    func() *policy.Snapshot { return snap },
 		Sessions:  e.store,
 		Catalogs:  selector.NewCache(16),
 		Learned:   proxy.NewLearned(1024),
-		Transport: newTransport(),
+		Transport: upstream(),
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Metrics:   proxy.NewMetrics(), // on, as in serve
 	}
 	e.handler = g.Handler()
 	e.gw = httptest.NewServer(e.handler)
-	e.client = &http.Client{Transport: newTransport(), Timeout: 30 * time.Second}
+	e.client = &http.Client{Transport: newClientTransport(), Timeout: 30 * time.Second}
 	e.base = map[string]string{Direct: e.up.URL, Bare: e.bare.URL, Gateway: e.gw.URL}
 	return e, nil
 }
