@@ -105,6 +105,7 @@ func (c *Catalog) mapDocs() error {
 		return &searchScratch{
 			bm25: make([]float64, n), coord: make([]int32, n), acc: make([]rescoreAcc, n),
 			seen: make([]bool, n), lexRank: make([]int32, n), semRank: make([]int32, n), msRank: make([]int32, n),
+			sims: make([]float64, n),
 		}
 	}
 	return nil
@@ -129,6 +130,9 @@ type searchScratch struct {
 	// (emptied); see bestSims.
 	docSlot, msSlot, msSet []int32
 	msSims                 []float32
+	// sims is the semantic signal's score per tool (semRows.scores
+	// clears it before use).
+	sims []float64
 }
 
 func (c *Catalog) scratch() *searchScratch { return c.scratchPool.Get().(*searchScratch) }

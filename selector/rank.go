@@ -252,7 +252,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 
 	var semDocs []int32
 	if w.Semantic > 0 && c.sem != nil {
-		semDocs = c.sem.ranked(ctx, q.Text, words, candidatePool)
+		semDocs = c.sem.ranked(ctx, q.Text, words, candidatePool, sc.sims)
 		for _, d := range semDocs {
 			if !seen[d] {
 				seen[d] = true

@@ -133,15 +133,16 @@ func removeCommon(vecs [][]float32, share float32) {
 // query's, best first (ties by document). It returns nil when vectors are
 // not ready, the query has no known word, or the n are all alike: the
 // semantic signal enters the ensemble by rank alone, and a ranking of
-// equals says nothing.
-func (s *semantic) ranked(ctx context.Context, text string, words []string, n int) []int32 {
+// equals says nothing. buf (one slot per tool) holds the scores of the
+// remembered rows.
+func (s *semantic) ranked(ctx context.Context, text string, words []string, n int, buf []float64) []int32 {
 	vp := s.vecs.Load()
 	if vp == nil {
 		return nil
 	}
 	var sims []float64
 	if s.rows != nil {
-		sims = s.rows.scores(words)
+		sims = s.rows.scores(words, buf)
 	} else if qv := s.query(ctx, text, words); qv != nil {
 		sims = make([]float64, len(*vp))
 		for i, v := range *vp {

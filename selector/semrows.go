@@ -43,9 +43,9 @@ func newSemRows(wv *WordVectors, vecs [][]float32) *semRows {
 }
 
 // scores returns each tool's score for words, in the order the cosine
-// with their averaged vector gives (a positive multiple of it), or nil
-// when no word is known.
-func (s *semRows) scores(words []string) []float64 {
+// with their averaged vector gives (a positive multiple of it), in buf
+// (one slot per tool, overwritten), or nil when no word is known.
+func (s *semRows) scores(words []string, buf []float64) []float64 {
 	wv := s.wv
 	var sims []float64
 	var acc []float32 // the words seen for the first time
@@ -55,7 +55,8 @@ func (s *semRows) scores(words []string) []float64 {
 			continue
 		}
 		if sims == nil {
-			sims = make([]float64, len(s.vecs))
+			sims = buf[:len(s.vecs)]
+			clear(sims)
 		}
 		if row, ok := s.row(r); ok {
 			for d, x := range row {
