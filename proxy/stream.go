@@ -315,7 +315,11 @@ func (f flushFirst) Read(p []byte) (int, error) {
 }
 
 // end closes a successful turn: a finish chunk if none reached the client,
-// the summed usage chunk when the client asked for it, and [DONE].
+// the summed usage chunk when the client asked for it, and [DONE]. It does
+// not flush them: streamTurn saves the session first, and the handler's
+// return sends them with the chunked body's end in one write. A client
+// that sends its next turn as soon as it reads [DONE] then finds this
+// turn's state, and the turn costs one write to the client less.
 func (s *relay) end() {
 	t := s.t
 	finish := ""
@@ -326,7 +330,6 @@ func (s *relay) end() {
 	if t.req.IncludeUsage {
 		usage = append([]byte{}, t.usage...)
 	}
-	defer s.flush()
 	for _, ev := range s.ew.EndEvents(t.id, t.created, s.model, finish, usage) {
 		if err := s.emit(nil, ev); err != nil {
 			return

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/session"
 )
 
 // replay is an upstream that answers each request with the next recorded
@@ -263,5 +266,66 @@ func TestTextBeforeASearchReachesTheClientBeforeTheNextRound(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the first round's text was held while the next round waited")
+	}
+}
+
+// slowSaves is a session store whose writes take a while, as a remote
+// store's do; saved counts the writes that have finished.
+type slowSaves struct {
+	session.Store
+	delay time.Duration
+	saved atomic.Int32
+}
+
+func (s *slowSaves) Put(ctx context.Context, key string, st session.State) error {
+	time.Sleep(s.delay)
+	err := s.Store.Put(ctx, key, st)
+	s.saved.Add(1)
+	return err
+}
+
+// TestATurnIsSavedBeforeTheClientSeesItsEnd: an agent sends its next turn
+// as soon as it has read the last one's end ([DONE], or the whole JSON
+// body), and that turn must find this one's session state, even when the
+// store takes a while to write.
+func TestATurnIsSavedBeforeTheClientSeesItsEnd(t *testing.T) {
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if gjson.GetBytes(b, "stream").Bool() {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte(textChunk("Done.") + finishChunk("stop") + "data: [DONE]\n\n"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Done."},"finish_reason":"stop"}]}`))
+	})
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		end    string
+	}{
+		{"a streamed turn is saved before [DONE] reaches the client", true, "[DONE]"},
+		{"a JSON turn is saved before its body reaches the client", false, `"finish_reason":"stop"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &slowSaves{Store: session.NewMemory(100, 0), delay: 200 * time.Millisecond}
+			base := newTestGateway(t, up, func(g *Gateway) { g.Sessions = store })
+			body := chatRequest(t, []map[string]any{{"role": "user", "content": "post a message to the team channel"}}, testCatalog(30), tc.stream, nil)
+			resp := post(t, base, body, map[string]string{"X-Session-ID": "s-save"})
+			defer resp.Body.Close()
+			br := bufio.NewReader(resp.Body)
+			for {
+				line, err := br.ReadString('\n')
+				if strings.Contains(line, tc.end) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("the response ended without %s: %v", tc.end, err)
+				}
+			}
+			if n := store.saved.Load(); n != 1 {
+				t.Errorf("the client read the turn's end with %d session writes finished, want 1", n)
+			}
+		})
 	}
 }
