@@ -44,6 +44,10 @@ type analyzer struct {
 	// finishes both text's and plain's chains from its tokens.
 	base               analysis.Analyzer
 	bigram, stop, stem analysis.TokenFilter
+	// seps, stops and stems are the pieces queryASCII applies itself.
+	seps  *sepFilter
+	stops analysis.TokenMap
+	stems *stemMemo
 }
 
 func newAnalyzer() (*analyzer, error) {
@@ -69,6 +73,9 @@ func newAnalyzer() (*analyzer, error) {
 		bigram: bigram,
 		stop:   stopF,
 		stem:   stem,
+		seps:   seps,
+		stops:  stops,
+		stems:  stem,
 		text: &analysis.DefaultAnalyzer{
 			CharFilters:  []analysis.CharFilter{seps},
 			Tokenizer:    tok,
@@ -187,12 +194,22 @@ func (a *analyzer) terms(text string) []string {
 // query analyses a query once for both chains: its index terms (as terms
 // returns them) and its plain words (as words returns them, except that
 // full-width forms are folded first, which only helps the word-vector
-// lookup). Running the tokenizer and case filters once instead of twice
-// saves a tenth of a search.
+// lookup). ASCII text takes queryASCII's single pass, the rest
+// queryChains.
 func (a *analyzer) query(text string) (terms, words []string) {
 	if text == "" {
 		return nil, nil
 	}
+	if terms, words, ok := a.queryASCII(text); ok {
+		return terms, words
+	}
+	return a.queryChains(text)
+}
+
+// queryChains is query through the bleve chains. Running the tokenizer
+// and case filters once for both instead of twice saves a tenth of a
+// search.
+func (a *analyzer) queryChains(text string) (terms, words []string) {
 	ts := a.base.Analyze([]byte(text))
 	// The stop filter compacts its input in place: words get a copy.
 	for _, t := range a.stop.Filter(append(analysis.TokenStream(nil), ts...)) {

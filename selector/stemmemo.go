@@ -30,21 +30,37 @@ func newStemMemo(f analysis.TokenFilter) *stemMemo {
 // reads terms.
 func (s *stemMemo) Filter(in analysis.TokenStream) analysis.TokenStream {
 	for _, t := range in {
-		s.mu.RLock()
-		stem, ok := s.m[string(t.Term)]
-		s.mu.RUnlock()
-		if ok {
-			t.Term = stem
-			continue
-		}
-		word := string(t.Term)
-		s.f.Filter(analysis.TokenStream{t})
-		s.mu.Lock()
-		if len(s.m) >= stemMemoWords {
-			clear(s.m)
-		}
-		s.m[word] = t.Term
-		s.mu.Unlock()
+		t.Term = s.stem(t)
 	}
 	return in
+}
+
+// stemWord returns word's stem, from the memo or the stemmer.
+func (s *stemMemo) stemWord(word string) []byte {
+	s.mu.RLock()
+	stem, ok := s.m[word]
+	s.mu.RUnlock()
+	if ok {
+		return stem
+	}
+	return s.stem(&analysis.Token{Term: []byte(word), Type: analysis.AlphaNumeric})
+}
+
+// stem returns t's stem, from the memo or the stemmer (which may change t).
+func (s *stemMemo) stem(t *analysis.Token) []byte {
+	s.mu.RLock()
+	stem, ok := s.m[string(t.Term)]
+	s.mu.RUnlock()
+	if ok {
+		return stem
+	}
+	word := string(t.Term)
+	s.f.Filter(analysis.TokenStream{t})
+	s.mu.Lock()
+	if len(s.m) >= stemMemoWords {
+		clear(s.m)
+	}
+	s.m[word] = t.Term
+	s.mu.Unlock()
+	return t.Term
 }
