@@ -20,6 +20,10 @@ func (a *analyzer) queryASCII(text string) (terms, words []string, ok bool) {
 		}
 	}
 	b := a.seps.Filter([]byte(text))
+	// A word is about six bytes of text: one allocation each for the
+	// words and the terms in the common case.
+	words = make([]string, 0, len(b)/6+1)
+	terms = make([]string, 0, len(b)/6+1)
 	var parts [][]byte
 	for i := 0; ; {
 		start, end, typ, found := nextASCIIWord(b, i)
@@ -43,10 +47,18 @@ func (a *analyzer) queryASCII(text string) (terms, words []string, ok bool) {
 // camelCase and lower-case ones, never changes an ASCII token: the
 // camelCase filter has already cut "user's" into "user", "'" and "s".
 func (a *analyzer) addASCIIWord(terms, words []string, w []byte) ([]string, []string) {
-	word := asciiLower(w)
-	if a.stops[word] {
+	var buf [64]byte
+	lower := w
+	for _, c := range w {
+		if 'A' <= c && c <= 'Z' {
+			lower = asciiLower(w, buf[:0])
+			break
+		}
+	}
+	if a.stops[string(lower)] { // no allocation: a map index by bytes
 		return terms, words
 	}
+	word := string(lower)
 	words = append(words, word)
 	switch stem := a.stems.stemWord(word); {
 	case len(stem) == 0:
@@ -58,16 +70,15 @@ func (a *analyzer) addASCIIWord(terms, words []string, w []byte) ([]string, []st
 	return terms, words
 }
 
-// asciiLower returns ASCII w in lower case.
-func asciiLower(w []byte) string {
-	b := make([]byte, len(w))
-	for i, c := range w {
+// asciiLower appends ASCII w in lower case to dst.
+func asciiLower(w, dst []byte) []byte {
+	for _, c := range w {
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		b[i] = c
+		dst = append(dst, c)
 	}
-	return string(b)
+	return dst
 }
 
 // ASCII classes of bleve's camelCase filter.

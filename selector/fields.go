@@ -190,7 +190,7 @@ type lexRescorer struct {
 	raw          []string
 	bleveNorm    float64
 	bleveN, allN int
-	side         [len(sideFields)][]sideTerm
+	side         []sideTerm   // field by field in sideFields order, terms in query order
 	acc          []rescoreAcc // per tool, summed by accumulate
 }
 
@@ -199,8 +199,9 @@ type lexRescorer struct {
 // BM25 term score is query weight × idf × tf part, its query weight boost
 // × idf).
 type sideTerm struct {
-	post []posting
-	coef float64
+	field int
+	post  []posting
+	coef  float64
 }
 
 // rescoreAcc is one tool's matches of a query: query terms its all field
@@ -216,22 +217,37 @@ func (c *Catalog) newRescorer(q *lexQuery, terms []queryTerm, acc []rescoreAcc) 
 	r := &lexRescorer{c: c, terms: terms, raw: q.raw, acc: acc}
 	var bleveSq float64
 	fs := c.fields
-	hasAll := c.stats.FieldCardinality[fAll] > 0
-	for _, qt := range terms {
-		w := q.terms[qt.term]
-		if hasAll {
-			x := allBoost * w * bm25IDF(fs.docs, int32(len(qt.stats.all)))
+	if c.stats.FieldCardinality[fAll] > 0 {
+		for _, qt := range terms {
+			x := allBoost * q.terms[qt.term] * bm25IDF(fs.docs, int32(len(qt.stats.all)))
 			bleveSq += x * x
 			r.bleveN++
 		}
-		for j, sf := range sideFields {
-			if fs.sideLen[j] == 0 {
-				continue
+	}
+	// The side terms, counted first so they take one allocation.
+	n := 0
+	for j := range sideFields {
+		if fs.sideLen[j] == 0 {
+			continue
+		}
+		r.allN += len(terms)
+		for _, qt := range terms {
+			if len(qt.stats.sidePostings(j)) > 0 {
+				n++
 			}
-			r.allN++
+		}
+	}
+	if n > 0 {
+		r.side = make([]sideTerm, 0, n)
+	}
+	for j, sf := range sideFields {
+		if fs.sideLen[j] == 0 {
+			continue
+		}
+		for _, qt := range terms {
 			if post := qt.stats.sidePostings(j); len(post) > 0 {
 				idf := bm25IDF(fs.docs, int32(len(post)))
-				r.side[j] = append(r.side[j], sideTerm{post, sf.boost * w * idf * idf})
+				r.side = append(r.side, sideTerm{j, post, sf.boost * q.terms[qt.term] * idf * idf})
 			}
 		}
 	}
@@ -266,14 +282,12 @@ func (r *lexRescorer) accumulate() {
 			r.acc[d].all++
 		}
 	}
-	for j, sts := range r.side {
-		avgdl := fs.sideLen[j] / fs.docs
-		for _, st := range sts {
-			for _, p := range st.post {
-				a := &r.acc[p.doc]
-				a.side += st.coef * bm25TF(float64(p.tf), float64(r.c.toolFields[p.doc].side[j].len), avgdl)
-				a.sideN++
-			}
+	for _, st := range r.side {
+		avgdl := fs.sideLen[st.field] / fs.docs
+		for _, p := range st.post {
+			a := &r.acc[p.doc]
+			a.side += st.coef * bm25TF(float64(p.tf), float64(r.c.toolFields[p.doc].side[st.field].len), avgdl)
+			a.sideN++
 		}
 	}
 }
