@@ -21,9 +21,10 @@ import (
 // same scores. An all-field term keeps its postings in its termStats
 // (fields.go) once a query has used it: 12 bytes per tool that has the
 // term, so at most three times the catalog's own all-field tool lists
-// (4 bytes an occurrence), about 2 MB for 2,000 tools if every term is
-// queried, against 6.5 MB the compiled catalog holds anyway; the catalog
-// cache bounds how many catalogs there are. Whole names and terms no tool
+// (4 bytes an occurrence): 0.4 MB for BenchmarkCompile's 2,000 tools (16
+// distinct terms a tool) if every term is queried, against the 6.5 MB
+// the compiled catalog holds anyway; the catalog cache bounds how many
+// catalogs there are. Whole names and terms no tool
 // has go to a bounded LRU. Entries hold tool numbers and scores of
 // catalog terms, nothing of a request's text.
 const (
