@@ -2,11 +2,31 @@ package selector
 
 import "context"
 
-// lexScores is one query's lexical ranking: bleve's BM25 scores of the
-// candidates, normalised so the best is 1, and their order.
+// lexScores is one query's lexical ranking: the candidates and their
+// bleve BM25 scores, normalised so the best is 1 (score[i] is order[i]'s).
+// The order is best first as lexical returns it; merged rankings (context,
+// a multi-part request's parts) append and re-score, and rank sorts again.
 type lexScores struct {
 	order []int32
-	score map[int32]float64
+	score []float64
+}
+
+// merge folds other into ls: each of other's candidates gets
+// combine(its score in ls, whether ls had it, its score in other); one ls
+// lacked joins at the end.
+func (ls *lexScores) merge(other lexScores, combine func(old float64, had bool, v float64) float64) {
+	at := make(map[int32]int, len(ls.order))
+	for i, d := range ls.order {
+		at[d] = i
+	}
+	for i, d := range other.order {
+		if j, ok := at[d]; ok {
+			ls.score[j] = combine(ls.score[j], true, other.score[i])
+			continue
+		}
+		ls.order = append(ls.order, d)
+		ls.score = append(ls.score, combine(0, false, other.score[i]))
+	}
 }
 
 // lexical retrieves the top n documents for q from the index and
@@ -16,12 +36,13 @@ func (c *Catalog) lexical(ctx context.Context, q *lexQuery, n int) (lexScores, e
 	if err != nil {
 		return lexScores{}, err
 	}
-	ls := lexScores{order: docs, score: make(map[int32]float64, len(docs))}
+	ls := lexScores{order: docs, score: scores}
 	if len(docs) == 0 || scores[0] <= 0 {
-		return ls, nil
+		return lexScores{}, nil
 	}
-	for i, d := range docs {
-		ls.score[d] = scores[i] / scores[0]
+	top := scores[0]
+	for i := range scores {
+		scores[i] /= top
 	}
 	return ls, nil
 }

@@ -109,12 +109,7 @@ func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query)
 		if err != nil {
 			return Results{}, fmt.Errorf("preselecting tools: %w", err)
 		}
-		for _, d := range ctxLex.order {
-			if _, ok := lex.score[d]; !ok {
-				lex.order = append(lex.order, d)
-			}
-			lex.score[d] += 0.35 * ctxLex.score[d]
-		}
+		lex.merge(ctxLex, func(old float64, _ bool, v float64) float64 { return old + 0.35*v })
 	}
 	q.Text = latest
 	q.Limit = k
@@ -136,18 +131,9 @@ func (c *Catalog) lexicalWithParts(ctx context.Context, lq *lexQuery, text strin
 		if err != nil {
 			return lex, err
 		}
-		for _, d := range pl.order {
-			// A part's best tools join the whole query's at a discount, so
-			// they surface without letting a stray fragment take over.
-			s := c.w.Decompose * pl.score[d]
-			old, ok := lex.score[d]
-			if !ok {
-				lex.order = append(lex.order, d)
-			}
-			if s > old {
-				lex.score[d] = s
-			}
-		}
+		// A part's best tools join the whole query's at a discount, so
+		// they surface without letting a stray fragment take over.
+		lex.merge(pl, func(old float64, _ bool, v float64) float64 { return max(old, c.w.Decompose*v) })
 	}
 	return lex, nil
 }
@@ -303,7 +289,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	focus := strings.ToLower(strings.TrimSpace(q.Focus))
 
 	lexRank, semRank, msRank := sc.lexRank, sc.semRank, sc.msRank
-	lexDocs := rankOrder(lex.score, lex.order, lexRank)
+	lexDocs := rankScored(lex.order, lex.score, lexRank)
 	for i, d := range semDocs {
 		semRank[d] = int32(i + 1)
 	}
@@ -318,7 +304,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 			}
 		}
 	}()
-	lexTop, margin := lexLead(lex.score)
+	lexTop, margin := lexLead(lex)
 	list := sc.list[:0]
 	for _, d := range cands {
 		t := &c.tools[d]
@@ -560,10 +546,10 @@ func scoredBefore(a, b *scored, c *Catalog) bool {
 
 // lexLead returns the lexical winner and its margin over the runner-up
 // (0 on a tie or without candidates; -1 as the winner when there is none).
-func lexLead(score map[int32]float64) (int32, float64) {
+func lexLead(lex lexScores) (int32, float64) {
 	top, best, second := int32(-1), 0.0, 0.0
-	for d, v := range score {
-		switch {
+	for i, d := range lex.order {
+		switch v := lex.score[i]; {
 		case v > best:
 			second = best
 			top, best = d, v
@@ -588,39 +574,10 @@ type docScore struct {
 	score float64
 }
 
-// rankOrder writes each document's 1-based rank by descending score (ties
+// rankScored writes each document's 1-based rank by descending score (ties
 // by document) into ranks, one slot per tool, and returns the documents in
-// rank order: the caller zeroes their slots after use. hint, when it lists
-// exactly m's documents, gives the order to start from: a list that comes
-// ranked already (the lexical candidates do) sorts in about linear time,
-// where a map's random order costs a full sort. The result is the same
-// either way: the order is total.
-func rankOrder(m map[int32]float64, hint []int32, ranks []int32) []int32 {
-	list := make([]docScore, 0, len(m))
-	for _, d := range hint {
-		if s, ok := m[d]; ok {
-			list = append(list, docScore{d, s})
-		}
-	}
-	sortByRank(list)
-	// A hint that repeats a document while missing another has the right
-	// length; sorted, a repeat sits next to itself.
-	ok := len(list) == len(m)
-	for i := 1; ok && i < len(list); i++ {
-		ok = list[i].doc != list[i-1].doc
-	}
-	if !ok {
-		list = list[:0]
-		for d, s := range m {
-			list = append(list, docScore{d, s})
-		}
-		sortByRank(list)
-	}
-	return writeRanks(list, ranks)
-}
-
-// rankScored is rankOrder for scores held beside their documents (scores[i]
-// is docs[i]'s; docs distinct).
+// rank order: the caller zeroes their slots after use. scores[i] is
+// docs[i]'s; docs are distinct.
 func rankScored(docs []int32, scores []float64, ranks []int32) []int32 {
 	list := make([]docScore, len(docs))
 	for i, d := range docs {

@@ -339,7 +339,11 @@ func TestLexLeadFindsTheWinnerAndItsMargin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			top, m := lexLead(tt.score)
+			var lex lexScores
+			for d, v := range tt.score {
+				lex.order, lex.score = append(lex.order, d), append(lex.score, v)
+			}
+			top, m := lexLead(lex)
 			if top != tt.wantTop || m != tt.wantMargin {
 				t.Errorf("lexLead = %d, %v; want %d, %v", top, m, tt.wantTop, tt.wantMargin)
 			}
@@ -347,26 +351,21 @@ func TestLexLeadFindsTheWinnerAndItsMargin(t *testing.T) {
 	}
 }
 
-func TestRankOrderIsTheSameWhateverTheHint(t *testing.T) {
-	scores := map[int32]float64{0: 0.5, 2: 0.9, 3: 0.5, 5: 0.1, 6: 0.9}
+func TestRankScoredRanksByScoreThenDocument(t *testing.T) {
 	want := []int32{2, 6, 0, 3, 5} // by score, ties by document
-	tests := []struct {
-		name string
-		hint []int32
+	for _, tc := range []struct {
+		name   string
+		docs   []int32
+		scores []float64
 	}{
-		{"no hint sorts the map", nil},
-		{"a hint already in rank order is kept", []int32{2, 6, 0, 3, 5}},
-		{"a shuffled hint is sorted", []int32{5, 3, 6, 0, 2}},
-		{"a hint missing a document is ignored", []int32{2, 6, 0, 3}},
-		{"a hint that repeats one document and misses another is ignored", []int32{2, 6, 0, 3, 3}},
-		{"a hint naming documents without a score skips them", []int32{1, 2, 6, 0, 3, 5, 4}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		{"a list already in rank order keeps it", []int32{2, 6, 0, 3, 5}, []float64{0.9, 0.9, 0.5, 0.5, 0.1}},
+		{"a shuffled list is sorted", []int32{5, 3, 6, 0, 2}, []float64{0.1, 0.5, 0.9, 0.5, 0.9}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			ranks := make([]int32, 8)
-			got := rankOrder(scores, tt.hint, ranks)
+			got := rankScored(tc.docs, tc.scores, ranks)
 			if !slices.Equal(got, want) {
-				t.Fatalf("rankOrder = %v, want %v", got, want)
+				t.Fatalf("rankScored = %v, want %v", got, want)
 			}
 			for i, d := range want {
 				if ranks[d] != int32(i+1) {
@@ -374,9 +373,17 @@ func TestRankOrderIsTheSameWhateverTheHint(t *testing.T) {
 				}
 			}
 			if ranks[1] != 0 || ranks[4] != 0 || ranks[7] != 0 {
-				t.Errorf("documents without a score got ranks: %v", ranks)
+				t.Errorf("documents not listed got ranks: %v", ranks)
 			}
 		})
+	}
+}
+
+func TestMergedLexicalScoresCombineOrJoin(t *testing.T) {
+	ls := lexScores{order: []int32{4, 1}, score: []float64{1, 0.5}}
+	ls.merge(lexScores{order: []int32{1, 7}, score: []float64{1, 0.2}}, func(old float64, _ bool, v float64) float64 { return old + v })
+	if !slices.Equal(ls.order, []int32{4, 1, 7}) || !slices.Equal(ls.score, []float64{1, 1.5, 0.2}) {
+		t.Errorf("merged = %v %v, want [4 1 7] [1 1.5 0.2]", ls.order, ls.score)
 	}
 }
 
