@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,7 +39,7 @@ func TestBenchRunsAndReportsEveryPath(t *testing.T) {
 		if err := res.Print(&b); err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{Direct, Bare, Gateway, "added p99", "sessions held"} {
+		for _, want := range []string{Direct, Bare, Gateway, "added p99", "sessions held", "over the bare proxy's"} {
 			if !strings.Contains(b.String(), want) {
 				t.Errorf("table lacks %q:\n%s", want, b.String())
 			}
@@ -204,6 +205,35 @@ func TestRequestsRotateTurnsOrRetryThem(t *testing.T) {
 			}
 			if same := string(b1) == string(b2); same != tc.same {
 				t.Errorf("the session's two requests were %q and %q", b1, b2)
+			}
+		})
+	}
+}
+
+func TestRatiosCompareWhatTheProxiesAdd(t *testing.T) {
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	rows := func(stream bool, direct, bare, gw [2]float64) []Row {
+		return []Row{
+			{Tools: 200, Stream: stream, Path: Direct, P50: ms(direct[0]), P99: ms(direct[1])},
+			{Tools: 200, Stream: stream, Path: Bare, P50: ms(bare[0]), P99: ms(bare[1])},
+			{Tools: 200, Stream: stream, Path: Gateway, P50: ms(gw[0]), P99: ms(gw[1])},
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		rows []Row
+		want []string
+	}{
+		{"ratios are of added latency, not of totals", rows(false, [2]float64{0.2, 0.5}, [2]float64{0.4, 0.9}, [2]float64{0.42, 1.1}),
+			[]string{"200 tools json: p50 1.10x, p99 1.50x"}},
+		{"a bare proxy that added nothing gives no ratio", rows(true, [2]float64{0.2, 0.9}, [2]float64{0.3, 0.8}, [2]float64{0.25, 1.0}),
+			[]string{"200 tools stream: p50 0.50x, p99 n/a"}},
+		{"a size without every path is left out", rows(false, [2]float64{0.2, 0.5}, [2]float64{0.4, 0.9}, [2]float64{0.42, 1.1})[:2], nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := (&Result{Rows: tc.rows}).ratios()
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("ratios = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -97,6 +97,12 @@ func (r *Result) Print(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing table: %w", err)
 	}
+	if lines := r.ratios(); len(lines) > 0 {
+		fmt.Fprintf(w, "\ngateway's added latency over the bare proxy's (issue #5's target: at most 1.0x at p50, 1.5x at p99):\n")
+		for _, l := range lines {
+			fmt.Fprintln(w, "  "+l)
+		}
+	}
 	if m := r.Memory; m != nil {
 		fmt.Fprintf(w, "\nmemory: %d sessions held after %d requests through the gateway (200 tools each, %s): RSS %s, Go heap in use %s\n"+
 			"(client, upstream and gateway share this process: RSS is an upper bound of the gateway's)\n",
@@ -106,6 +112,49 @@ func (r *Result) Print(w io.Writer) error {
 		fmt.Fprintln(w, "\nthe time budget ended the run early: the table is partial")
 	}
 	return nil
+}
+
+// ratios returns, per catalog size and mode, the gateway's added latency
+// over the bare proxy's at p50 and p99 (from the same run's rows), as the
+// latency target is stated. A ratio is "n/a" when the bare proxy added
+// nothing measurable: a p99 above the direct call's by chance only.
+func (r *Result) ratios() []string {
+	type key struct {
+		tools  int
+		stream bool
+	}
+	rows := map[key]map[string]Row{}
+	var order []key
+	for _, row := range r.Rows {
+		k := key{row.Tools, row.Stream}
+		if rows[k] == nil {
+			rows[k] = map[string]Row{}
+			order = append(order, k)
+		}
+		rows[k][row.Path] = row
+	}
+	ratio := func(gw, bare, direct time.Duration) string {
+		if bare-direct <= 0 {
+			return "n/a"
+		}
+		return strconv.FormatFloat(float64(gw-direct)/float64(bare-direct), 'f', 2, 64) + "x"
+	}
+	var out []string
+	for _, k := range order {
+		paths := rows[k]
+		d, dok := paths[Direct]
+		b, bok := paths[Bare]
+		g, gok := paths[Gateway]
+		if !dok || !bok || !gok {
+			continue
+		}
+		mode := "json"
+		if k.stream {
+			mode = "stream"
+		}
+		out = append(out, fmt.Sprintf("%d tools %s: p50 %s, p99 %s", k.tools, mode, ratio(g.P50, b.P50, d.P50), ratio(g.P99, b.P99, d.P99)))
+	}
+	return out
 }
 
 func us(d time.Duration) string {
