@@ -26,6 +26,22 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 const benchAnswer = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Done."},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":2,"total_tokens":1202}}`
 
+// benchStream is the streamed answer: a role chunk, five words, a finish
+// chunk, a usage chunk and [DONE], as an OpenAI-compatible server sends
+// them.
+var benchStream = func() string {
+	head := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":`
+	var b strings.Builder
+	b.WriteString(head + `{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
+	for _, w := range []string{"Done: ", "the ", "report ", "is ", "ready."} {
+		b.WriteString(head + `{"content":"` + w + `"},"finish_reason":null}]}` + "\n\n")
+	}
+	b.WriteString(head + `{},"finish_reason":"stop"}]}` + "\n\n")
+	b.WriteString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":7,"total_tokens":1207}}` + "\n\n")
+	b.WriteString("data: [DONE]\n\n")
+	return b.String()
+}()
+
 // benchGateway returns a gateway whose upstream answers text at once, and
 // request bodies with n tools (indented, about 880 bytes each, as agents
 // send them), one per benchAsks.
@@ -43,6 +59,10 @@ func benchGateway(b *testing.B, n int) (*Gateway, [][]byte) {
 		Metrics:  NewMetrics(),
 		Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			_, _ = io.Copy(io.Discard, r.Body)
+			if r.Header.Get("Accept") == "text/event-stream" {
+				return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
+					Body: io.NopCloser(strings.NewReader(benchStream)), Request: r}, nil
+			}
 			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
 				Body: io.NopCloser(strings.NewReader(benchAnswer)), Request: r}, nil
 		}),
@@ -131,6 +151,20 @@ func BenchmarkChatTurn200Tools(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			serve(bodies[0])
+		}
+	})
+	streamed := make([][]byte, len(bodies))
+	for i, body := range bodies {
+		streamed[i] = bytes.Replace(body, []byte(`"model": "gpt-4o",`), []byte(`"model": "gpt-4o", "stream": true,`), 1)
+	}
+	serve(streamed[0])
+	b.Run("streamed new turn", func(b *testing.B) {
+		b.SetBytes(int64(len(streamed[0])))
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			serve(streamed[i%len(streamed)])
 		}
 	})
 }
