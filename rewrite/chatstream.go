@@ -88,7 +88,12 @@ func ParseEvent(data []byte) (*Event, error) {
 			}
 		case "choices":
 			if !got.choices {
-				got.choices, ch = true, v.Get("0")
+				got.choices = true
+				if v.IsArray() {
+					v.ForEach(func(_, c gjson.Result) bool { ch = c; return false })
+				} else {
+					ch = v.Get("0")
+				}
 			}
 		}
 		return true
@@ -96,9 +101,28 @@ func ParseEvent(data []byte) (*Event, error) {
 	if !ch.Exists() {
 		return ev, nil
 	}
-	ev.Choice = ch.Get("index").Int()
-	ev.Finish = ch.Get("finish_reason").String()
-	ch.Get("delta").ForEach(func(k, v gjson.Result) bool {
+	// The choice's fields in one pass too, first occurrences counting.
+	var delta gjson.Result
+	var gotCh struct{ index, finish, delta bool }
+	ev.Choice = 0
+	ch.ForEach(func(k, v gjson.Result) bool {
+		switch k.String() {
+		case "index":
+			if !gotCh.index {
+				gotCh.index, ev.Choice = true, v.Int()
+			}
+		case "finish_reason":
+			if !gotCh.finish {
+				gotCh.finish, ev.Finish = true, v.String()
+			}
+		case "delta":
+			if !gotCh.delta {
+				gotCh.delta, delta = true, v
+			}
+		}
+		return true
+	})
+	delta.ForEach(func(k, v gjson.Result) bool {
 		switch k.String() {
 		case "role":
 		case "content":
