@@ -12,8 +12,11 @@ import (
 // With net/http's default 4 KB buffer a body past it went out as a second
 // write after the headers' flush, which on loopback cost a syscall and a
 // wake-up of the upstream's reader for every upstream call (about 30 µs of
-// a 200-tool turn's 290 µs in BenchmarkHandler200Tools).
-const upstreamWriteBuffer = 64 << 10
+// a 200-tool turn's 290 µs in BenchmarkHandler200Tools). The buffer lives
+// as long as its connection: 32 KB holds a typical agent turn whole and
+// costs 16 MB at the 512 idle connections the transport keeps at most;
+// a longer conversation's body simply takes more writes.
+const upstreamWriteBuffer = 32 << 10
 
 // NewTransport returns the transport for upstream calls: the default
 // transport's settings, the given connect and first-byte timeouts (0: none),
