@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/fakellm"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
@@ -27,20 +28,8 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 const benchAnswer = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Done."},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":2,"total_tokens":1202}}`
 
 // benchStream is the streamed answer: a role chunk, five words, a finish
-// chunk, a usage chunk and [DONE], as an OpenAI-compatible server sends
-// them.
-var benchStream = func() string {
-	head := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":`
-	var b strings.Builder
-	b.WriteString(head + `{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
-	for _, w := range []string{"Done: ", "the ", "report ", "is ", "ready."} {
-		b.WriteString(head + `{"content":"` + w + `"},"finish_reason":null}]}` + "\n\n")
-	}
-	b.WriteString(head + `{},"finish_reason":"stop"}]}` + "\n\n")
-	b.WriteString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":7,"total_tokens":1207}}` + "\n\n")
-	b.WriteString("data: [DONE]\n\n")
-	return b.String()
-}()
+// chunk, a usage chunk and [DONE].
+var benchStream = fakellm.TextStream("c", "m", "Done: ", "the ", "report ", "is ", "ready.")
 
 // benchGateway returns a gateway whose upstream answers text at once, and
 // request bodies with n tools (indented, about 880 bytes each, as agents

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate"
+	"github.com/toolgate/toolgate/internal/fakellm"
 )
 
 // fastUpstream answers chat completions as fast as a local server can:
@@ -24,23 +25,12 @@ func newFastUpstream(decode bool) *fastUpstream {
 	return &fastUpstream{sse: sseAnswer(), decode: decode}
 }
 
-const (
-	jsonAnswer = `{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"bench","choices":[{"index":0,"message":{"role":"assistant","content":"Done: the report is ready."},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":7,"total_tokens":1207}}`
-	chunkHead  = `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench","choices":[{"index":0,"delta":`
-)
+const jsonAnswer = `{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"bench","choices":[{"index":0,"message":{"role":"assistant","content":"Done: the report is ready."},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":7,"total_tokens":1207}}`
 
 // sseAnswer is the streamed answer: a role chunk, five words, a finish
 // chunk, a usage chunk and [DONE].
 func sseAnswer() string {
-	var b strings.Builder
-	b.WriteString(chunkHead + `{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
-	for _, w := range []string{"Done: ", "the ", "report ", "is ", "ready."} {
-		b.WriteString(chunkHead + `{"content":"` + w + `"},"finish_reason":null}]}` + "\n\n")
-	}
-	b.WriteString(chunkHead + `{},"finish_reason":"stop"}]}` + "\n\n")
-	b.WriteString(`data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench","choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":7,"total_tokens":1207}}` + "\n\n")
-	b.WriteString("data: [DONE]\n\n")
-	return b.String()
+	return fakellm.TextStream("chatcmpl-bench", "bench", "Done: ", "the ", "report ", "is ", "ready.")
 }
 
 func (u *fastUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
