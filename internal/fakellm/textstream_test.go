@@ -34,7 +34,9 @@ func TestTextStreamIsAChatCompletionStream(t *testing.T) {
 						Delta        struct{ Content string }
 						FinishReason *string `json:"finish_reason"`
 					}
-					Usage *struct{ TotalTokens int `json:"total_tokens"` }
+					Usage *struct {
+						TotalTokens int `json:"total_tokens"`
+					}
 				}
 				if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.ID != "c1" {
 					t.Fatalf("event %q: id %q, %v", data, ev.ID, err)
