@@ -12,20 +12,20 @@ type lexScores struct {
 }
 
 // merge folds other into ls: each of other's candidates gets
-// combine(its score in ls, whether ls had it, its score in other); one ls
+// combine(its score in ls, 0 if ls lacked it, its score in other); one ls
 // lacked joins at the end.
-func (ls *lexScores) merge(other lexScores, combine func(old float64, had bool, v float64) float64) {
+func (ls *lexScores) merge(other lexScores, combine func(old, v float64) float64) {
 	at := make(map[int32]int, len(ls.order))
 	for i, d := range ls.order {
 		at[d] = i
 	}
 	for i, d := range other.order {
 		if j, ok := at[d]; ok {
-			ls.score[j] = combine(ls.score[j], true, other.score[i])
+			ls.score[j] = combine(ls.score[j], other.score[i])
 			continue
 		}
 		ls.order = append(ls.order, d)
-		ls.score = append(ls.score, combine(0, false, other.score[i]))
+		ls.score = append(ls.score, combine(0, other.score[i]))
 	}
 }
 

@@ -24,9 +24,9 @@ import (
 // (4 bytes an occurrence): 0.4 MB for BenchmarkCompile's 2,000 tools (16
 // distinct terms a tool) if every term is queried, against the 6.5 MB
 // the compiled catalog holds anyway; the catalog cache bounds how many
-// catalogs there are. Whole names and terms no tool
-// has go to a bounded LRU. Entries hold tool numbers and scores of
-// catalog terms, nothing of a request's text.
+// catalogs there are. Whole names and terms no tool has go to a bounded
+// LRU. Entries hold tool numbers and scores of catalog terms, nothing of a
+// request's text.
 const (
 	// postingsCacheTerms bounds the (field, term) pairs the LRU
 	// remembers: a pair costs 12 bytes per tool that has the term plus

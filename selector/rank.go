@@ -109,7 +109,7 @@ func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query)
 		if err != nil {
 			return Results{}, fmt.Errorf("preselecting tools: %w", err)
 		}
-		lex.merge(ctxLex, func(old float64, _ bool, v float64) float64 { return old + 0.35*v })
+		lex.merge(ctxLex, func(old, v float64) float64 { return old + 0.35*v })
 	}
 	q.Text = latest
 	q.Limit = k
@@ -133,7 +133,7 @@ func (c *Catalog) lexicalWithParts(ctx context.Context, lq *lexQuery, text strin
 		}
 		// A part's best tools join the whole query's at a discount, so
 		// they surface without letting a stray fragment take over.
-		lex.merge(pl, func(old float64, _ bool, v float64) float64 { return max(old, c.w.Decompose*v) })
+		lex.merge(pl, func(old, v float64) float64 { return max(old, c.w.Decompose*v) })
 	}
 	return lex, nil
 }
