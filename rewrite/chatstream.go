@@ -59,69 +59,22 @@ func ParseEvent(data []byte) (*Event, error) {
 		return nil, fmt.Errorf("stream chunk is not a JSON object")
 	}
 	ev := &Event{Data: data, Choice: -1}
-	// One pass over the top-level keys, where a Get per field rescanned
-	// the chunk from its start each time (most of a relayed event's
-	// cost). The first occurrence of a key counts, as with Get.
+	var top [6]gjson.Result
+	firstValues(root, []string{"id", "model", "created", "usage", "error", "choices"}, top[:])
+	ev.ID, ev.Model, ev.Created, ev.Usage, ev.Error = top[0].String(), top[1].String(), top[2].Int(), top[3], top[4]
 	var ch gjson.Result
-	var got struct{ id, model, created, usage, err, choices bool }
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.String() {
-		case "id":
-			if !got.id {
-				got.id, ev.ID = true, v.String()
-			}
-		case "model":
-			if !got.model {
-				got.model, ev.Model = true, v.String()
-			}
-		case "created":
-			if !got.created {
-				got.created, ev.Created = true, v.Int()
-			}
-		case "usage":
-			if !got.usage {
-				got.usage, ev.Usage = true, v
-			}
-		case "error":
-			if !got.err {
-				got.err, ev.Error = true, v
-			}
-		case "choices":
-			if !got.choices {
-				got.choices = true
-				if v.IsArray() {
-					v.ForEach(func(_, c gjson.Result) bool { ch = c; return false })
-				} else {
-					ch = v.Get("0")
-				}
-			}
-		}
-		return true
-	})
+	if choices := top[5]; choices.IsArray() {
+		choices.ForEach(func(_, c gjson.Result) bool { ch = c; return false })
+	} else {
+		ch = choices.Get("0")
+	}
 	if !ch.Exists() {
 		return ev, nil
 	}
-	// The choice's fields in one pass too, first occurrences counting.
-	var delta gjson.Result
-	var gotCh struct{ index, finish, delta bool }
-	ev.Choice = 0
-	ch.ForEach(func(k, v gjson.Result) bool {
-		switch k.String() {
-		case "index":
-			if !gotCh.index {
-				gotCh.index, ev.Choice = true, v.Int()
-			}
-		case "finish_reason":
-			if !gotCh.finish {
-				gotCh.finish, ev.Finish = true, v.String()
-			}
-		case "delta":
-			if !gotCh.delta {
-				gotCh.delta, delta = true, v
-			}
-		}
-		return true
-	})
+	var cf [3]gjson.Result
+	firstValues(ch, []string{"index", "finish_reason", "delta"}, cf[:])
+	ev.Choice, ev.Finish = cf[0].Int(), cf[1].String()
+	delta := cf[2]
 	delta.ForEach(func(k, v gjson.Result) bool {
 		switch k.String() {
 		case "role":
@@ -147,6 +100,27 @@ func ParseEvent(data []byte) (*Event, error) {
 		return true
 	})
 	return ev, nil
+}
+
+// firstValues sets vals[i] to the value of keys[i] in the object r, the
+// first occurrence counting as with Get, in one pass over r's keys: a Get
+// per key rescanned r from its start each time, most of a relayed event's
+// cost. A key r lacks leaves its value empty.
+func firstValues(r gjson.Result, keys []string, vals []gjson.Result) {
+	var got uint64 // bit i: keys[i] seen
+	r.ForEach(func(k, v gjson.Result) bool {
+		name := k.String()
+		for i, key := range keys {
+			if name == key {
+				if got&(1<<i) == 0 {
+					got |= 1 << i
+					vals[i] = v
+				}
+				break // keys are distinct
+			}
+		}
+		return true
+	})
 }
 
 // EventEdit says how to change a chunk before the client sees it.
