@@ -73,13 +73,9 @@ func (r *Result) Print(w io.Writer) error {
 		upstream, o.Runs, o.Requests, o.Throughput, o.Concurrency, turns, mode)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "tools\tbody\tmode\tpath\tp50\tp95\tp99\tadded p50\tadded p95\tadded p99\treq/s\terrors\t\n")
-	direct := map[string]Row{}
+	cases, _ := r.cases()
 	for _, row := range r.Rows {
-		key := strconv.Itoa(row.Tools) + strconv.FormatBool(row.Stream)
-		if row.Path == Direct {
-			direct[key] = row
-		}
-		d := direct[key]
+		d := cases[caseOf(row)][Direct]
 		mode := "json"
 		if row.Stream {
 			mode = "stream"
@@ -114,31 +110,41 @@ func (r *Result) Print(w io.Writer) error {
 	return nil
 }
 
-// ratios returns, per catalog size and mode, the gateway's added latency
-// over the bare proxy's at p50 and p99 (from the same run's rows), as the
-// latency target is stated. A ratio is "n/a" when the bare proxy added
-// nothing measurable: a p99 above the direct call's by chance only.
-func (r *Result) ratios() []string {
-	type key struct {
-		tools  int
-		stream bool
-	}
-	rows := map[key]map[string]Row{}
-	var order []key
+// caseKey is one catalog size and mode: the rows of its paths compare.
+type caseKey struct {
+	tools  int
+	stream bool
+}
+
+func caseOf(row Row) caseKey { return caseKey{row.Tools, row.Stream} }
+
+// cases returns the rows by case and path, and the cases in table order.
+func (r *Result) cases() (map[caseKey]map[string]Row, []caseKey) {
+	rows := map[caseKey]map[string]Row{}
+	var order []caseKey
 	for _, row := range r.Rows {
-		k := key{row.Tools, row.Stream}
+		k := caseOf(row)
 		if rows[k] == nil {
 			rows[k] = map[string]Row{}
 			order = append(order, k)
 		}
 		rows[k][row.Path] = row
 	}
+	return rows, order
+}
+
+// ratios returns, per catalog size and mode, the gateway's added latency
+// over the bare proxy's at p50 and p99 (from the same run's rows), as the
+// latency target is stated. A ratio is "n/a" when the bare proxy added
+// nothing measurable: a p99 above the direct call's by chance only.
+func (r *Result) ratios() []string {
 	ratio := func(gw, bare, direct time.Duration) string {
 		if bare-direct <= 0 {
 			return "n/a"
 		}
 		return strconv.FormatFloat(float64(gw-direct)/float64(bare-direct), 'f', 2, 64) + "x"
 	}
+	rows, order := r.cases()
 	var out []string
 	for _, k := range order {
 		paths := rows[k]
