@@ -125,16 +125,20 @@ func BenchmarkChatTurn200Tools(b *testing.B) {
 			b.Fatalf("status %d: %s", w.Code, w.Body.String())
 		}
 	}
-	serve(bodies[0]) // compile the catalog and load the tokenizer outside the timer
-	b.Run("new turn", func(b *testing.B) {
-		b.SetBytes(int64(len(bodies[0])))
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			i++
-			serve(bodies[i%len(bodies)])
-		}
-	})
+	// newTurns sends the bodies in rotation: each request a new user turn.
+	newTurns := func(name string, bodies [][]byte) {
+		serve(bodies[0]) // compile the catalog and load the tokenizer outside the timer
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(bodies[0])))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				serve(bodies[i%len(bodies)])
+			}
+		})
+	}
+	newTurns("new turn", bodies)
 	b.Run("retried turn", func(b *testing.B) {
 		b.SetBytes(int64(len(bodies[0])))
 		b.ReportAllocs()
@@ -146,16 +150,7 @@ func BenchmarkChatTurn200Tools(b *testing.B) {
 	for i, body := range bodies {
 		streamed[i] = bytes.Replace(body, []byte(`"model": "gpt-4o",`), []byte(`"model": "gpt-4o", "stream": true,`), 1)
 	}
-	serve(streamed[0])
-	b.Run("streamed new turn", func(b *testing.B) {
-		b.SetBytes(int64(len(streamed[0])))
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			i++
-			serve(streamed[i%len(streamed)])
-		}
-	})
+	newTurns("streamed new turn", streamed)
 }
 
 // BenchmarkParseResentCatalog is the parse of a 200-tool request (about
