@@ -87,6 +87,7 @@ type GatewaySpec struct {
 	// preselect modes: the next-best for the conversation, given the call
 	// just made, so a task's later steps seldom need a search round (a
 	// round resends the whole conversation; a tool costs ~100 tokens).
+	// The next tool result replaces those the model did not call.
 	// Default 2.
 	FollowUp int `yaml:"follow_up"`
 	// Timeouts bound the upstream exchange.

@@ -64,7 +64,7 @@ type turn struct {
 	searches  int
 	asked     map[string]int // normalised search queries -> times asked this turn
 	misses    int
-	dropped   []string // earlier turns' guesses never called, dropped by this user turn
+	dropped   []string // guesses never called that this turn dropped: earlier user turns', or the last tool result's follow-ups
 
 	rep *report // accounting for headers, metrics and the decision log; nil in bare tests
 }
@@ -214,6 +214,12 @@ func (t *turn) preselect(ctx context.Context, fp string, n int, explore bool, re
 		}
 		return
 	}
+	if reason == reasonFollowUp {
+		for _, name := range t.st.DropFollowUps() {
+			delete(t.reasons, name)
+			t.dropped = append(t.dropped, name)
+		}
+	}
 	limit := n
 	if explore {
 		limit = n - 1 + exploreWidth
@@ -239,6 +245,9 @@ func (t *turn) preselect(ctx context.Context, fp string, n int, explore bool, re
 		t.join(explored, reasonExplore)
 	}
 	t.st.Turn, t.st.Preselected, t.st.Explored = fp, picked, explored
+	if reason == reasonFollowUp {
+		t.st.FollowUps = picked
+	}
 }
 
 // fingerprint identifies a turn: the compiled catalog (tools and
