@@ -24,6 +24,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tasks := fs.String("tasks", "", "JSON array of scripted tasks to use instead of the bundled ones")
 	config := fs.String("config", "", "policy file for the gateway (default: built-in defaults)")
 	model := fs.String("model", "gpt-4o", "model name the agent sends")
+	cacheRate := fs.Float64("cache-rate", 0.5, "what a prompt-cache hit costs as a share of the input price, for the billed-input row "+
+		"(gpt-4o 0.5, gpt-4.1 0.25, gpt-5 family 0.1)")
 	queries := fs.String("queries", "", "eval queries (JSONL, the shared format) to replay as tasks instead: the query is the prompt, "+
 		"its gold tools the steps; --catalog is then the eval catalog file")
 	subset := fs.String("subset", "", "with --queries: only queries whose subset starts with this")
@@ -32,7 +34,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	o := demo.Options{Stream: *stream, Model: *model, OneSession: *oneSession}
+	if *cacheRate <= 0 || *cacheRate > 1 {
+		return fmt.Errorf("%w: --cache-rate %v: want a share of the input price, above 0 and at most 1", errUsage, *cacheRate)
+	}
+	o := demo.Options{Stream: *stream, Model: *model, OneSession: *oneSession, CacheRate: *cacheRate}
 	var err error
 	switch {
 	case *queries != "":

@@ -111,3 +111,32 @@ func TestDemoReplaysEvalQueriesAsEpisodes(t *testing.T) {
 		t.Errorf("through the gateway %s of 3 steps completed with the tools' names as step queries:\n%s", steps[1], out.String())
 	}
 }
+
+func TestDemoCacheRateMustBeAShareOfThePrice(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rate string
+		ok   bool
+	}{
+		{"the gpt-5 family's rate prints the billed row at 10%", "0.1", true},
+		{"zero is a usage error, not a free cache", "0", false},
+		{"more than the input price is a usage error", "1.5", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), []string{"demo", "--cache-rate", tc.rate}, &out, &errOut)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("%v\n%s", err, errOut.String())
+				}
+				if !strings.Contains(out.String(), "input billed, hits at 10%") {
+					t.Errorf("no billed row at 10%%:\n%s", out.String())
+				}
+				return
+			}
+			if !errors.Is(err, errUsage) {
+				t.Errorf("err = %v, want a usage error", err)
+			}
+		})
+	}
+}

@@ -55,6 +55,10 @@ type Options struct {
 	// Model is the model name the agent sends (it picks the tokenizer the
 	// gateway reports with). "" means gpt-4o.
 	Model string
+	// CacheRate is what a token served from the provider's prompt cache
+	// costs, as a share of an input token's price, for the billed-input
+	// row; 0 means 0.5 (gpt-4o's; the gpt-5 family's is 0.1).
+	CacheRate float64
 	// Policy is the gateway's policy; nil means policy.Default().
 	Policy *policy.Snapshot
 	// Progress, if set, is called after each task of each run with the
@@ -73,6 +77,7 @@ type Result struct {
 	Steps        int
 	Stream       bool
 	OneSession   bool
+	CacheRate    float64
 	Direct       Side
 	Gateway      Side
 	Elapsed      time.Duration
@@ -113,7 +118,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Model == "" {
 		o.Model = "gpt-4o"
 	}
-	res := &Result{CatalogTools: len(tools), Tasks: len(tasks), Stream: o.Stream, OneSession: o.OneSession}
+	if o.CacheRate == 0 {
+		o.CacheRate = 0.5
+	}
+	if o.CacheRate < 0 || o.CacheRate > 1 {
+		return nil, fmt.Errorf("cache rate %v: want a share of the input price, 0..1", o.CacheRate)
+	}
+	res := &Result{CatalogTools: len(tools), Tasks: len(tasks), Stream: o.Stream, OneSession: o.OneSession, CacheRate: o.CacheRate}
 	for _, t := range tasks {
 		res.Steps += len(t.Steps)
 	}

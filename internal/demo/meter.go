@@ -23,6 +23,8 @@ type meter struct {
 
 	mu    sync.Mutex
 	tools map[string]int // tools array text -> tokens: catalogs repeat
+	items map[string]int // a tool's or message's text -> tokens, for the cache estimate
+	cache *prefixCache
 	stats usage
 }
 
@@ -32,11 +34,20 @@ type usage struct {
 	Tools       int   // tools summed over requests
 	ToolTokens  int64 // tool-definition tokens summed over requests
 	InputTokens int64 // whole-prompt tokens summed over requests
-	Refused     int   // requests the upstream refused (4xx/5xx)
+	// CachedTokens is how many of InputTokens a provider's prompt cache
+	// would serve (prefixCache's estimate).
+	CachedTokens int64
+	Refused      int // requests the upstream refused (4xx/5xx)
+}
+
+// billed is the input a run is billed for when cached tokens cost rate
+// times the input price (OpenAI: 0.5 for gpt-4o, 0.1 for the gpt-5 family).
+func (u usage) billed(rate float64) float64 {
+	return float64(u.InputTokens) - (1-rate)*float64(u.CachedTokens)
 }
 
 func newMeter(next http.Handler, codec tokenizer.Codec) *meter {
-	return &meter{next: next, codec: codec, tools: map[string]int{}}
+	return &meter{next: next, codec: codec, tools: map[string]int{}, items: map[string]int{}, cache: newPrefixCache()}
 }
 
 func (m *meter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -55,6 +66,11 @@ func (m *meter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	items, err := m.promptItems(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	m.next.ServeHTTP(sw, r)
 	m.mu.Lock()
@@ -67,6 +83,37 @@ func (m *meter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.stats.Tools += n
 	m.stats.ToolTokens += int64(toolTok)
 	m.stats.InputTokens += int64(toolTok + restTok)
+	// A refused request caches nothing: only accepted prompts are served
+	// from or fill the estimate.
+	m.stats.CachedTokens += int64(min(m.cache.serve(items), toolTok+restTok))
+}
+
+// promptItems returns body's tools, then its messages, each with its
+// tokens, in the order a provider lays out the prompt.
+func (m *meter) promptItems(body []byte) ([]promptItem, error) {
+	var items []promptItem
+	var err error
+	add := func(_, v gjson.Result) bool {
+		m.mu.Lock()
+		n, ok := m.items[v.Raw]
+		m.mu.Unlock()
+		if !ok {
+			if n, err = m.codec.Count(v.Raw); err != nil {
+				err = fmt.Errorf("counting prompt tokens: %w", err)
+				return false
+			}
+			m.mu.Lock()
+			m.items[v.Raw] = n
+			m.mu.Unlock()
+		}
+		items = append(items, promptItem{text: v.Raw, tokens: n})
+		return true
+	}
+	gjson.GetBytes(body, "tools").ForEach(add)
+	if err == nil {
+		gjson.GetBytes(body, "messages").ForEach(add)
+	}
+	return items, err
 }
 
 // count returns the tokens of body's tools array, of the rest of the body,

@@ -29,6 +29,9 @@ func (r *Result) Print(w io.Writer) error {
 		pct(float64(d.ToolTokens), float64(g.ToolTokens)))
 	fmt.Fprintf(tw, "input tokens, all calls\t%s\t%s\t%s\t\n", group(d.InputTokens), group(g.InputTokens),
 		pct(float64(d.InputTokens), float64(g.InputTokens)))
+	fmt.Fprintf(tw, "of which prompt-cache hits (est.)\t%s\t%s\t\t\n", group(d.CachedTokens), group(g.CachedTokens))
+	db, gb := d.billed(r.CacheRate), g.billed(r.CacheRate)
+	fmt.Fprintf(tw, "input billed, hits at %.0f%%\t%s\t%s\t%s\t\n", r.CacheRate*100, group(int64(db+0.5)), group(int64(gb+0.5)), pct(db, gb))
 	fmt.Fprintf(tw, "upstream calls\t%d\t%d\t%.2fx\t\n", d.Calls, g.Calls, per(g.Calls, d.Calls))
 	fmt.Fprintf(tw, "agent requests\t%d\t%d\t\t\n", d.ClientRequests, g.ClientRequests)
 	fmt.Fprintf(tw, "tasks completed\t%d/%d\t%d/%d\t\t\n", d.TasksCompleted, r.Tasks, g.TasksCompleted, r.Tasks)
@@ -37,7 +40,9 @@ func (r *Result) Print(w io.Writer) error {
 		return fmt.Errorf("writing table: %w", err)
 	}
 	fmt.Fprintf(w, "\nTokens are o200k_base counts of each request the upstream received (tools array and the rest\n"+
-		"of the body); the gateway's column includes its tool_search rounds. The scripted model accepts up to\n"+
+		"of the body); the gateway's column includes its tool_search rounds. Cache hits: the longest run of\n"+
+		"leading tools and messages an earlier request began with, from 1,024 tokens in steps of 128 (a\n"+
+		"provider's prefix cache; --cache-rate sets what a hit costs). The scripted model accepts up to\n"+
 		"%d tools in the direct run; a real OpenAI model refuses more than 128. Took %s.\n",
 		DirectMaxTools, r.Elapsed.Round(1e6))
 	return nil
