@@ -99,6 +99,9 @@ func turnAttrs(t *turn, total time.Duration) []slog.Attr {
 	}
 	if gw, direct, ok := t.inputTokens(); ok {
 		attrs = append(attrs, slog.Int64("input_tokens", gw), slog.Int64("input_tokens_direct_estimate", direct))
+		if c, ok := t.cachedInputTokens(); ok {
+			attrs = append(attrs, slog.Int64("input_tokens_cached", c))
+		}
 	}
 	return attrs
 }

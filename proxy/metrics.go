@@ -26,6 +26,7 @@ type Metrics struct {
 	addedSeconds  *prometheus.HistogramVec
 	toolTokens    *prometheus.CounterVec
 	inputTokens   *prometheus.CounterVec
+	cachedTokens  prometheus.Counter
 	misses        prometheus.Counter
 	reloads       *prometheus.CounterVec
 	storeErrors   *prometheus.CounterVec
@@ -69,6 +70,10 @@ func NewMetrics() *Metrics {
 			Name: "toolgate_input_tokens_total",
 			Help: "Upstream input tokens: path=gateway is the upstream usage over all calls; path=direct_estimate is each request's first call with the full tools array instead (search rounds excluded).",
 		}, []string{"path"}),
+		cachedTokens: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolgate_input_tokens_cached_total",
+			Help: "Of the gateway's upstream input tokens (toolgate_input_tokens_total{path=\"gateway\"}), those the upstream reported as prompt-cache hits (usage.prompt_tokens_details.cached_tokens); 0 with upstreams that report none.",
+		}),
 		misses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolgate_tool_misses_total",
 			Help: "Calls of a client tool that was not in the active set the upstream saw.",
@@ -83,7 +88,7 @@ func NewMetrics() *Metrics {
 		}, []string{"op"}),
 	}
 	m.reg.MustRegister(m.requests, m.rounds, m.searches, m.searchSeconds, m.addedSeconds,
-		m.toolTokens, m.inputTokens, m.misses, m.reloads, m.storeErrors,
+		m.toolTokens, m.inputTokens, m.cachedTokens, m.misses, m.reloads, m.storeErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -179,6 +184,9 @@ func (m *Metrics) observe(tr *tracker, total time.Duration) {
 	if gw, direct, ok := t.inputTokens(); ok {
 		m.inputTokens.WithLabelValues("gateway").Add(float64(gw))
 		m.inputTokens.WithLabelValues("direct_estimate").Add(float64(direct))
+		if c, ok := t.cachedInputTokens(); ok {
+			m.cachedTokens.Add(float64(c))
+		}
 	}
 	m.misses.Add(float64(t.misses))
 }

@@ -545,3 +545,51 @@ func getWithHeaders(t *testing.T, url string, hdr map[string]string) (int, strin
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestUpstreamCacheHitsAreReported checks that the prompt-cache hits an
+// upstream reports reach the metrics and the decision log, summed over a
+// turn's calls: a gateway changes the tools array, and with it what a
+// provider's cache can serve, so operators need the real number next to
+// the token counts.
+func TestUpstreamCacheHitsAreReported(t *testing.T) {
+	answer := func(details string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":2000,"completion_tokens":5,"total_tokens":2005`+details+`}}`)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		details string
+		want    float64 // -1: no attribute in the decision record
+	}{
+		{"an upstream's reported cache hits are counted", `,"prompt_tokens_details":{"cached_tokens":1536}`, 1536},
+		{"an upstream that reports none adds nothing and claims nothing", ``, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMetrics()
+			var buf syncBuffer
+			base := newTestGateway(t, answer(tc.details), func(g *Gateway) {
+				g.Metrics = m
+				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+			})
+			resp := post(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "Create an issue about the crash."}}, testCatalog(60), false, nil), nil)
+			mustRead(t, resp)
+			recs := buf.waitLines(t, 1)
+			if len(recs) != 1 {
+				t.Fatalf("%d decision records, want 1", len(recs))
+			}
+			got := recs[0].Get("input_tokens_cached")
+			switch {
+			case tc.want < 0 && got.Exists():
+				t.Errorf("the record claims %v cached tokens the upstream never reported", got)
+			case tc.want >= 0 && got.Float() != tc.want:
+				t.Errorf("input_tokens_cached = %v, want %v:\n%s", got, tc.want, recs[0].Raw)
+			}
+			metric := metricValue(t, scrape(t, base), "toolgate_input_tokens_cached_total")
+			if want := max(tc.want, 0); metric != want {
+				t.Errorf("toolgate_input_tokens_cached_total = %v, want %v", metric, want)
+			}
+		})
+	}
+}

@@ -165,6 +165,17 @@ func promptTokens(usage []byte) int64 {
 	return gjson.GetBytes(usage, "prompt_tokens").Int()
 }
 
+// cachedInputTokens returns how many of the turn's upstream input tokens
+// the upstream reported as served from its prompt cache, summed over the
+// calls (usage.prompt_tokens_details.cached_tokens, billed at a fraction
+// of the input price); ok is false when it reported none. A turn whose
+// tools array changed pays for its whole conversation again: this is
+// where that shows.
+func (t *turn) cachedInputTokens() (int64, bool) {
+	c := gjson.GetBytes(t.usage, "prompt_tokens_details.cached_tokens")
+	return c.Int(), c.Type == gjson.Number
+}
+
 // setToolgateHeaders reports what the gateway did, on every rewritten
 // response: tools and tool tokens the client sent -> the upstream received
 // in the call whose answer the client gets, and the upstream calls so far.
