@@ -17,7 +17,9 @@ const (
 )
 
 // promptItem is one piece of a prompt in the order a provider lays the
-// prompt out: each tool definition, then each message.
+// prompt out: each tool definition, then each message (some providers put
+// the system prompt before the tools; either way the tools come before the
+// conversation).
 type promptItem struct {
 	text   string
 	tokens int
@@ -28,7 +30,8 @@ type promptItem struct {
 // leading items that some earlier prompt of the run began with (from
 // cacheMinTokens on, in steps of cacheStep). It never evicts (a run takes
 // seconds; providers keep entries for minutes), and matches whole items
-// only, so it errs on the side of the direct run's cost.
+// only (a provider also serves the start of the first item that differs),
+// so both runs' hits are slightly undercounted.
 type prefixCache struct {
 	seed maphash.Seed
 	seen map[uint64]struct{} // hashes of every prefix seen, item by item
