@@ -186,8 +186,12 @@ func oneCamelPart(term []byte) bool {
 	return rest == 0 || rest == first || (first == 2 && rest == 1)
 }
 
-// terms returns the stemmed index terms of text (the text chain).
+// terms returns the stemmed index terms of text (the text chain): for
+// ASCII text, queryASCII's single pass, which yields the same terms.
 func (a *analyzer) terms(text string) []string {
+	if terms, _, ok := a.queryASCII(text); ok {
+		return terms
+	}
 	return analyze(a.text, text)
 }
 

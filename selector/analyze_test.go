@@ -21,8 +21,12 @@ func TestQueryAnalysisMatchesBothChains(t *testing.T) {
 		"",
 	} {
 		terms, words := an.query(text)
-		if want := an.terms(text); !slices.Equal(terms, want) {
-			t.Errorf("query(%q) terms = %v, want %v", text, terms, want)
+		chain := analyze(an.text, text)
+		if !slices.Equal(terms, chain) {
+			t.Errorf("query(%q) terms = %v, want the text chain's %v", text, terms, chain)
+		}
+		if got := an.terms(text); !slices.Equal(got, chain) {
+			t.Errorf("terms(%q) = %v, want the text chain's %v", text, got, chain)
 		}
 		if want := an.words(text); !slices.Equal(words, want) {
 			t.Errorf("query(%q) words = %v, want %v", text, words, want)
@@ -41,7 +45,7 @@ func TestWordTermsMatchesTheTextChain(t *testing.T) {
 	}
 	words := append([]string{"the", "running", "Mixed", "co-op"}, everyNth(wv.words, 7)...)
 	for _, w := range words {
-		if got, want := an.wordTerms(w), an.terms(w); !slices.Equal(got, want) {
+		if got, want := an.wordTerms(w), analyze(an.text, w); !slices.Equal(got, want) {
 			t.Errorf("wordTerms(%q) = %v, want %v", w, got, want)
 		}
 	}
