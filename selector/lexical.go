@@ -13,19 +13,24 @@ type lexScores struct {
 
 // merge folds other into ls: each of other's candidates gets
 // combine(its score in ls, 0 if ls lacked it, its score in other); one ls
-// lacked joins at the end.
-func (ls *lexScores) merge(other lexScores, combine func(old, v float64) float64) {
-	at := make(map[int32]int, len(ls.order))
+// lacked joins at the end. at is a slot per tool, all zero, and is left so
+// (a search scratch's coord): where each of ls's candidates sits, without
+// a map per merge.
+func (ls *lexScores) merge(other lexScores, at []int32, combine func(old, v float64) float64) {
+	n := len(ls.order)
 	for i, d := range ls.order {
-		at[d] = i
+		at[d] = int32(i + 1)
 	}
 	for i, d := range other.order {
-		if j, ok := at[d]; ok {
-			ls.score[j] = combine(ls.score[j], other.score[i])
+		if j := at[d]; j > 0 {
+			ls.score[j-1] = combine(ls.score[j-1], other.score[i])
 			continue
 		}
 		ls.order = append(ls.order, d)
 		ls.score = append(ls.score, combine(0, other.score[i]))
+	}
+	for _, d := range ls.order[:n] {
+		at[d] = 0
 	}
 }
 

@@ -109,7 +109,9 @@ func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query)
 		if err != nil {
 			return Results{}, fmt.Errorf("preselecting tools: %w", err)
 		}
-		lex.merge(ctxLex, func(old, v float64) float64 { return old + 0.35*v })
+		sc := c.scratch()
+		lex.merge(ctxLex, sc.coord, func(old, v float64) float64 { return old + 0.35*v })
+		c.scratchPool.Put(sc)
 	}
 	q.Text = latest
 	q.Limit = k
@@ -133,7 +135,9 @@ func (c *Catalog) lexicalWithParts(ctx context.Context, lq *lexQuery, text strin
 		}
 		// A part's best tools join the whole query's at a discount, so
 		// they surface without letting a stray fragment take over.
-		lex.merge(pl, func(old, v float64) float64 { return max(old, c.w.Decompose*v) })
+		sc := c.scratch()
+		lex.merge(pl, sc.coord, func(old, v float64) float64 { return max(old, c.w.Decompose*v) })
+		c.scratchPool.Put(sc)
 	}
 	return lex, nil
 }

@@ -381,9 +381,13 @@ func TestRankScoredRanksByScoreThenDocument(t *testing.T) {
 
 func TestMergedLexicalScoresCombineOrJoin(t *testing.T) {
 	ls := lexScores{order: []int32{4, 1}, score: []float64{1, 0.5}}
-	ls.merge(lexScores{order: []int32{1, 7}, score: []float64{1, 0.2}}, func(old, v float64) float64 { return old + v })
+	at := make([]int32, 8)
+	ls.merge(lexScores{order: []int32{1, 7}, score: []float64{1, 0.2}}, at, func(old, v float64) float64 { return old + v })
 	if !slices.Equal(ls.order, []int32{4, 1, 7}) || !slices.Equal(ls.score, []float64{1, 1.5, 0.2}) {
 		t.Errorf("merged = %v %v, want [4 1 7] [1 1.5 0.2]", ls.order, ls.score)
+	}
+	if slices.ContainsFunc(at, func(v int32) bool { return v != 0 }) {
+		t.Errorf("the slots were left set: %v", at)
 	}
 }
 
