@@ -123,6 +123,11 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{"2:14: gateway.follow_up: must be >= 0"},
 		},
 		{
+			name: "a negative passthrough_history_tokens is an error",
+			src:  "gateway:\n  passthrough_history_tokens: -5\n",
+			want: []string{"2:31: gateway.passthrough_history_tokens: must be >= 0"},
+		},
+		{
 			name: "a done weight above one is an error",
 			src:  "search:\n  weights:\n    done: 1.5\n",
 			want: []string{"3:11: search.weights.done: must be between 0 and 1"},

@@ -28,22 +28,25 @@ const (
 // and environment variables override Listen and Upstream in cmd/gateway;
 // policy does not read them.
 type Gateway struct {
-	Listen         string
-	Upstream       string
-	UpstreamKey    string // environment references already expanded
-	Mode           Mode
-	MinTools       int
-	MaxRounds      int
-	MaxActive      int
-	Preselect      int  // tools preselected per user turn in hybrid/preselect mode
-	Explore        bool // preselect mode: one preselected slot samples below the cut
-	FollowUp       int  // tools joining after each tool result in hybrid/preselect mode
-	BodyLimit      int64
-	ConnectTimeout time.Duration
-	HeaderTimeout  time.Duration // first byte
-	IdleTimeout    time.Duration // between stream chunks
-	RequestTimeout time.Duration
-	Retries        int
+	Listen      string
+	Upstream    string
+	UpstreamKey string // environment references already expanded
+	Mode        Mode
+	MinTools    int
+	MaxRounds   int
+	MaxActive   int
+	Preselect   int  // tools preselected per user turn in hybrid/preselect mode
+	Explore     bool // preselect mode: one preselected slot samples below the cut
+	FollowUp    int  // tools joining after each tool result in hybrid/preselect mode
+	// PassthroughHistoryTokens: conversations longer than this go upstream
+	// unchanged (0: never).
+	PassthroughHistoryTokens int
+	BodyLimit                int64
+	ConnectTimeout           time.Duration
+	HeaderTimeout            time.Duration // first byte
+	IdleTimeout              time.Duration // between stream chunks
+	RequestTimeout           time.Duration
+	Retries                  int
 }
 
 // Sessions holds the session store settings.

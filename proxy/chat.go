@@ -69,8 +69,21 @@ func passthroughReason(snap *policy.Snapshot, req *rewrite.Request) string {
 		return "n > 1"
 	case req.HasFunctions:
 		return "legacy functions"
+	case snap.Gateway.PassthroughHistoryTokens > 0 && historyTokens(req) > snap.Gateway.PassthroughHistoryTokens:
+		return "long conversation"
 	}
 	return ""
+}
+
+// historyTokens estimates the tokens of a request's messages and settings,
+// its body without the tools array, at 4 bytes a token: what a provider's
+// prompt cache serves when the tools array stays the same.
+func historyTokens(req *rewrite.Request) int {
+	n := len(req.Body)
+	if !req.Detached() { // a detached body holds [] where the array stood
+		n -= len(req.ToolsRaw.Raw)
+	}
+	return n / 4
 }
 
 // forwardChat sends a request upstream as the client wrote it, except that

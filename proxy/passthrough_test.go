@@ -180,3 +180,47 @@ func TestToolCacheBoundsCatalogsThatShareTheirStart(t *testing.T) {
 		t.Errorf("%d entries kept, want %d", n, maxPerHead)
 	}
 }
+
+// TestLongConversationsPassThroughWhenConfigured: past
+// passthrough_history_tokens the gateway stops rewriting, so a provider's
+// prompt cache can serve the whole stable prompt; shorter conversations and
+// the default (0) are rewritten as ever.
+func TestLongConversationsPassThroughWhenConfigured(t *testing.T) {
+	tools := testCatalog(40)
+	long := []map[string]any{{"role": "user", "content": "Create an issue about the crash."}}
+	for i := range 40 { // ~4,000 bytes of earlier turns: ~1,000 tokens
+		long = append(long,
+			map[string]any{"role": "assistant", "content": "Noted, step " + strconv.Itoa(i) + " of the plan is done and checked."},
+			map[string]any{"role": "user", "content": "Good, carry on with the next step of the plan."})
+	}
+	short := long[:1]
+	for _, tc := range []struct {
+		name    string
+		policy  string
+		msgs    []map[string]any
+		through bool
+	}{
+		{"a conversation over the threshold reaches the upstream byte for byte", "gateway: {passthrough_history_tokens: 500}\n", long, true},
+		{"a conversation under the threshold is rewritten", "gateway: {passthrough_history_tokens: 500}\n", short, false},
+		{"by default no conversation is too long", "", long, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &recorder{answer: plainAnswer}
+			var opts []func(*Gateway)
+			if tc.policy != "" {
+				opts = append(opts, withPolicy(loadPolicy(t, tc.policy)))
+			}
+			base := newTestGateway(t, up, opts...)
+			body := chatRequest(t, tc.msgs, tools, false, nil)
+			resp := post(t, base, body, nil)
+			_, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if got := bytes.Equal(up.body, body); got != tc.through {
+				t.Errorf("upstream got the client's body unchanged: %v, want %v (%d tools upstream)", got, tc.through, len(gjson.GetBytes(up.body, "tools").Array()))
+			}
+		})
+	}
+}
