@@ -68,6 +68,12 @@ func ParseEvent(data []byte) (*Event, error) {
 	} else {
 		ch = choices.Get("0")
 	}
+	if !ch.Exists() && top[5].Exists() {
+		// A first "choices" without a first element: Get reads on to a
+		// later "choices" key (duplicate keys) that has one, and so must
+		// this, or the chunk would be read as having no choice.
+		ch = root.Get("choices.0")
+	}
 	if !ch.Exists() {
 		return ev, nil
 	}
