@@ -6,12 +6,18 @@ import (
 	"testing"
 )
 
-// TestFollowUpsGiveWayToTheNextStepsOnes walks one session through a user
-// turn and two tool results. Each tool result brings two follow-up tools;
-// before, the first result's follow-ups stayed for every later step of the
-// task, so each step sent two more tools than the one before.
-func TestFollowUpsGiveWayToTheNextStepsOnes(t *testing.T) {
-	const ask = "Create an issue in the repository about the login crash and tell the team in the chat channel."
+// TestFollowUpsJoinAtATurnsFirstToolResultOnly walks one session through a
+// user turn, three tool results and a second user turn. Follow-ups join
+// after the first tool result of each user turn; later results leave the
+// tools array as it was, because a provider's prompt cache serves a prompt
+// only up to its first change, and the tools come before the conversation:
+// joining two tools at every step put the whole conversation back at full
+// price on every call.
+func TestFollowUpsJoinAtATurnsFirstToolResultOnly(t *testing.T) {
+	const (
+		ask  = "Create an issue in the repository about the login crash and tell the team in the chat channel."
+		next = "Now take a screenshot of the browser page."
+	)
 	tools := testCatalog(40)
 	call := func(id, name string) []map[string]any {
 		return []map[string]any{
@@ -20,82 +26,56 @@ func TestFollowUpsGiveWayToTheNextStepsOnes(t *testing.T) {
 			{"role": "tool", "tool_call_id": id, "content": "done"},
 		}
 	}
-	// run sends the user turn, a first tool result (repo_create_issue) and
-	// a second one calling pick(what the first result offered), on one
-	// session; it returns what the upstream was offered each time and the
-	// second call's tool.
-	run := func(t *testing.T, pick func(turn, first []string) string) (turn, first, second []string, second2 string) {
+	rec := &toolRecorder{}
+	base := newTestGateway(t, rec, withPolicy(loadPolicy(t, "gateway: {mode: hybrid, preselect: 3, follow_up: 2}\n")))
+	send := func(t *testing.T, msgs []map[string]any) []string {
 		t.Helper()
-		rec := &toolRecorder{}
-		base := newTestGateway(t, rec, withPolicy(loadPolicy(t, "gateway: {mode: hybrid, preselect: 3, follow_up: 2}\n")))
-		send := func(msgs []map[string]any) []string {
-			t.Helper()
-			resp := post(t, base, chatRequest(t, msgs, tools, false, nil), map[string]string{"X-Session-ID": "task"})
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d", resp.StatusCode)
-			}
-			return rec.last()
+		resp := post(t, base, chatRequest(t, msgs, tools, false, nil), map[string]string{"X-Session-ID": "task"})
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
 		}
-		msgs := []map[string]any{{"role": "user", "content": ask}}
-		turn = send(msgs)
-		msgs = append(msgs, call("c1", "repo_create_issue")...)
-		first = send(msgs)
-		second2 = pick(turn, first)
-		msgs = append(msgs, call("c2", second2)...)
-		second = send(msgs)
-		if again := send(msgs); !slices.Equal(again, second) {
-			t.Errorf("a retried second tool result was offered %v, the first attempt %v", again, second)
-		}
-		return turn, first, second, second2
+		return rec.last()
 	}
-	// extra is what an offer holds beyond tool_search, the user turn's
-	// picks and the tools called so far: the latest follow-ups.
-	extra := func(offer, turn []string, called ...string) []string {
+	// added is what offer holds beyond before.
+	added := func(offer, before []string) []string {
 		var out []string
 		for _, n := range offer {
-			if n != SearchToolName && !slices.Contains(turn, n) && !slices.Contains(called, n) {
+			if !slices.Contains(before, n) {
 				out = append(out, n)
 			}
 		}
 		return out
 	}
 
-	t.Run("a follow-up never called leaves when the next tool result brings its own", func(t *testing.T) {
-		turn, first, second, other := run(t, func(turn, first []string) string {
-			// A tool no request of the task was offered: the agent knew it.
-			for _, tl := range tools {
-				n := tl["function"].(map[string]any)["name"].(string)
-				if !slices.Contains(turn, n) && !slices.Contains(first, n) {
-					return n
-				}
-			}
-			t.Fatal("every tool was offered")
-			return ""
-		})
-		if got := extra(first, turn, "repo_create_issue"); len(got) != 2 {
-			t.Fatalf("the first tool result brought %v; want two follow-ups (offered %v)", got, first)
-		}
-		got := extra(second, turn, "repo_create_issue", other)
-		if len(got) > 2 {
-			t.Errorf("after the second tool result the upstream saw %v beyond the turn's picks and called tools; want only the two new follow-ups (offered %v)", got, second)
-		}
-		if !slices.Contains(second, other) || !slices.Contains(second, "repo_create_issue") {
-			t.Errorf("the called tools are not all offered: %v", second)
+	msgs := []map[string]any{{"role": "user", "content": ask}}
+	turn := send(t, msgs)
+	msgs = append(msgs, call("c1", "repo_create_issue")...)
+	first := send(t, msgs)
+	t.Run("the first tool result of a turn brings two follow-ups", func(t *testing.T) {
+		if got := added(first, append(slices.Clone(turn), "repo_create_issue")); len(got) != 2 {
+			t.Errorf("the first tool result added %v; want two follow-ups (turn %v, then %v)", got, turn, first)
 		}
 	})
 
-	t.Run("a follow-up the agent called stays", func(t *testing.T) {
-		var used string
-		turn, first, second, _ := run(t, func(turn, first []string) string {
-			used = extra(first, turn, "repo_create_issue")[0]
-			return used
-		})
-		if !slices.Contains(second, used) {
-			t.Errorf("the follow-up %s was called but is no longer offered: %v", used, second)
+	t.Run("later tool results of the turn leave the tools array as it was", func(t *testing.T) {
+		m := msgs
+		for i, name := range []string{first[len(first)-1], first[len(first)-2]} { // the follow-ups, called in turn
+			m = append(m, call("c"+string(rune('2'+i)), name)...)
+			if got := send(t, m); !slices.Equal(got, first) {
+				t.Fatalf("tool result %d (calling %s) was offered %v, the first %v", i+2, name, got, first)
+			}
 		}
-		if got := extra(second, turn, "repo_create_issue", used); len(got) > 2 {
-			t.Errorf("after the second tool result the upstream saw %v beyond the turn's picks and called tools; want only the two new follow-ups (first offer %v)", got, first)
+	})
+
+	t.Run("the next user turn's first tool result brings follow-ups again", func(t *testing.T) {
+		m := append(slices.Clone(msgs), map[string]any{"role": "assistant", "content": "Filed and posted."},
+			map[string]any{"role": "user", "content": next})
+		turn2 := send(t, m)
+		m = append(m, call("c9", "browser_screenshot")...)
+		got := send(t, m)
+		if extra := added(got, append(slices.Clone(turn2), "browser_screenshot")); len(extra) != 2 {
+			t.Errorf("the new turn's first tool result added %v; want two follow-ups (turn %v, then %v)", extra, turn2, got)
 		}
 	})
 }

@@ -64,7 +64,7 @@ type turn struct {
 	searches  int
 	asked     map[string]int // normalised search queries -> times asked this turn
 	misses    int
-	dropped   []string // guesses never called that this turn dropped: earlier user turns', or the last tool result's follow-ups
+	dropped   []string // earlier turns' guesses never called, dropped by this user turn
 
 	rep *report // accounting for headers, metrics and the decision log; nil in bare tests
 }
@@ -189,7 +189,7 @@ func (t *turn) seedActive(ctx context.Context) {
 		switch {
 		case t.req.UserTurn && g.Preselect > 0:
 			t.preselect(ctx, fp, g.Preselect, g.Mode == policy.ModePreselect && g.Explore, reasonPreselect, nil)
-		case !t.req.UserTurn && len(t.req.CalledTail) > 0 && g.FollowUp > 0:
+		case !t.req.UserTurn && len(t.req.CalledTail) > 0 && t.req.TurnSteps == 1 && g.FollowUp > 0:
 			// Ranked like the user turn, with the call just made feeding
 			// the transition, focus and recency signals.
 			t.preselect(ctx, fp, g.FollowUp, false, reasonFollowUp, t.req.TurnCalled)
@@ -213,12 +213,6 @@ func (t *turn) preselect(ctx context.Context, fp string, n int, explore bool, re
 			t.join(t.st.Explored, reasonExplore)
 		}
 		return
-	}
-	if reason == reasonFollowUp {
-		for _, name := range t.st.DropFollowUps() {
-			delete(t.reasons, name)
-			t.dropped = append(t.dropped, name)
-		}
 	}
 	limit := n
 	if explore {
@@ -245,9 +239,6 @@ func (t *turn) preselect(ctx context.Context, fp string, n int, explore bool, re
 		t.join(explored, reasonExplore)
 	}
 	t.st.Turn, t.st.Preselected, t.st.Explored = fp, picked, explored
-	if reason == reasonFollowUp {
-		t.st.FollowUps = picked
-	}
 }
 
 // fingerprint identifies a turn: the compiled catalog (tools and

@@ -80,6 +80,7 @@ func TestParseRequestReadsTheConversation(t *testing.T) {
 		{"a tool result is not a user turn", r.UserTurn, false},
 		{"every message is counted", r.Messages, 7},
 		{"the turn's calls are those since the latest user message", strings.Join(r.TurnCalled, ","), "b,a"},
+		{"the turn's steps count its tool-calling messages, not its calls", r.TurnSteps, 1},
 		{"tool_choice names its function", r.ToolChoice, "b"},
 		{"called tools are listed once in first-call order", len(r.Called) == 2 && r.Called[0] == "a" && r.Called[1] == "b", true},
 		{"the tail lists the last assistant's calls", len(r.CalledTail) == 2 && r.CalledTail[0] == "b", true},

@@ -76,6 +76,9 @@ type Request struct {
 	// TurnCalled lists the function names called since the latest user
 	// message, first call first, each once: the steps of the task at hand.
 	TurnCalled []string
+	// TurnSteps counts the assistant messages with tool calls since the
+	// latest user message.
+	TurnSteps int
 
 	System    string // the first system or developer message's text
 	FirstUser string // the first user message's text
@@ -220,6 +223,7 @@ func readMessages(r *Request, msgs gjson.Result) {
 			r.LastUser = t
 			r.Recent = appendBounded(r.Recent, t, 4)
 			r.TurnCalled = r.TurnCalled[:0]
+			r.TurnSteps = 0
 		case "assistant":
 			if t := Text(m.Get("content")); t != "" {
 				r.Recent = appendBounded(r.Recent, t, 4)
@@ -227,6 +231,7 @@ func readMessages(r *Request, msgs gjson.Result) {
 			calls := m.Get("tool_calls")
 			if calls.IsArray() && len(calls.Array()) > 0 {
 				r.CalledTail = r.CalledTail[:0]
+				r.TurnSteps++
 			}
 			calls.ForEach(func(_, c gjson.Result) bool {
 				name := c.Get("function.name").String()

@@ -44,11 +44,8 @@ type State struct {
 	// Guesses lists the active tools that joined as the gateway's guesses
 	// for a turn (preselected, follow-up, explored) and have not been
 	// called since: a new user turn drops them (DropGuesses).
-	Guesses []string `json:"guesses,omitempty"`
-	// FollowUps lists the follow-up tools the latest tool result brought:
-	// the next tool result drops those still uncalled (DropFollowUps).
-	FollowUps []string  `json:"follow_ups,omitempty"`
-	Updated   time.Time `json:"updated"`
+	Guesses []string  `json:"guesses,omitempty"`
+	Updated time.Time `json:"updated"`
 }
 
 // Clone returns a deep copy of s.
@@ -57,7 +54,6 @@ func (s State) Clone() State {
 	s.Recent = slices.Clone(s.Recent)
 	s.Preselected = slices.Clone(s.Preselected)
 	s.Guesses = slices.Clone(s.Guesses)
-	s.FollowUps = slices.Clone(s.FollowUps)
 	return s
 }
 
@@ -89,27 +85,9 @@ func (s *State) Guess(name string) {
 // needs is picked again).
 func (s *State) DropGuesses() []string {
 	dropped := s.Guesses
-	s.Guesses, s.FollowUps = nil, nil
+	s.Guesses = nil
 	s.Active = slices.DeleteFunc(s.Active, func(n string) bool { return slices.Contains(dropped, n) })
 	return dropped
-}
-
-// DropFollowUps removes the follow-up tools of the previous tool result
-// that were never called from the active tools, and returns them. They
-// were guessed for the step the agent has now taken; the new tool result
-// is ranked afresh (and picks one again if it still fits), so a task's
-// follow-ups do not pile up, two more on every upstream call of every
-// later step.
-func (s *State) DropFollowUps() []string {
-	var stale []string
-	for _, n := range s.FollowUps {
-		if slices.Contains(s.Guesses, n) {
-			stale = append(stale, n)
-		}
-	}
-	s.FollowUps = nil
-	s.Remove(stale)
-	return stale
 }
 
 // Remove takes names out of the active tools (and the guesses), keeping

@@ -101,54 +101,6 @@ func TestGuessesNeverCalledAreDropped(t *testing.T) {
 	}
 }
 
-func TestFollowUpsNeverCalledGiveWayToTheNextOnes(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		followUps   []string
-		called      []string
-		wantActive  []string
-		wantDropped []string
-	}{
-		{"uncalled follow-ups go and the rest keep their order",
-			[]string{"f1", "f2"}, nil,
-			[]string{"core", "pre"}, []string{"f1", "f2"}},
-		{"a follow-up that was called stays",
-			[]string{"f1", "f2"}, []string{"f2"},
-			[]string{"core", "pre", "f2"}, []string{"f1"}},
-		{"without follow-ups nothing goes, not even other guesses",
-			nil, nil,
-			[]string{"core", "pre", "f1", "f2"}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := State{Active: []string{"core", "pre", "f1", "f2"}, FollowUps: slices.Clone(tc.followUps)}
-			for _, g := range []string{"pre", "f1", "f2"} {
-				s.Guess(g)
-			}
-			for _, c := range tc.called {
-				s.Touch(c, 8)
-			}
-			dropped := s.DropFollowUps()
-			if !slices.Equal(s.Active, tc.wantActive) || !slices.Equal(dropped, tc.wantDropped) {
-				t.Errorf("active %v, dropped %v; want %v, %v", s.Active, dropped, tc.wantActive, tc.wantDropped)
-			}
-			if !slices.Contains(s.Guesses, "pre") {
-				t.Errorf("the turn's preselected guess was dropped with the follow-ups: guesses %v", s.Guesses)
-			}
-			if len(s.FollowUps) != 0 {
-				t.Errorf("follow-ups left after dropping: %v", s.FollowUps)
-			}
-		})
-	}
-	t.Run("a new user turn forgets the follow-ups with the other guesses", func(t *testing.T) {
-		s := State{Active: []string{"f1"}, FollowUps: []string{"f1"}}
-		s.Guess("f1")
-		s.DropGuesses()
-		if len(s.FollowUps) != 0 || len(s.Active) != 0 {
-			t.Errorf("after DropGuesses: active %v, follow-ups %v", s.Active, s.FollowUps)
-		}
-	})
-}
-
 func TestRemoveTakesToolsOutOfActiveAndGuesses(t *testing.T) {
 	s := State{Active: []string{"a", "g1", "b", "g2"}}
 	s.Guess("g1")
