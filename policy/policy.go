@@ -37,7 +37,7 @@ type Gateway struct {
 	MaxActive   int
 	Preselect   int  // tools preselected per user turn in hybrid/preselect mode
 	Explore     bool // preselect mode: one preselected slot samples below the cut
-	FollowUp    int  // tools joining after each tool result in hybrid/preselect mode
+	FollowUp    int  // tools joining after a user turn's first tool result in hybrid/preselect mode
 	// PassthroughHistoryTokens: conversations longer than this go upstream
 	// unchanged (0: never).
 	PassthroughHistoryTokens int

@@ -26,7 +26,7 @@ const (
 	reasonSession    = "session"
 	reasonPreselect  = "preselected"
 	reasonExplore    = "explored"  // preselect mode's exploration slot
-	reasonFollowUp   = "follow-up" // joined after a tool result, for the next step
+	reasonFollowUp   = "follow-up" // joined after a turn's first tool result, for the next steps
 	reasonDiscovered = "discovered"
 )
 
@@ -159,8 +159,10 @@ func (t *turn) join(name, reason string) {
 // the tool_choice target, tools called in the history (the history is the
 // truth, whatever the session remembers), the session's tools and, in
 // hybrid and preselect modes, the tools preselected for a user turn or
-// the follow-up tools after a tool result. A new user turn first drops the
-// session's guesses that were never called.
+// the follow-up tools after its first tool result (later results leave
+// the array as it is: a provider's prompt cache serves the conversation
+// only while the tools before it stay the same). A new user turn first
+// drops the session's guesses that were never called.
 func (t *turn) seedActive(ctx context.Context) {
 	fp := t.fingerprint()
 	if t.req.UserTurn && t.st.Turn != fp {
