@@ -21,11 +21,10 @@ type meter struct {
 	next  http.Handler
 	codec tokenizer.Codec
 
-	mu    sync.Mutex
-	tools map[string]int // tools array text -> tokens: catalogs repeat
-	items map[string]int // a tool's or message's text -> tokens, for the cache estimate
-	cache *prefixCache
-	stats usage
+	mu     sync.Mutex
+	counts map[string]int // text -> tokens: tools arrays, tools and messages repeat
+	cache  *prefixCache
+	stats  usage
 }
 
 // usage is what a run cost at the upstream.
@@ -47,7 +46,7 @@ func (u usage) billed(rate float64) float64 {
 }
 
 func newMeter(next http.Handler, codec tokenizer.Codec) *meter {
-	return &meter{next: next, codec: codec, tools: map[string]int{}, items: map[string]int{}, cache: newPrefixCache()}
+	return &meter{next: next, codec: codec, counts: map[string]int{}, cache: newPrefixCache()}
 }
 
 func (m *meter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -94,17 +93,10 @@ func (m *meter) promptItems(body []byte) ([]promptItem, error) {
 	var items []promptItem
 	var err error
 	add := func(_, v gjson.Result) bool {
-		m.mu.Lock()
-		n, ok := m.items[v.Raw]
-		m.mu.Unlock()
-		if !ok {
-			if n, err = m.codec.Count(v.Raw); err != nil {
-				err = fmt.Errorf("counting prompt tokens: %w", err)
-				return false
-			}
-			m.mu.Lock()
-			m.items[v.Raw] = n
-			m.mu.Unlock()
+		var n int
+		if n, err = m.tokens(v.Raw); err != nil {
+			err = fmt.Errorf("counting prompt tokens: %w", err)
+			return false
 		}
 		items = append(items, promptItem{text: v.Raw, tokens: n})
 		return true
@@ -124,18 +116,8 @@ func (m *meter) count(body []byte) (tools, rest, n int, err error) {
 	if t.Exists() && t.Index > 0 {
 		restText = string(body[:t.Index]) + string(body[t.Index+len(t.Raw):])
 		n = len(t.Array())
-		m.mu.Lock()
-		cached, ok := m.tools[t.Raw]
-		m.mu.Unlock()
-		if ok {
-			tools = cached
-		} else {
-			if tools, err = m.codec.Count(t.Raw); err != nil {
-				return 0, 0, 0, fmt.Errorf("counting tool tokens: %w", err)
-			}
-			m.mu.Lock()
-			m.tools[t.Raw] = tools
-			m.mu.Unlock()
+		if tools, err = m.tokens(t.Raw); err != nil {
+			return 0, 0, 0, fmt.Errorf("counting tool tokens: %w", err)
 		}
 	}
 	if rest, err = m.codec.Count(restText); err != nil {
@@ -161,3 +143,22 @@ func (s *statusWriter) WriteHeader(code int) {
 }
 
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// tokens returns text's tokens, counted once per text: catalogs, their
+// tools and a conversation's earlier messages come back with every request.
+func (m *meter) tokens(text string) (int, error) {
+	m.mu.Lock()
+	n, ok := m.counts[text]
+	m.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	n, err := m.codec.Count(text)
+	if err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	m.counts[text] = n
+	m.mu.Unlock()
+	return n, nil
+}
