@@ -34,6 +34,14 @@ func (ls *lexScores) merge(other lexScores, at []int32, combine func(old, v floa
 	}
 }
 
+// mergeLex is ls.merge(other, combine) with a pooled search scratch's
+// coord, all zero between uses, as the slots.
+func (c *Catalog) mergeLex(ls *lexScores, other lexScores, combine func(old, v float64) float64) {
+	sc := c.scratch()
+	defer c.scratchPool.Put(sc)
+	ls.merge(other, sc.coord, combine)
+}
+
 // lexical retrieves the top n documents for q from the index and
 // normalises their scores to 0..1.
 func (c *Catalog) lexical(ctx context.Context, q *lexQuery, n int) (lexScores, error) {

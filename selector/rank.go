@@ -109,9 +109,7 @@ func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query)
 		if err != nil {
 			return Results{}, fmt.Errorf("preselecting tools: %w", err)
 		}
-		sc := c.scratch()
-		lex.merge(ctxLex, sc.coord, func(old, v float64) float64 { return old + 0.35*v })
-		c.scratchPool.Put(sc)
+		c.mergeLex(&lex, ctxLex, func(old, v float64) float64 { return old + 0.35*v })
 	}
 	q.Text = latest
 	q.Limit = k
@@ -135,9 +133,7 @@ func (c *Catalog) lexicalWithParts(ctx context.Context, lq *lexQuery, text strin
 		}
 		// A part's best tools join the whole query's at a discount, so
 		// they surface without letting a stray fragment take over.
-		sc := c.scratch()
-		lex.merge(pl, sc.coord, func(old, v float64) float64 { return max(old, c.w.Decompose*v) })
-		c.scratchPool.Put(sc)
+		c.mergeLex(&lex, pl, func(old, v float64) float64 { return max(old, c.w.Decompose*v) })
 	}
 	return lex, nil
 }
