@@ -31,8 +31,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	subset := fs.String("subset", "", "with --queries: only queries whose subset starts with this")
 	stepQuery := fs.String("step-query", stepName, "with --queries: what the scripted model searches for a step it is not offered: "+
 		"name (the needed tool's name as words: an upper bound) or prompt (the task's text: a lower bound)")
+	agentTools := fs.Int("agent-tools", 0, "with --queries: replay over an agent of this many of the catalog's tools (every tool the tasks call, "+
+		"the rest drawn with a fixed seed) instead of the whole catalog")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if *agentTools < 0 || (*agentTools > 0 && *queries == "") {
+		return fmt.Errorf("%w: --agent-tools %d: want a number of tools, with --queries", errUsage, *agentTools)
 	}
 	if *cacheRate <= 0 || *cacheRate > 1 {
 		return fmt.Errorf("%w: --cache-rate %v: want a share of the input price, above 0 and at most 1", errUsage, *cacheRate)
@@ -52,7 +57,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		if o.Tasks, o.Catalog, err = episodes(qs, defs, *subset, *stepQuery); err != nil {
+		if o.Tasks, o.Catalog, err = episodes(qs, defs, *subset, *stepQuery, *agentTools); err != nil {
 			return err
 		}
 	default:

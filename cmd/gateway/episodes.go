@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"unicode"
 
@@ -25,8 +26,9 @@ const (
 // episodes turns eval queries (the shared format) into scripted agent
 // tasks for the demo: each query whose subset starts with subset becomes a
 // task whose prompt is the query and whose steps are its gold tools in
-// order. It returns the tasks and the tools array of their catalog.
-func episodes(qs []selector.EvalQuery, defs map[string][]rewrite.Tool, subset, stepQuery string) (tasks, catalog []byte, err error) {
+// order. It returns the tasks and the tools array of their catalog, or,
+// with agentTools > 0, of an agent of that many of its tools (agentTools).
+func episodes(qs []selector.EvalQuery, defs map[string][]rewrite.Tool, subset, stepQuery string, agentTools int) (tasks, catalog []byte, err error) {
 	if stepQuery != stepPrompt && stepQuery != stepName {
 		return nil, nil, fmt.Errorf("%w: --step-query is %q; want prompt or name", errUsage, stepQuery)
 	}
@@ -62,6 +64,11 @@ func episodes(qs []selector.EvalQuery, defs map[string][]rewrite.Tool, subset, s
 	} else if !ok {
 		return nil, nil, fmt.Errorf("episodes: the catalog file has no catalog %q", catID)
 	}
+	if agentTools > 0 {
+		if tools, err = agentCatalog(tools, out, agentTools); err != nil {
+			return nil, nil, err
+		}
+	}
 	raws := make([]string, len(tools))
 	for i, t := range tools {
 		raws[i] = t.Raw
@@ -71,6 +78,49 @@ func episodes(qs []selector.EvalQuery, defs map[string][]rewrite.Tool, subset, s
 		return nil, nil, fmt.Errorf("encoding episodes: %w", err)
 	}
 	return tasks, []byte("[" + strings.Join(raws, ",") + "]"), nil
+}
+
+// agentCatalog returns an agent's n tools out of a catalog: every tool the
+// tasks call, and others drawn with a fixed seed (so runs compare), in
+// the catalog's order. The savings of the gateway depend on how many tools
+// an agent sends; an eval catalog is one size (650 tools for mcp), real
+// agents come in others.
+func agentCatalog(tools []rewrite.Tool, tasks []fakellm.Task, n int) ([]rewrite.Tool, error) {
+	if n >= len(tools) {
+		return tools, nil
+	}
+	needed := map[string]bool{}
+	for _, t := range tasks {
+		for _, s := range t.Steps {
+			needed[s.Tool] = true
+		}
+	}
+	keep := make([]bool, len(tools))
+	var others []int
+	kept := 0
+	for i, t := range tools {
+		if needed[t.Name] {
+			keep[i] = true
+			kept++
+		} else {
+			others = append(others, i)
+		}
+	}
+	if kept > n {
+		return nil, fmt.Errorf("%w: --agent-tools %d: the tasks call %d tools of the catalog; want at least that many", errUsage, n, kept)
+	}
+	draw := rand.New(rand.NewPCG(1, 2))
+	draw.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+	for _, i := range others[:n-kept] {
+		keep[i] = true
+	}
+	out := make([]rewrite.Tool, 0, n)
+	for i, t := range tools {
+		if keep[i] {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // nameWords spells a tool name as the words a model would search with:

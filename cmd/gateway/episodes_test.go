@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,7 +42,7 @@ func TestEpisodesBecomeScriptedTasks(t *testing.T) {
 		{ID: "c", Catalog: "c", Query: "nothing needed", Subset: "live/office"},
 	}
 	t.Run("a query is a task whose steps are its gold tools in order", func(t *testing.T) {
-		tasks, catalog, err := episodes(qs, defs, "live", stepName)
+		tasks, catalog, err := episodes(qs, defs, "live", stepName, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +59,7 @@ func TestEpisodesBecomeScriptedTasks(t *testing.T) {
 		}
 	})
 	t.Run("with prompt step queries every step searches with the task's text", func(t *testing.T) {
-		tasks, _, err := episodes(qs, defs, "", stepPrompt)
+		tasks, _, err := episodes(qs, defs, "", stepPrompt, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +80,7 @@ func TestEpisodesBecomeScriptedTasks(t *testing.T) {
 		{"queries over two catalogs are an error", append(qs, selector.EvalQuery{ID: "d", Catalog: "other", Gold: []string{"x"}}), "", stepName},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := episodes(tc.qs, defs, tc.subset, tc.stepQuery)
+			_, _, err := episodes(tc.qs, defs, tc.subset, tc.stepQuery, 0)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -87,6 +89,62 @@ func TestEpisodesBecomeScriptedTasks(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestAgentCatalogKeepsTheCalledToolsAndDrawsTheRest(t *testing.T) {
+	var tools []rewrite.Tool
+	for i := range 40 {
+		tools = append(tools, rewrite.Tool{Name: fmt.Sprintf("tool_%02d", i)})
+	}
+	tasks := []fakellm.Task{{Steps: []fakellm.Step{{Tool: "tool_07"}, {Tool: "tool_31"}}}, {Steps: []fakellm.Step{{Tool: "tool_07"}}}}
+	names := func(ts []rewrite.Tool) []string {
+		var out []string
+		for _, t := range ts {
+			out = append(out, t.Name)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		n    int
+		want int // tools returned; 0 means an error
+	}{
+		{"an agent smaller than the catalog keeps n tools", 10, 10},
+		{"an agent of exactly the called tools keeps only them", 2, 2},
+		{"an agent as large as the catalog is the catalog", 40, 40},
+		{"an agent larger than the catalog is the catalog", 99, 40},
+		{"an agent too small for the called tools is a usage error", 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := agentCatalog(tools, tasks, tc.n)
+			if tc.want == 0 {
+				if !errors.Is(err, errUsage) {
+					t.Fatalf("err = %v, want a usage error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ns := names(got)
+			if len(ns) != tc.want || !slices.Contains(ns, "tool_07") || !slices.Contains(ns, "tool_31") {
+				t.Errorf("agent %v: want %d tools with tool_07 and tool_31", ns, tc.want)
+			}
+			if !slices.IsSorted(ns) {
+				t.Errorf("agent %v is not in the catalog's order", ns)
+			}
+			again, _ := agentCatalog(tools, tasks, tc.n)
+			if !slices.Equal(names(again), ns) {
+				t.Errorf("two draws differ: %v and %v", ns, names(again))
+			}
+		})
+	}
+	t.Run("the drawn tools are not simply the catalog's first ones", func(t *testing.T) {
+		got, _ := agentCatalog(tools, tasks, 10)
+		if ns := names(got); slices.Equal(ns[:8], names(tools[:8])) {
+			t.Errorf("agent %v: the others were not drawn", ns)
+		}
+	})
 }
 
 func TestDemoReplaysEvalQueriesAsEpisodes(t *testing.T) {
@@ -109,6 +167,23 @@ func TestDemoReplaysEvalQueriesAsEpisodes(t *testing.T) {
 	}
 	if steps[1] != "3" {
 		t.Errorf("through the gateway %s of 3 steps completed with the tools' names as step queries:\n%s", steps[1], out.String())
+	}
+}
+
+func TestDemoAgentToolsNeedsEvalQueries(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"an agent size without --queries is a usage error", []string{"demo", "--agent-tools", "120"}},
+		{"a negative agent size is a usage error", []string{"demo", "--agent-tools", "-1", "--queries", "q.jsonl", "--catalog", "c.json"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if err := run(context.Background(), tc.args, &out, &errOut); !errors.Is(err, errUsage) {
+				t.Errorf("err = %v, want a usage error", err)
+			}
+		})
 	}
 }
 
