@@ -75,7 +75,7 @@ func TestToolgateHeadersMatchWhatTheUpstreamReceived(t *testing.T) {
 		stream bool
 	}{
 		{"a non-streamed turn reports tools, tool tokens, rounds and input tokens", "gpt-4o", tokenizer.O200kBase, false},
-		{"a streamed turn reports tools, tool tokens and rounds when its headers are committed", "gpt-4o", tokenizer.O200kBase, true},
+		{"a streamed turn reports tools, tool tokens and rounds when its headers are committed, and the whole turn's in trailers", "gpt-4o", tokenizer.O200kBase, true},
 		{"an older model is counted with cl100k_base", "gpt-4-0613", tokenizer.Cl100kBase, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,18 +112,26 @@ func TestToolgateHeadersMatchWhatTheUpstreamReceived(t *testing.T) {
 			if hasInput == tc.stream {
 				t.Errorf("X-Toolgate-Input-Tokens present = %v on stream = %v", hasInput, tc.stream)
 			}
-			if hasInput {
-				direct, gw := arrow(t, resp.Header, "X-Toolgate-Input-Tokens")
-				var sum int
-				for _, r := range recs {
-					sum += r.BodyBytes / 4 // fakellm's prompt_tokens
+			final := resp.Header // a streamed turn's final numbers are its trailers
+			if tc.stream {
+				final = resp.Trailer
+				if got := final.Get("X-Toolgate-Rounds"); got != strconv.Itoa(len(recs)) {
+					t.Errorf("trailer X-Toolgate-Rounds = %q, want %d (upstream calls)", got, len(recs))
 				}
-				if gw != sum {
-					t.Errorf("gateway input tokens %d, want the sum of upstream usage %d", gw, sum)
+				if got, want := final.Get("X-Toolgate-Tools"), resp.Header.Get("X-Toolgate-Tools"); got != want {
+					t.Errorf("trailer X-Toolgate-Tools = %q, header %q: the answering call is the same", got, want)
 				}
-				if direct <= gw {
-					t.Errorf("direct estimate %d not above the gateway's %d for a 60-tool catalog", direct, gw)
-				}
+			}
+			direct, gw := arrow(t, final, "X-Toolgate-Input-Tokens")
+			var sum int
+			for _, r := range recs {
+				sum += r.BodyBytes / 4 // fakellm's prompt_tokens
+			}
+			if gw != sum {
+				t.Errorf("gateway input tokens %d, want the sum of upstream usage %d", gw, sum)
+			}
+			if direct <= gw {
+				t.Errorf("direct estimate %d not above the gateway's %d for a 60-tool catalog", direct, gw)
 			}
 		})
 	}

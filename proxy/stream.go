@@ -272,6 +272,7 @@ func (s *relay) emit(resp *http.Response, data []byte) error {
 		}
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
+		h.Set("Trailer", toolgateTrailer)
 		setToolgateHeaders(h, s.t)
 		s.w.WriteHeader(http.StatusOK)
 		s.started = true
@@ -339,6 +340,7 @@ func (s *relay) end() {
 			return
 		}
 	}
+	setToolgateTrailers(s.w.Header(), t)
 }
 
 // fail reports err: before the stream started, as a real status; after,
