@@ -181,50 +181,36 @@ func (t *turn) cachedInputTokens() (int64, bool) {
 // in the call whose answer the client gets, and the upstream calls so far.
 // Once the whole turn's usage is known (non-streamed responses) it adds the
 // input tokens: the direct estimate -> the real sum over all calls.
-func setToolgateHeaders(h http.Header, t *turn) {
-	for _, f := range toolgateFields(t, !t.req.Stream) {
-		h.Set(f[0], f[1])
-	}
-}
+func setToolgateHeaders(h http.Header, t *turn) { setToolgateFields(h, t, !t.req.Stream) }
 
 // toolgateTrailer declares the X-Toolgate-* fields as trailers of a
 // streamed response too: its headers leave before the turn's later rounds
 // and its usage are known, so the trailers carry the whole turn's numbers
-// (setToolgateTrailers). Declaring them also keeps the response chunked,
-// which trailers need, when the whole stream fits in the server's buffer.
+// (set by relay.end once the turn is done; net/http sends a declared
+// trailer's value as it is when the handler returns). Declaring them also
+// keeps the response chunked, which trailers need, when the whole stream
+// fits in the server's buffer. Clients that read trailers (Go's
+// resp.Trailer, curl --raw) get the final numbers; the others ignore them.
 const toolgateTrailer = "X-Toolgate-Tools, X-Toolgate-Tool-Tokens, X-Toolgate-Rounds, X-Toolgate-Input-Tokens"
 
-// setToolgateTrailers sets the final X-Toolgate-* fields of a streamed
-// turn, after its headers were written: net/http sends the declared
-// trailers' values as they are when the handler returns. Clients that read
-// trailers (Go's resp.Trailer, curl --raw) get the whole turn's numbers;
-// the others ignore them.
-func setToolgateTrailers(h http.Header, t *turn) {
-	for _, f := range toolgateFields(t, true) {
-		h.Set(f[0], f[1])
-	}
-}
-
-// toolgateFields are the X-Toolgate-* fields for t as it stands, the input
-// tokens only when final (the turn's usage is summed).
-func toolgateFields(t *turn, final bool) [][2]string {
+// setToolgateFields sets the X-Toolgate-* fields for t as it stands, the
+// input tokens only when final (the turn's usage is summed).
+func setToolgateFields(h http.Header, t *turn, final bool) {
 	rep := t.rep
 	if rep == nil || len(rep.rounds) == 0 {
-		return [][2]string{
-			{"X-Toolgate-Tools", strconv.Itoa(len(t.req.Tools)) + "->" + strconv.Itoa(len(t.activeNames())+1)},
-			{"X-Toolgate-Rounds", strconv.Itoa(len(t.rounds) + 1)},
-		}
+		h.Set("X-Toolgate-Tools", strconv.Itoa(len(t.req.Tools))+"->"+strconv.Itoa(len(t.activeNames())+1))
+		h.Set("X-Toolgate-Rounds", strconv.Itoa(len(t.rounds)+1))
+		return
 	}
 	last := rep.rounds[len(rep.rounds)-1]
-	fs := [][2]string{{"X-Toolgate-Tools", strconv.Itoa(rep.toolsIn) + "->" + strconv.Itoa(last.tools)}}
+	h.Set("X-Toolgate-Tools", strconv.Itoa(rep.toolsIn)+"->"+strconv.Itoa(last.tools))
 	if rep.tokErr == nil {
-		fs = append(fs, [2]string{"X-Toolgate-Tool-Tokens", strconv.Itoa(rep.tokIn) + "->" + strconv.Itoa(last.tokens)})
+		h.Set("X-Toolgate-Tool-Tokens", strconv.Itoa(rep.tokIn)+"->"+strconv.Itoa(last.tokens))
 	}
-	fs = append(fs, [2]string{"X-Toolgate-Rounds", strconv.Itoa(len(rep.rounds))})
+	h.Set("X-Toolgate-Rounds", strconv.Itoa(len(rep.rounds)))
 	if final {
 		if gw, direct, ok := t.inputTokens(); ok {
-			fs = append(fs, [2]string{"X-Toolgate-Input-Tokens", strconv.FormatInt(direct, 10) + "->" + strconv.FormatInt(gw, 10)})
+			h.Set("X-Toolgate-Input-Tokens", strconv.FormatInt(direct, 10)+"->"+strconv.FormatInt(gw, 10))
 		}
 	}
-	return fs
 }

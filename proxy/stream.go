@@ -340,7 +340,7 @@ func (s *relay) end() {
 			return
 		}
 	}
-	setToolgateTrailers(s.w.Header(), t)
+	setToolgateFields(s.w.Header(), t, true) // the declared trailers, final
 }
 
 // fail reports err: before the stream started, as a real status; after,
