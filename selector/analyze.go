@@ -42,12 +42,14 @@ type analyzer struct {
 	plain analysis.Analyzer
 	// base is text's chain up to lower case; query runs it once and
 	// finishes both text's and plain's chains from its tokens.
-	base               analysis.Analyzer
-	bigram, stop, stem analysis.TokenFilter
-	// seps, stops and stems are the pieces queryASCII applies itself.
+	base         analysis.Analyzer
+	bigram, stop analysis.TokenFilter
+	// stem is the chains' last filter; queryASCII also stems word by
+	// word through it.
+	stem *stemMemo
+	// seps and stops are the other pieces queryASCII applies itself.
 	seps  *sepFilter
 	stops analysis.TokenMap
-	stems *stemMemo
 }
 
 func newAnalyzer() (*analyzer, error) {
@@ -75,7 +77,6 @@ func newAnalyzer() (*analyzer, error) {
 		stem:   stem,
 		seps:   seps,
 		stops:  stops,
-		stems:  stem,
 		text: &analysis.DefaultAnalyzer{
 			CharFilters:  []analysis.CharFilter{seps},
 			Tokenizer:    tok,

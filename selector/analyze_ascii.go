@@ -60,7 +60,7 @@ func (a *analyzer) addASCIIWord(terms, words []string, w []byte) ([]string, []st
 	}
 	word := string(lower)
 	words = append(words, word)
-	switch stem := a.stems.stemWord(word); {
+	switch stem := a.stem.stemWord(word); {
 	case len(stem) == 0:
 	case string(stem) == word:
 		terms = append(terms, word)

@@ -43,18 +43,22 @@ func (s *stemMemo) stemWord(word string) []byte {
 	if ok {
 		return stem
 	}
-	return s.stem(&analysis.Token{Term: []byte(word), Type: analysis.AlphaNumeric})
+	return s.compute(&analysis.Token{Term: []byte(word), Type: analysis.AlphaNumeric}, word)
 }
 
 // stem returns t's stem, from the memo or the stemmer (which may change t).
 func (s *stemMemo) stem(t *analysis.Token) []byte {
 	s.mu.RLock()
-	stem, ok := s.m[string(t.Term)]
+	stem, ok := s.m[string(t.Term)] // no allocation: a map index by bytes
 	s.mu.RUnlock()
 	if ok {
 		return stem
 	}
-	word := string(t.Term)
+	return s.compute(t, string(t.Term))
+}
+
+// compute stems t, whose term is word, and remembers the stem.
+func (s *stemMemo) compute(t *analysis.Token, word string) []byte {
 	s.f.Filter(analysis.TokenStream{t})
 	s.mu.Lock()
 	if len(s.m) >= stemMemoWords {
