@@ -69,6 +69,24 @@ func (b Bound) Decide(name string) Decision {
 	return b.t.snap.Decide(name, b.text)
 }
 
+// Intent reports which of the table's two decision sets the bound message
+// uses: true for the one with write intent (Table.Shown).
+func (b Bound) Intent() bool { return b.k == 1 }
+
+// Shown reports whether name is one of the catalog's tools and visible to
+// a message with the given write intent, for callers that keep the answer
+// for every tool by their own positions.
+func (t *Table) Shown(name string, intent bool) bool {
+	i, ok := t.byName[name]
+	if !ok {
+		return false
+	}
+	if intent {
+		return t.decided[1][i].Visible
+	}
+	return t.decided[0][i].Visible
+}
+
 // Visible reports whether name is one of the catalog's tools and shown for
 // the bound message: Position and Decide in one lookup, for callers that
 // ask it of every ranking candidate.

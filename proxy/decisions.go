@@ -5,21 +5,48 @@ import (
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
+	"github.com/toolgate/toolgate/selector"
 )
+
+// catalogRules is the policy for one compiled catalog: its decisions table
+// and, for each write intent, which of the catalog's tools a search may
+// return, by the compiled catalog's positions. A search asks about every
+// candidate; by position that is a read of a few hundred bytes, where the
+// name costs two hashes and map probes, cache misses each once the catalog
+// has gone cold between requests.
+type catalogRules struct {
+	table *policy.Table
+	shown [2][]bool // [0] without write intent, [1] with it
+}
 
 // decisions returns the policy's decisions for a catalog, made once per
 // catalog key (the tools array and the policy generation): agents resend
 // the same catalog every turn, and deciding 200 tools against every
-// pattern again was a tenth of a new turn's CPU.
-func (g *Gateway) decisions(catKey string, snap *policy.Snapshot, tools []rewrite.Tool) *policy.Table {
-	if t, ok := g.tables.Get(catKey); ok {
-		return t
+// pattern again was a tenth of a new turn's CPU. cat is the catalog
+// compiled for that key.
+func (g *Gateway) decisions(catKey string, snap *policy.Snapshot, tools []rewrite.Tool, cat *selector.Catalog) *catalogRules {
+	if r, ok := g.tables.Get(catKey); ok {
+		return r
 	}
 	names := make([]string, len(tools))
 	for i := range tools {
 		names[i] = strings.Clone(tools[i].Name) // the table outlives the body names may alias
 	}
-	t := snap.Table(names)
-	g.tables.Add(catKey, t)
-	return t
+	r := &catalogRules{table: snap.Table(names)}
+	for k, intent := range []bool{false, true} {
+		r.shown[k] = make([]bool, cat.Len())
+		for p, name := range cat.Names() {
+			r.shown[k][p] = r.table.Shown(name, intent)
+		}
+	}
+	g.tables.Add(catKey, r)
+	return r
+}
+
+// shownFor returns the positions shown to the bound message.
+func (r *catalogRules) shownFor(b policy.Bound) []bool {
+	if b.Intent() {
+		return r.shown[1]
+	}
+	return r.shown[0]
 }

@@ -77,7 +77,7 @@ type Gateway struct {
 	bodies     bodyPool                          // request body buffers
 	sse        sseReaders                        // upstream stream readers
 	searchDefs *lru.Cache[string, string]        // tool_search definitions by catalog
-	tables     *lru.Cache[string, *policy.Table] // policy decisions by catalog
+	tables     *lru.Cache[string, *catalogRules] // policy decisions by catalog
 	chat       rewrite.Dialect                   // the dialect of /chat/completions
 }
 
@@ -88,7 +88,7 @@ func (g *Gateway) init() {
 		g.tokens = newTokenCounter()
 		g.parsed = newToolCache(256)
 		g.searchDefs, _ = lru.New[string, string](256) // errors only on size <= 0
-		g.tables, _ = lru.New[string, *policy.Table](256)
+		g.tables, _ = lru.New[string, *catalogRules](256)
 		g.chat = rewrite.Chat{}
 		g.Metrics.bind(g)
 		g.handler = g.routes()

@@ -56,10 +56,14 @@ func TestMalformedRequestsAre400NeverA500(t *testing.T) {
 				upstreamCalls.Add(1)
 				_, _ = io.WriteString(w, plainAnswer)
 			}))
-			x := send(t, base, []byte(tc.body), nil)
-			wantError(t, x, http.StatusBadRequest, "invalid_request")
-			if msg := gjson.GetBytes(x.body, "error.message").String(); !strings.Contains(msg, tc.msg) {
-				t.Errorf("message %q does not say %q", msg, tc.msg)
+			// Twice: a refused tools array must not be remembered as
+			// parsed and pass the second time.
+			for range 2 {
+				x := send(t, base, []byte(tc.body), nil)
+				wantError(t, x, http.StatusBadRequest, "invalid_request")
+				if msg := gjson.GetBytes(x.body, "error.message").String(); !strings.Contains(msg, tc.msg) {
+					t.Errorf("message %q does not say %q", msg, tc.msg)
+				}
 			}
 			if upstreamCalls.Load() != 0 {
 				t.Errorf("a refused request reached the upstream %d times", upstreamCalls.Load())

@@ -87,10 +87,13 @@ func (c *toolCache) Lookup(s string) (rewrite.KnownTools, bool) {
 // Add keeps a copy of raw and of the tools, their strings rebased into the
 // copy and each tool's Raw without insignificant whitespace (compactTool).
 // The tools slice is shared by every request that hits it: read-only. An
-// array shorter than headLen is not kept; its key is still returned.
+// array shorter than headLen, or one checkCatalog refuses, is not kept; its
+// key is still returned. So a hit needs no check: the check reads every
+// tool, a few hundred cache misses per request once the catalog has gone
+// cold.
 func (c *toolCache) Add(raw string, tools []rewrite.Tool) rewrite.KnownTools {
 	key := c.keyOf(raw)
-	if len(raw) < headLen {
+	if len(raw) < headLen || checkCatalog(tools) != nil {
 		return rewrite.KnownTools{Raw: raw, Tools: tools, Key: key}
 	}
 	own := strings.Clone(raw)

@@ -54,6 +54,7 @@ type turn struct {
 	pinned  map[string]bool   // core, tool_choice and this user turn's calls: never evicted
 	reasons map[string]string // why each active tool is there
 	policy  policy.Bound      // the catalog's policy decisions, for this turn's message
+	shown   []bool            // by catalog position: what the policy shows this message
 	learned *selector.Transitions
 
 	searchDef string
@@ -75,8 +76,10 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 		pinned:  map[string]bool{},
 		reasons: map[string]string{},
 	}
-	if err := checkCatalog(req.Tools); err != nil {
-		return nil, err
+	if !req.ToolsKnown { // the tool cache keeps only arrays that pass
+		if err := checkCatalog(req.Tools); err != nil {
+			return nil, err
+		}
 	}
 	// The parse hashed the tools text once for its own cache; that hash
 	// keys the compiled catalog too.
@@ -100,7 +103,9 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
 	t.cat, t.catKey = cat, key
-	t.policy = g.decisions(key, snap, req.Tools).For(req.LastUser)
+	rules := g.decisions(key, snap, req.Tools, cat)
+	t.policy = rules.table.For(req.LastUser)
+	t.shown = rules.shownFor(t.policy)
 	t.searchDef = g.searchDefinition(key, len(req.Tools), t.searchLimit(), cat)
 
 	tenant := session.Tenant(credential(in))
@@ -278,12 +283,31 @@ func (t *turn) query(text string, limit int) selector.Query {
 	return selector.Query{
 		Text:    text,
 		Limit:   limit,
-		Exclude: func(n string) bool { return t.isActive(n) || !t.isVisible(n) },
+		Skip:    t.skipped(),
 		Focus:   t.st.Focus,
 		Last:    t.st.Last,
 		Recent:  t.st.Recent,
 		Learned: t.learned,
 	}
+}
+
+// skipped returns what a search must not return, by catalog position: the
+// tools the policy hides from this message and those already active. It
+// is a snapshot: callers search right away.
+func (t *turn) skipped() func(int) bool {
+	skip := make([]bool, len(t.shown))
+	for p, shown := range t.shown {
+		skip[p] = !shown
+	}
+	for name, reason := range t.reasons {
+		if reason == "" {
+			continue
+		}
+		if p, ok := t.cat.Position(name); ok {
+			skip[p] = true
+		}
+	}
+	return func(p int) bool { return skip[p] }
 }
 
 // bound keeps the active set within max_active. Tools from earlier turns

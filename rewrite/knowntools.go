@@ -64,7 +64,7 @@ func parseKnownTools(body []byte, cache ToolCache, minLen int) (r *Request, ok b
 	if r.ToolsRaw.Index != start || r.ToolsRaw.Raw != "[]" {
 		return nil, false, nil // the stand-in is not where the tools are
 	}
-	r.Tools, r.ToolsKey, r.detached = known.Tools, known.Key, true
+	r.Tools, r.ToolsKey, r.ToolsKnown, r.detached = known.Tools, known.Key, true, true
 	r.ToolsRaw = gjson.Result{Type: gjson.JSON, Raw: known.Raw, Index: start}
 	return r, true, nil
 }

@@ -61,6 +61,10 @@ type Request struct {
 	// ToolsKey identifies the exact text of the tools array (KnownTools.Key)
 	// when the ToolCache knows it; 0 without a cache.
 	ToolsKey uint64
+	// ToolsKnown reports that the ToolCache already held the array: a
+	// cache that keeps only arrays it has checked spares its callers the
+	// check on every resend.
+	ToolsKnown bool
 	// span is where the tools value stands in Body ([at, at+n)); n is 0
 	// when unknown, and Build then looks it up.
 	span             struct{ at, n int }
@@ -195,7 +199,7 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 				known = cache.Add(tools.Raw, parsed)
 			}
 		}
-		r.Tools, r.ToolsRaw, r.ToolsKey = known.Tools, tools, known.Key
+		r.Tools, r.ToolsRaw, r.ToolsKey, r.ToolsKnown = known.Tools, tools, known.Key, ok
 		r.span.at, r.span.n = tools.Index, len(tools.Raw)
 	}
 	readMessages(r, msgs)

@@ -171,6 +171,12 @@ func (c *Catalog) Tool(name string) (Tool, bool) {
 	return c.tools[i], true
 }
 
+// Position returns where the tool called name stands in Names.
+func (c *Catalog) Position(name string) (int, bool) {
+	i, ok := c.byName[name]
+	return i, ok
+}
+
 // Names returns the catalog's tool names in their original order.
 func (c *Catalog) Names() []string {
 	out := make([]string, len(c.tools))

@@ -53,7 +53,7 @@ func DefaultWeights() Weights {
 	}
 }
 
-// Search ranks the catalog's tools for q. It never returns tools q.Exclude
+// Search ranks the catalog's tools for q. It never returns tools q.Skip
 // rejects. A query without any matching term still gets the tools the
 // session signals (anchors, transitions, recency) point at, with a low
 // confidence. The error is non-nil only when ctx is done.
@@ -229,11 +229,15 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	for _, d := range cands {
 		seen[d] = true
 	}
-	addCand := func(name string) {
-		if i, ok := c.byName[name]; ok && !seen[int32(i)] {
+	// The session signals name their tools; they are looked up once here
+	// and kept by position, so scoring a candidate reads no tool's name.
+	addCand := func(name string) (int32, bool) {
+		i, ok := c.byName[name]
+		if ok && !seen[int32(i)] {
 			seen[int32(i)] = true
 			cands = append(cands, int32(i))
 		}
+		return int32(i), ok
 	}
 
 	var semDocs []int32
@@ -246,24 +250,34 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 			}
 		}
 	}
-	var trans map[string]float64
+	var trans map[int32]float64
 	if w.Transition > 0 && q.Last != "" {
-		trans = transitionProbs(c.cfg.Transitions[q.Last], q.Learned, q.Last)
-		for name := range trans {
-			addCand(name)
-		}
-	}
-	recent := map[string]float64{}
-	if w.Recency > 0 {
-		for i := len(q.Recent) - 1; i >= 0; i-- {
-			age := len(q.Recent) - 1 - i
-			if _, dup := recent[q.Recent[i]]; !dup {
-				recent[q.Recent[i]] = math.Pow(0.7, float64(age))
-				addCand(q.Recent[i])
+		for name, p := range transitionProbs(c.cfg.Transitions[q.Last], q.Learned, q.Last) {
+			if d, ok := addCand(name); ok {
+				if trans == nil {
+					trans = map[int32]float64{}
+				}
+				trans[d] = p
 			}
 		}
 	}
-	anchored := map[string]float64{}
+	var recent map[int32]float64
+	if w.Recency > 0 {
+		for i := len(q.Recent) - 1; i >= 0; i-- {
+			age := len(q.Recent) - 1 - i
+			d, ok := addCand(q.Recent[i])
+			if !ok {
+				continue
+			}
+			if recent == nil {
+				recent = map[int32]float64{}
+			}
+			if _, dup := recent[d]; !dup {
+				recent[d] = math.Pow(0.7, float64(age))
+			}
+		}
+	}
+	var anchored map[int32]float64
 	if w.Anchor > 0 {
 		for _, a := range c.cfg.Anchors {
 			if a.Pattern == nil || !a.Pattern.MatchString(q.Text) {
@@ -274,8 +288,12 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 				boost = 1
 			}
 			for _, name := range c.expand(a.Tools) {
-				anchored[name] += boost
-				addCand(name)
+				if d, ok := addCand(name); ok {
+					if anchored == nil {
+						anchored = map[int32]float64{}
+					}
+					anchored[d] += boost
+				}
 			}
 		}
 	}
@@ -307,8 +325,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	lexTop, margin := lexLead(lex)
 	list := sc.list[:0]
 	for _, d := range cands {
-		t := &c.tools[d]
-		if q.Exclude != nil && q.Exclude(t.Name) {
+		if q.Skip != nil && q.Skip(int(d)) {
 			continue
 		}
 		s := scored{doc: d}
@@ -328,26 +345,26 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		if d == lexTop {
 			s.put(sigLead, w.Lexical*lexLeadWeight*margin)
 		}
-		if focus != "" && w.Focus > 0 && c.matchesFocus(t, focus) {
+		if focus != "" && w.Focus > 0 && c.matchesFocus(&c.tools[d], focus) {
 			s.put(sigFocus, w.Focus)
 		}
-		if p := trans[t.Name]; p > 0 {
+		if p := trans[d]; p > 0 {
 			s.put(sigTransition, w.Transition*p)
 		}
-		if r := recent[t.Name]; r > 0 {
+		if r := recent[d]; r > 0 {
 			s.put(sigRecency, w.Recency*r)
 		}
-		if a := anchored[t.Name]; a > 0 {
+		if a := anchored[d]; a > 0 {
 			s.put(sigAnchor, w.Anchor*a)
 		}
-		if qwords != nil && c.avoids(t, qwords) {
+		if qwords != nil && c.avoids(&c.tools[d], qwords) {
 			s.put(sigAvoid, -w.Avoid)
 		}
 		list = append(list, s)
 	}
 	topScored(list, limit, c)
 	if w.Related > 0 {
-		list = c.rideAlong(list, limit, w.Related, q.Exclude)
+		list = c.rideAlong(list, limit, w.Related, q.Skip)
 	}
 	if len(list) > limit {
 		list = list[:limit]
@@ -383,7 +400,7 @@ func (s *scored) put(sig signal, v float64) {
 
 // rideAlong inserts the related tools of the top results right after their
 // parent, at a share of the parent's score, unless already present.
-func (c *Catalog) rideAlong(list []scored, limit int, share float64, exclude func(string) bool) []scored {
+func (c *Catalog) rideAlong(list []scored, limit int, share float64, skip func(int) bool) []scored {
 	top := min(limit, len(list))
 	related := false
 	for i := range list[:top] {
@@ -400,7 +417,7 @@ func (c *Catalog) rideAlong(list []scored, limit int, share float64, exclude fun
 	for _, s := range list[:top] {
 		for _, name := range c.tools[s.doc].Meta.Related {
 			i, ok := c.byName[name]
-			if !ok || (exclude != nil && exclude(name)) {
+			if !ok || (skip != nil && skip(i)) {
 				continue
 			}
 			d := int32(i)

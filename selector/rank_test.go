@@ -241,11 +241,15 @@ func TestAvoidWhenSinksAToolTheQueryWarnsAgainst(t *testing.T) {
 	}
 }
 
-func TestSearchHonoursExcludeAndLimit(t *testing.T) {
+func TestSearchHonoursSkipAndLimit(t *testing.T) {
 	c := compileTest(t, testTools(t), Config{})
+	skipped, ok := c.Position("fs_read_file")
+	if !ok {
+		t.Fatal("fs_read_file is not in the test catalog")
+	}
 	res, err := c.Search(context.Background(), Query{
 		Text: "file", Limit: 3,
-		Exclude: func(n string) bool { return n == "fs_read_file" },
+		Skip: func(p int) bool { return p == skipped },
 	})
 	if err != nil {
 		t.Fatal(err)

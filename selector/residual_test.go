@@ -17,9 +17,10 @@ func TestDonePartOfARequestGivesWayToTheRest(t *testing.T) {
 	preselected := func(t *testing.T, w Weights) []string {
 		t.Helper()
 		c := compileTest(t, tools, Config{Weights: w})
+		read, _ := c.Position("fs_read_file")
 		q := Query{
-			Done:    []string{"fs_read_file"},
-			Exclude: func(n string) bool { return n == "fs_read_file" },
+			Done: []string{"fs_read_file"},
+			Skip: func(p int) bool { return p == read },
 		}
 		res, err := c.Preselect(context.Background(), []string{ask}, 3, q)
 		if err != nil {

@@ -80,12 +80,17 @@ type Config struct {
 
 // Query is one search.
 type Query struct {
-	Text    string
-	Limit   int                    // <= 0 means the default (5)
-	Exclude func(name string) bool // tools not to return (already active, denied)
-	Focus   string                 // the session's entity focus, if any
-	Last    string                 // the last tool the session called
-	Recent  []string               // recently used tools, most recent last
+	Text  string
+	Limit int // <= 0 means the default (5)
+	// Skip reports the tools not to return (already active, denied) by
+	// their position in the catalog (Names, Position). It is asked of
+	// every candidate, and a position costs no lookup where a name would
+	// cost a hash and a map probe, each a cache miss once the catalog
+	// has gone cold between requests.
+	Skip   func(pos int) bool
+	Focus  string   // the session's entity focus, if any
+	Last   string   // the last tool the session called
+	Recent []string // recently used tools, most recent last
 	// Done lists the tools the conversation has called: Preselect ranks
 	// for what the request still asks.
 	Done []string

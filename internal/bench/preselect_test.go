@@ -37,7 +37,7 @@ func BenchmarkPreselect200Tools(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	q := selector.Query{Exclude: func(string) bool { return false }}
+	q := selector.Query{Skip: func(int) bool { return false }}
 	for range 2 { // a word's row is kept on its second sighting
 		for _, m := range userMessages {
 			if _, err := c.Preselect(ctx, []string{m}, 7, q); err != nil {
