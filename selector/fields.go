@@ -57,8 +57,8 @@ func countTerms(ts analysis.TokenStream) termCounts {
 }
 
 // toolFields are a tool's analysed fields, kept for coverage and bleve's
-// match counts; the side fields keep only their lengths once
-// newFieldStats has turned their counts into postings.
+// match counts; the side fields' counts and lengths are read once, by
+// newFieldStats, into the postings.
 type toolFields struct {
 	all   termCounts
 	whole string // the lower-case full name
@@ -100,9 +100,12 @@ func (t *termStats) sidePostings(j int) []posting {
 	return t.side[start:t.sideEnd[j]]
 }
 
-// posting is one tool's frequency of a term in a field.
+// posting is one tool's frequency of a term in a field, and the field's
+// length in that tool: BM25 needs both, and the length read from the
+// tool's own fields was a cache miss per posting once the catalog had gone
+// cold between requests.
 type posting struct {
-	doc, tf int32
+	doc, tf, len int32
 }
 
 // df returns the number of tools with term in the all field (every term
@@ -136,7 +139,7 @@ func newFieldStats(tf []toolFields) *fieldStats {
 			f := &t.side[i]
 			s.sideLen[i] += float64(f.len)
 			for term, n := range f.tf {
-				side[i][term] = append(side[i][term], posting{int32(d), n})
+				side[i][term] = append(side[i][term], posting{int32(d), n, f.len})
 			}
 			// The postings hold the same counts; nothing reads the
 			// per-tool maps after this, and they cost more memory.
@@ -286,7 +289,7 @@ func (r *lexRescorer) accumulate() {
 		avgdl := fs.sideLen[st.field] / fs.docs
 		for _, p := range st.post {
 			a := &r.acc[p.doc]
-			a.side += st.coef * bm25TF(float64(p.tf), float64(r.c.toolFields[p.doc].side[st.field].len), avgdl)
+			a.side += st.coef * bm25TF(float64(p.tf), float64(p.len), avgdl)
 			a.sideN++
 		}
 	}

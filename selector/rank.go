@@ -182,26 +182,93 @@ func (s signal) String() string {
 	return "unknown"
 }
 
-// scored is one candidate during ranking. Its signals are a fixed array
-// (0 = absent), turned into Result.Signals' map only for the returned
-// tools, and only when the query asks (Query.Explain): a map per
-// candidate was most of a search's allocations.
+// scored is one candidate during ranking: 24 bytes, where its signals as
+// an array made it 96, and a search's candidate list, written afresh each
+// time, was most of rank's cache misses once the catalog had gone cold.
+// The signals are derived again (fusion.signals) only for the returned
+// tools, and only when the query asks (Query.Explain).
 type scored struct {
-	doc   int32
-	score float64
-	sig   [nSignals]float64
+	doc      int32
+	anchored bool // the anchor signal counted: confidence trusts an anchored top
+	extra    bool // joined by rideAlong, not ranked: related is its only signal
+	score    float64
+	related  float64 // rideAlong's lift of the score
 }
 
-// signals returns s's non-zero contributions by name when explain is set,
-// else nil.
-func (s *scored) signals(explain bool) map[string]float64 {
-	if !explain {
-		return nil
+// fusion is one query's inputs to the score of every candidate.
+type fusion struct {
+	c                        *Catalog
+	w                        Weights
+	lexRank, semRank, msRank []int32
+	lexTop                   int32
+	margin                   float64
+	focus                    string
+	trans, recent, anchored  map[int32]float64
+	qwords                   map[string]bool
+}
+
+// signals returns candidate d's contribution from each signal (0 =
+// absent). Summed in signal order they are its score, as bleve's clauses
+// are summed: the order is part of the result.
+func (f *fusion) signals(d int32) [nSignals]float64 {
+	var v [nSignals]float64
+	w := f.w
+	// Weighted reciprocal rank fusion, scaled so rank 1 is worth the
+	// signal's weight (the other signals read as shares of that).
+	if r := f.lexRank[d]; r > 0 {
+		v[sigLexical] = w.Lexical * (rrfK + 1) / (rrfK + float64(r))
 	}
+	if r := f.semRank[d]; r > 0 {
+		v[sigSemantic] = w.Semantic * (rrfK + 1) / (rrfK + float64(r))
+	}
+	if r := f.msRank[d]; r > 0 {
+		// Max-sim rides on the semantic weight (off with it), scaled
+		// so the default semantic weight gives maxSimWeight.
+		v[sigMaxSim] = w.Semantic / DefaultWeights().Semantic * maxSimWeight * (rrfK + 1) / (rrfK + float64(r))
+	}
+	if d == f.lexTop {
+		v[sigLead] = w.Lexical * lexLeadWeight * f.margin
+	}
+	if f.focus != "" && w.Focus > 0 && f.c.matchesFocus(&f.c.tools[d], f.focus) {
+		v[sigFocus] = w.Focus
+	}
+	if p := f.trans[d]; p > 0 {
+		v[sigTransition] = w.Transition * p
+	}
+	if r := f.recent[d]; r > 0 {
+		v[sigRecency] = w.Recency * r
+	}
+	if a := f.anchored[d]; a > 0 {
+		v[sigAnchor] = w.Anchor * a
+	}
+	if f.qwords != nil && f.c.avoids(&f.c.tools[d], f.qwords) {
+		v[sigAvoid] = -w.Avoid
+	}
+	return v
+}
+
+// score returns candidate d, scored.
+func (f *fusion) score(d int32) scored {
+	s := scored{doc: d}
+	v := f.signals(d)
+	for _, x := range v {
+		s.score += x
+	}
+	s.anchored = v[sigAnchor] != 0
+	return s
+}
+
+// explain returns s's non-zero contributions by name.
+func (f *fusion) explain(s *scored) map[string]float64 {
+	var v [nSignals]float64
+	if !s.extra {
+		v = f.signals(s.doc)
+	}
+	v[sigRelated] = s.related
 	m := make(map[string]float64, 4)
-	for i, v := range s.sig {
-		if v != 0 {
-			m[signal(i).String()] = v
+	for i, x := range v {
+		if x != 0 {
+			m[signal(i).String()] = x
 		}
 	}
 	return m
@@ -322,45 +389,15 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 			}
 		}
 	}()
-	lexTop, margin := lexLead(lex)
+	f := fusion{c: c, w: w, lexRank: lexRank, semRank: semRank, msRank: msRank,
+		focus: focus, trans: trans, recent: recent, anchored: anchored, qwords: qwords}
+	f.lexTop, f.margin = lexLead(lex)
 	list := sc.list[:0]
 	for _, d := range cands {
 		if q.Skip != nil && q.Skip(int(d)) {
 			continue
 		}
-		s := scored{doc: d}
-		// Weighted reciprocal rank fusion, scaled so rank 1 is worth the
-		// signal's weight (the other signals read as shares of that).
-		if r := lexRank[d]; r > 0 {
-			s.put(sigLexical, w.Lexical*(rrfK+1)/(rrfK+float64(r)))
-		}
-		if r := semRank[d]; r > 0 {
-			s.put(sigSemantic, w.Semantic*(rrfK+1)/(rrfK+float64(r)))
-		}
-		if r := msRank[d]; r > 0 {
-			// Max-sim rides on the semantic weight (off with it), scaled
-			// so the default semantic weight gives maxSimWeight.
-			s.put(sigMaxSim, w.Semantic/DefaultWeights().Semantic*maxSimWeight*(rrfK+1)/(rrfK+float64(r)))
-		}
-		if d == lexTop {
-			s.put(sigLead, w.Lexical*lexLeadWeight*margin)
-		}
-		if focus != "" && w.Focus > 0 && c.matchesFocus(&c.tools[d], focus) {
-			s.put(sigFocus, w.Focus)
-		}
-		if p := trans[d]; p > 0 {
-			s.put(sigTransition, w.Transition*p)
-		}
-		if r := recent[d]; r > 0 {
-			s.put(sigRecency, w.Recency*r)
-		}
-		if a := anchored[d]; a > 0 {
-			s.put(sigAnchor, w.Anchor*a)
-		}
-		if qwords != nil && c.avoids(&c.tools[d], qwords) {
-			s.put(sigAvoid, -w.Avoid)
-		}
-		list = append(list, s)
+		list = append(list, f.score(d))
 	}
 	topScored(list, limit, c)
 	if w.Related > 0 {
@@ -370,7 +407,8 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		list = list[:limit]
 	}
 	res := Results{Items: make([]Result, len(list))}
-	for i, s := range list {
+	for i := range list {
+		s := &list[i]
 		t := &c.tools[s.doc]
 		res.Items[i] = Result{
 			Name:        t.Name,
@@ -378,7 +416,9 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 			Hint:        t.Meta.Hint,
 			Category:    t.Meta.Category,
 			Score:       s.score,
-			Signals:     s.signals(q.Explain),
+		}
+		if q.Explain {
+			res.Items[i].Signals = f.explain(s)
 		}
 	}
 	var cover float64
@@ -388,14 +428,6 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	res.Confidence = confidence(list, cover)
 	sc.list = list[:0]
 	return res
-}
-
-func (s *scored) put(sig signal, v float64) {
-	if v == 0 {
-		return
-	}
-	s.sig[sig] = v
-	s.score += v
 }
 
 // rideAlong inserts the related tools of the top results right after their
@@ -426,16 +458,14 @@ func (c *Catalog) rideAlong(list []scored, limit int, share float64, skip func(i
 				// Already a candidate: lift it if riding along scores more.
 				for j := range list {
 					if list[j].doc == d && list[j].score < v {
-						list[j].sig[sigRelated] = v - list[j].score
+						list[j].related = v - list[j].score
 						list[j].score = v
 					}
 				}
 				continue
 			}
 			present[d] = true
-			r := scored{doc: d, score: v}
-			r.sig[sigRelated] = v
-			extra = append(extra, r)
+			extra = append(extra, scored{doc: d, extra: true, score: v, related: v})
 		}
 	}
 	list = append(list, extra...)
@@ -506,7 +536,7 @@ func confidence(list []scored, cov float64) float64 {
 	if len(list) == 0 || list[0].score <= 0 {
 		return 0
 	}
-	if list[0].sig[sigAnchor] != 0 {
+	if list[0].anchored {
 		cov = max(cov, 0.8)
 	}
 	margin := 1.0
