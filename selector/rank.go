@@ -207,62 +207,74 @@ type fusion struct {
 	qwords                   map[string]bool
 }
 
-// signals returns candidate d's contribution from each signal (0 =
-// absent). Summed in signal order they are its score, as bleve's clauses
-// are summed: the order is part of the result.
-func (f *fusion) signals(d int32) [nSignals]float64 {
-	var v [nSignals]float64
+// sum adds up a candidate's signals in signal order, skipping absent
+// ones, and keeps each one in v when v is set (to explain a result).
+type sum struct {
+	score    float64
+	anchored bool
+	v        *[nSignals]float64
+}
+
+func (s *sum) put(sig signal, x float64) {
+	if x == 0 {
+		return
+	}
+	s.score += x
+	s.anchored = s.anchored || sig == sigAnchor
+	if s.v != nil {
+		s.v[sig] = x
+	}
+}
+
+// signals adds candidate d's contribution from each signal to s. The
+// order is part of the result, as in bleve's sums of clauses.
+func (f *fusion) signals(d int32, s *sum) {
 	w := f.w
 	// Weighted reciprocal rank fusion, scaled so rank 1 is worth the
 	// signal's weight (the other signals read as shares of that).
 	if r := f.lexRank[d]; r > 0 {
-		v[sigLexical] = w.Lexical * (rrfK + 1) / (rrfK + float64(r))
+		s.put(sigLexical, w.Lexical*(rrfK+1)/(rrfK+float64(r)))
 	}
 	if r := f.semRank[d]; r > 0 {
-		v[sigSemantic] = w.Semantic * (rrfK + 1) / (rrfK + float64(r))
+		s.put(sigSemantic, w.Semantic*(rrfK+1)/(rrfK+float64(r)))
 	}
 	if r := f.msRank[d]; r > 0 {
 		// Max-sim rides on the semantic weight (off with it), scaled
 		// so the default semantic weight gives maxSimWeight.
-		v[sigMaxSim] = w.Semantic / DefaultWeights().Semantic * maxSimWeight * (rrfK + 1) / (rrfK + float64(r))
+		s.put(sigMaxSim, w.Semantic/DefaultWeights().Semantic*maxSimWeight*(rrfK+1)/(rrfK+float64(r)))
 	}
 	if d == f.lexTop {
-		v[sigLead] = w.Lexical * lexLeadWeight * f.margin
+		s.put(sigLead, w.Lexical*lexLeadWeight*f.margin)
 	}
 	if f.focus != "" && w.Focus > 0 && f.c.matchesFocus(&f.c.tools[d], f.focus) {
-		v[sigFocus] = w.Focus
+		s.put(sigFocus, w.Focus)
 	}
 	if p := f.trans[d]; p > 0 {
-		v[sigTransition] = w.Transition * p
+		s.put(sigTransition, w.Transition*p)
 	}
 	if r := f.recent[d]; r > 0 {
-		v[sigRecency] = w.Recency * r
+		s.put(sigRecency, w.Recency*r)
 	}
 	if a := f.anchored[d]; a > 0 {
-		v[sigAnchor] = w.Anchor * a
+		s.put(sigAnchor, w.Anchor*a)
 	}
 	if f.qwords != nil && f.c.avoids(&f.c.tools[d], f.qwords) {
-		v[sigAvoid] = -w.Avoid
+		s.put(sigAvoid, -w.Avoid)
 	}
-	return v
 }
 
 // score returns candidate d, scored.
 func (f *fusion) score(d int32) scored {
-	s := scored{doc: d}
-	v := f.signals(d)
-	for _, x := range v {
-		s.score += x
-	}
-	s.anchored = v[sigAnchor] != 0
-	return s
+	var s sum
+	f.signals(d, &s)
+	return scored{doc: d, score: s.score, anchored: s.anchored}
 }
 
 // explain returns s's non-zero contributions by name.
 func (f *fusion) explain(s *scored) map[string]float64 {
 	var v [nSignals]float64
 	if !s.extra {
-		v = f.signals(s.doc)
+		f.signals(s.doc, &sum{v: &v})
 	}
 	v[sigRelated] = s.related
 	m := make(map[string]float64, 4)
