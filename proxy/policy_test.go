@@ -100,6 +100,32 @@ func TestPolicyShapesWhatTheModelSees(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a destructive tool is neither offered nor named in search results until the user asks for a change", func(t *testing.T) {
+		opt, _ := withLivePolicy(t, "tools:\n  repo_delete_branch: {risk: destructive}\n", nil)
+		for _, tc := range []struct {
+			name, prompt string
+			offered      bool
+		}{
+			{"without write intent", "Which branches are stale?", false},
+			{"with write intent", "Delete the stale branch.", true},
+		} {
+			task := fakellm.Task{
+				Prompt: tc.prompt,
+				Steps:  []fakellm.Step{{Tool: "repo_delete_branch", Query: "delete branch", Args: json.RawMessage(`{}`)}},
+				Answer: "Done.",
+			}
+			model := &fakellm.Model{Tasks: []fakellm.Task{task}, Keep: true}
+			base := newTestGateway(t, model, opt)
+			run := runAgent(t, base, task, testCatalog(60), false, nil)
+			named := false
+			for _, r := range model.Records() {
+				named = named || strings.Contains(string(r.Body), "repo_delete_branch") // offered, or listed by a search
+			}
+			if called := slices.Contains(run.calls, "repo_delete_branch"); called != tc.offered || named != tc.offered {
+				t.Errorf("%s: called %v, named upstream %v; want both %v", tc.name, called, named, tc.offered)
+			}
+		}
+	})
 	t.Run("keywords make an otherwise unfindable tool found", func(t *testing.T) {
 		task := fakellm.Task{
 			Prompt: "Hi there.",
