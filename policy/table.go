@@ -88,8 +88,7 @@ func (t *Table) Shown(name string, intent bool) bool {
 }
 
 // Visible reports whether name is one of the catalog's tools and shown for
-// the bound message: Position and Decide in one lookup, for callers that
-// ask it of every ranking candidate.
+// the bound message: Position and Decide in one lookup.
 func (b Bound) Visible(name string) bool {
 	i, ok := b.t.byName[name]
 	return ok && b.t.decided[b.k][i].Visible
