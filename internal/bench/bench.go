@@ -93,15 +93,18 @@ func pathOrder() []string { return []string{Direct, Bare, Gateway} }
 
 // Row is one path for one catalog size and mode.
 type Row struct {
-	Tools      int
-	BodyBytes  int
-	Stream     bool
-	Path       string
-	P50        time.Duration // median over runs of each run's percentile
-	P95        time.Duration
-	P99        time.Duration
-	Throughput float64 // requests per second with Options.Concurrency clients
-	Errors     int
+	Tools     int
+	BodyBytes int
+	Stream    bool
+	Path      string
+	P50       time.Duration // median over runs of each run's percentile
+	P95       time.Duration
+	P99       time.Duration
+	// RunP50 and RunP99 are each run's percentiles, in run order: the
+	// ratios' spread within one invocation.
+	RunP50, RunP99 []time.Duration
+	Throughput     float64 // requests per second with Options.Concurrency clients
+	Errors         int
 }
 
 // Memory is the process's memory once the gateway holds many sessions. The
@@ -360,6 +363,7 @@ func (e *env) measure(ctx context.Context, o Options, tools []json.RawMessage, s
 	}
 	for i := range paths {
 		rows[i].P50, rows[i].P95, rows[i].P99 = median(perRun[i][0]), median(perRun[i][1]), median(perRun[i][2])
+		rows[i].RunP50, rows[i].RunP99 = perRun[i][0], perRun[i][2]
 		rps, errs, err := e.throughput(ctx, o, paths[i], bodies, stream)
 		rows[i].Throughput, rows[i].Errors = rps, rows[i].Errors+errs
 		if err != nil {

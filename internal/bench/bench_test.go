@@ -212,6 +212,17 @@ func TestRequestsRotateTurnsOrRetryThem(t *testing.T) {
 
 func TestRatiosCompareWhatTheProxiesAdd(t *testing.T) {
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	// withRuns sets each path's per-run p50s and p99s (direct, bare,
+	// gateway, in that order).
+	withRuns := func(rows []Row, p50, p99 [][]float64) []Row {
+		for i := range rows {
+			for j := range p50[i] {
+				rows[i].RunP50 = append(rows[i].RunP50, ms(p50[i][j]))
+				rows[i].RunP99 = append(rows[i].RunP99, ms(p99[i][j]))
+			}
+		}
+		return rows
+	}
 	rows := func(stream bool, direct, bare, gw [2]float64) []Row {
 		return []Row{
 			{Tools: 200, Stream: stream, Path: Direct, P50: ms(direct[0]), P99: ms(direct[1])},
@@ -229,6 +240,9 @@ func TestRatiosCompareWhatTheProxiesAdd(t *testing.T) {
 		{"a bare proxy that added nothing gives no ratio", rows(true, [2]float64{0.2, 0.9}, [2]float64{0.3, 0.8}, [2]float64{0.25, 1.0}),
 			[]string{"200 tools stream: p50 0.50x, p99 n/a"}},
 		{"a size without every path is left out", rows(false, [2]float64{0.2, 0.5}, [2]float64{0.4, 0.9}, [2]float64{0.42, 1.1})[:2], nil},
+		{"several runs add the spread of the runs' own ratios", withRuns(rows(false, [2]float64{0.2, 0.5}, [2]float64{0.4, 0.9}, [2]float64{0.42, 1.1}),
+			[][]float64{{0.2, 0.2, 0.3}, {0.4, 0.3, 0.5}, {0.42, 0.4, 0.5}}, [][]float64{{0.5, 0.5, 0.5}, {0.9, 0.9, 0.5}, {1.1, 0.7, 0.9}}),
+			[]string{"200 tools json: p50 1.10x (runs 1.00x-2.00x), p99 1.50x (runs 0.50x-1.50x)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := (&Result{Rows: tc.rows}).ratios()

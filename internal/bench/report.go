@@ -98,6 +98,9 @@ func (r *Result) Print(w io.Writer) error {
 		for _, l := range lines {
 			fmt.Fprintln(w, "  "+l)
 		}
+		if o.Runs > 1 {
+			fmt.Fprintln(w, "  (each ratio is of the medians in the table; in brackets the lowest and highest of the runs' own)")
+		}
 	}
 	if m := r.Memory; m != nil {
 		fmt.Fprintf(w, "\nmemory: %d sessions held after %d requests through the gateway (200 tools each, %s): RSS %s, Go heap in use %s\n"+
@@ -135,14 +138,36 @@ func (r *Result) cases() (map[caseKey]map[string]Row, []caseKey) {
 
 // ratios returns, per catalog size and mode, the gateway's added latency
 // over the bare proxy's at p50 and p99 (from the same run's rows), as the
-// latency target is stated. A ratio is "n/a" when the bare proxy added
-// nothing measurable: a p99 above the direct call's by chance only.
+// latency target is stated, and with several runs the lowest and highest
+// of the runs' own ratios: on a shared machine the spread is part of the
+// answer. A ratio is "n/a" when the bare proxy added nothing measurable: a
+// p99 above the direct call's by chance only.
 func (r *Result) ratios() []string {
-	ratio := func(gw, bare, direct time.Duration) string {
+	value := func(gw, bare, direct time.Duration) (float64, bool) {
 		if bare-direct <= 0 {
+			return 0, false
+		}
+		return float64(gw-direct) / float64(bare-direct), true
+	}
+	x := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) + "x" }
+	ratio := func(gw, bare, direct time.Duration, runs [3][]time.Duration) string {
+		v, ok := value(gw, bare, direct)
+		if !ok {
 			return "n/a"
 		}
-		return strconv.FormatFloat(float64(gw-direct)/float64(bare-direct), 'f', 2, 64) + "x"
+		out := x(v)
+		if n := len(runs[0]); n > 1 && len(runs[1]) == n && len(runs[2]) == n {
+			var each []float64
+			for i := range n {
+				if v, ok := value(runs[2][i], runs[1][i], runs[0][i]); ok {
+					each = append(each, v)
+				}
+			}
+			if len(each) > 1 {
+				out += " (runs " + x(slices.Min(each)) + "-" + x(slices.Max(each)) + ")"
+			}
+		}
+		return out
 	}
 	rows, order := r.cases()
 	var out []string
@@ -158,7 +183,9 @@ func (r *Result) ratios() []string {
 		if k.stream {
 			mode = "stream"
 		}
-		out = append(out, fmt.Sprintf("%d tools %s: p50 %s, p99 %s", k.tools, mode, ratio(g.P50, b.P50, d.P50), ratio(g.P99, b.P99, d.P99)))
+		p50 := ratio(g.P50, b.P50, d.P50, [3][]time.Duration{d.RunP50, b.RunP50, g.RunP50})
+		p99 := ratio(g.P99, b.P99, d.P99, [3][]time.Duration{d.RunP99, b.RunP99, g.RunP99})
+		out = append(out, fmt.Sprintf("%d tools %s: p50 %s, p99 %s", k.tools, mode, p50, p99))
 	}
 	return out
 }
