@@ -19,7 +19,12 @@ import (
 // finish, one usage chunk (if asked) and one [DONE].
 func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string, t *turn) {
 	ctx := r.Context()
-	defer t.save(context.WithoutCancel(ctx))
+	saved := false
+	defer func() {
+		if !saved {
+			t.save(context.WithoutCancel(ctx))
+		}
+	}()
 	ew, ok := t.d.(rewrite.EventWriter)
 	if !ok {
 		writeJSONError(w, http.StatusBadRequest, apiError{"streaming is not supported for this API through the gateway", "invalid_request_error", "stream_unsupported"})
@@ -44,9 +49,9 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 			return
 		}
 		res, err := s.round(rctx, resp, round, idle(t.snap.Gateway.IdleTimeout), cancel)
-		resp.Body.Close()
-		cancel()
 		if err != nil {
+			resp.Body.Close()
+			cancel()
 			s.fail(g, r, err)
 			return
 		}
@@ -57,14 +62,47 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 			s.flush() // the gateway searches and waits on the upstream next
 		}
 		results := t.answer(ctx, res.calls)
+		if !more && !res.drained {
+			// The client gets the turn before the gateway waits for the
+			// upstream stream's end.
+			s.end()
+			t.save(context.WithoutCancel(ctx))
+			saved = true
+			s.flush()
+		}
+		closeStream(resp.Body, res.drained, cancel)
 		if more {
 			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, Calls: internal, Results: results})
 			continue
 		}
-		s.end()
+		if !saved {
+			s.end()
+		}
 		return
 	}
 }
+
+// closeStream ends a round's upstream response. Reading a body to its end
+// returns the connection to the transport's pool; closing it before makes
+// an HTTP/1.1 transport discard the connection, so the next upstream call
+// opens a new one and the old leaves a socket in TIME_WAIT. A chunked
+// stream's last chunk often arrives after [DONE], where the relay stops:
+// unless the round read the end already (drained), closeStream waits for
+// it, at most drainMax bytes for at most drainWait.
+func closeStream(body io.ReadCloser, drained bool, cancel context.CancelFunc) {
+	if !drained {
+		t := time.AfterFunc(drainWait, cancel)
+		_, _ = io.CopyN(io.Discard, body, drainMax)
+		t.Stop()
+	}
+	_ = body.Close()
+	cancel()
+}
+
+const (
+	drainMax  = 64 << 10
+	drainWait = 100 * time.Millisecond
+)
 
 func idle(d time.Duration) time.Duration {
 	if d <= 0 {
@@ -104,6 +142,7 @@ type callState struct {
 type roundResult struct {
 	content string
 	calls   []rewrite.Call
+	drained bool // the body's end was read, not only [DONE]
 }
 
 // round relays one upstream stream to the client.
@@ -242,6 +281,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 		}
 	}
 	res.content = content.String()
+	res.drained = body.sawEOF
 	for _, i := range order {
 		st := states[i]
 		res.calls = append(res.calls, rewrite.Call{ID: st.id, Name: st.name, Arguments: st.args.String()})
@@ -395,6 +435,7 @@ type idleReader struct {
 	timer   *time.Timer
 	fired   atomic.Bool
 	stopped atomic.Bool
+	sawEOF  bool // a read returned io.EOF
 }
 
 func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelFunc) *idleReader {
@@ -413,6 +454,7 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 	if n > 0 {
 		ir.timer.Reset(ir.d)
 	}
+	ir.sawEOF = ir.sawEOF || err == io.EOF
 	return n, err
 }
 

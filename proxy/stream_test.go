@@ -329,3 +329,57 @@ func TestATurnIsSavedBeforeTheClientSeesItsEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamedTurnsKeepTheUpstreamConnection: a relay that stops reading
+// at [DONE] and closes the body makes an HTTP/1.1 transport discard the
+// connection whenever the chunked body's end has not arrived yet, so
+// every turn would open a new one. The upstream here flushes each event
+// and ends its body after a pause, as a server that finishes its handler
+// after writing [DONE] does.
+func TestStreamedTurnsKeepTheUpstreamConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		search bool          // the first round calls tool_search
+		pause  time.Duration // between [DONE] and the body's end
+	}{
+		{"a stream whose end comes with [DONE]", false, 0},
+		{"a stream whose end comes after [DONE]", false, 20 * time.Millisecond},
+		{"a search round whose end comes after [DONE]", true, 20 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			conns, calls := map[string]bool{}, 0
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				conns[r.RemoteAddr] = true
+				calls++
+				n := calls
+				mu.Unlock()
+				w.Header().Set("Content-Type", "text/event-stream")
+				events := []string{textChunk("All "), textChunk("done."), finishChunk("stop"), "data: [DONE]\n\n"}
+				if tc.search && n%2 == 1 {
+					events = []string{callChunk(0, "call_s", "tool_search", `{"query":"send chat message"}`), finishChunk("tool_calls"), "data: [DONE]\n\n"}
+				}
+				for _, ev := range events {
+					_, _ = io.WriteString(w, ev)
+					w.(http.Flusher).Flush()
+				}
+				time.Sleep(tc.pause)
+			})
+			base := newTestGateway(t, up, func(g *Gateway) { g.Transport = NewTransport(0, 0) })
+			msgs := []map[string]any{{"role": "user", "content": "hi"}}
+			for turn := range 3 {
+				resp := post(t, base, chatRequest(t, msgs, testCatalog(30), true, nil), nil)
+				rep := readStream(t, resp.Body)
+				resp.Body.Close()
+				if rep.content != "All done." || rep.dones != 1 {
+					t.Fatalf("turn %d: content %q, [DONE] %d; want the text and one [DONE]", turn, rep.content, rep.dones)
+				}
+				time.Sleep(2 * tc.pause) // the agent works between turns
+			}
+			if len(conns) != 1 {
+				t.Errorf("%d upstream calls over %d connections; want one connection", calls, len(conns))
+			}
+		})
+	}
+}
