@@ -311,9 +311,15 @@ func (o Options) pick(bodies requests, n int64) ([]byte, string) {
 	return bodies.at(n), strconv.FormatInt(s, 10)
 }
 
-// warmup requests per path before timing: connections, catalog compile,
-// tokenizer tables.
-const warmup = 20
+// warmup returns how many requests each path gets before timing:
+// connections, the catalog's compile, tokenizer tables, and every user
+// message twice, as a catalog's word memo keeps a word's rows from its
+// second sighting on (selector/wordmemo.go). With 20, most of the 44
+// messages were still new in the first timed run, and whichever mode ran
+// first measured the memo filling: streamed turns added 1.51x and 1.73x
+// what the bare proxy adds at p50 when they ran first, 1.29x and 1.27x
+// when they ran second; with this warmup, 1.25-1.28x first.
+func warmup() int { return 2 * len(userMessages) }
 
 // measure runs the latency phase (sequential, paths interleaved in a
 // rotating order so drift hits all three alike) Options.Runs times, then
@@ -327,7 +333,7 @@ func (e *env) measure(ctx context.Context, o Options, tools []json.RawMessage, s
 	rows := make([]Row, len(paths))
 	for i, p := range paths {
 		rows[i] = Row{Tools: len(tools), BodyBytes: len(bodies[0]), Stream: stream, Path: p}
-		for n := range warmup {
+		for n := range warmup() {
 			if err := e.do(ctx, p, bodies.at(int64(n)), stream, "warm"); err != nil {
 				return nil, fmt.Errorf("warming up %s: %w", p, err)
 			}

@@ -99,7 +99,7 @@ func BenchmarkLoopback200Tools(b *testing.B) {
 		}
 		for _, path := range pathOrder() {
 			b.Run(mode+"/"+strings.ReplaceAll(path, " ", "_"), func(b *testing.B) {
-				for n := range warmup {
+				for n := range warmup() {
 					if err := e.do(ctx, path, bodies.at(int64(n)), stream, "warm"); err != nil {
 						b.Fatal(err)
 					}
@@ -152,7 +152,7 @@ func BenchmarkHandler200Tools(b *testing.B) {
 					b.Fatalf("status %d: %s", w.Code, w.Body.String())
 				}
 			}
-			for n := range warmup {
+			for n := range warmup() {
 				serve(int64(n))
 			}
 			b.ReportAllocs()
