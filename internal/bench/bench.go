@@ -314,11 +314,12 @@ func (o Options) pick(bodies requests, n int64) ([]byte, string) {
 // warmup returns how many requests each path gets before timing:
 // connections, the catalog's compile, tokenizer tables, and every user
 // message twice, as a catalog's word memo keeps a word's rows from its
-// second sighting on (selector/wordmemo.go). With 20, most of the 44
-// messages were still new in the first timed run, and whichever mode ran
-// first measured the memo filling: streamed turns added 1.51x and 1.73x
-// what the bare proxy adds at p50 when they ran first, 1.29x and 1.27x
-// when they ran second; with this warmup, 1.25-1.28x first.
+// second sighting on (selector/wordmemo.go). With 20 requests, whichever
+// mode ran first was measured before the gateway had settled: streamed
+// turns added 1.51x and 1.73x what the bare proxy adds at p50 when they
+// ran first, 1.29x and 1.27x when they ran second; with this warmup,
+// 1.25-1.28x first. What settles besides the memo (the heap's size, the
+// sessions' state) was not told apart.
 func warmup() int { return 2 * len(userMessages) }
 
 // measure runs the latency phase (sequential, paths interleaved in a
