@@ -62,22 +62,20 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 			s.flush() // the gateway searches and waits on the upstream next
 		}
 		results := t.answer(ctx, res.calls)
-		if !more && !res.drained {
+		if more {
+			closeStream(resp.Body, res.drained, cancel)
+			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, Calls: internal, Results: results})
+			continue
+		}
+		s.end()
+		if !res.drained {
 			// The client gets the turn before the gateway waits for the
 			// upstream stream's end.
-			s.end()
 			t.save(context.WithoutCancel(ctx))
 			saved = true
 			s.flush()
 		}
 		closeStream(resp.Body, res.drained, cancel)
-		if more {
-			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, Calls: internal, Results: results})
-			continue
-		}
-		if !saved {
-			s.end()
-		}
 		return
 	}
 }
