@@ -77,14 +77,11 @@ func (b Bound) Intent() bool { return b.k == 1 }
 // a message with the given write intent, for callers that keep the answer
 // for every tool by their own positions.
 func (t *Table) Shown(name string, intent bool) bool {
-	i, ok := t.byName[name]
-	if !ok {
-		return false
-	}
+	b := Bound{t: t}
 	if intent {
-		return t.decided[1][i].Visible
+		b.k = 1
 	}
-	return t.decided[0][i].Visible
+	return b.Visible(name)
 }
 
 // Visible reports whether name is one of the catalog's tools and shown for
