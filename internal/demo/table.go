@@ -41,10 +41,10 @@ func (r *Result) Print(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\nTokens are o200k_base counts of each request the upstream received (tools array and the rest\n"+
 		"of the body); the gateway's column includes its tool_search rounds. Cache hits: the longest run of\n"+
-		"leading tools and messages an earlier request began with, from 1,024 tokens in steps of 128 (a\n"+
+		"leading tools and messages an earlier request began with, from %s tokens in steps of %d (a\n"+
 		"provider's prefix cache; --cache-rate sets what a hit costs). The scripted model accepts up to\n"+
 		"%d tools in the direct run; a real OpenAI model refuses more than 128. Took %s.\n",
-		DirectMaxTools, r.Elapsed.Round(1e6))
+		group(cacheMinTokens), cacheStep, DirectMaxTools, r.Elapsed.Round(1e6))
 	return nil
 }
 
