@@ -33,9 +33,10 @@ func (g *Gateway) decisions(catKey string, snap *policy.Snapshot, tools []rewrit
 		names[i] = strings.Clone(tools[i].Name) // the table outlives the body names may alias
 	}
 	r := &catalogRules{table: snap.Table(names)}
+	catNames := cat.Names() // a copy each call
 	for k, intent := range []bool{false, true} {
-		r.shown[k] = make([]bool, cat.Len())
-		for p, name := range cat.Names() {
+		r.shown[k] = make([]bool, len(catNames))
+		for p, name := range catNames {
 			r.shown[k][p] = r.table.Shown(name, intent)
 		}
 	}

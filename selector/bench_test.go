@@ -113,10 +113,12 @@ func BenchmarkPreselect(b *testing.B) {
 // of a catalog that has served requests (query words' max-sim rows
 // remembered); "cold words" forgets them before every request, the cost
 // of requests in words the catalog has never seen. "after idle" is warm
-// words with the goroutine asleep for 200 µs (untimed) before each
-// request, as a gateway's request follows a wait on the network: the
-// CPU's caches and predictors no longer hold the catalog, which is what a
-// preselection costs in place (the gateway bench's requests). "caches
+// words with the goroutine asleep (untimed) before each request: it asks
+// for 200 µs, and time.Sleep lasts about 1.1 ms on the bench VM however
+// little it is asked for; a gateway's request follows a wait on the
+// network, of 0.1-0.3 ms in the gateway bench. The CPU's caches and
+// predictors no longer hold the catalog, which is what a preselection
+// costs in place (the gateway bench's requests). "caches
 // swept" writes 64 MB, more than the shared cache, before each request
 // (untimed): every line the preselection touches comes from memory, the
 // repeatable form of "after idle" (a pure ALU loop runs as fast after a
