@@ -105,7 +105,7 @@ func (c *Catalog) mapDocs() error {
 		return &searchScratch{
 			bm25: make([]float64, n), coord: make([]int32, n), acc: make([]rescoreAcc, n),
 			seen: make([]bool, n), lexRank: make([]int32, n), semRank: make([]int32, n), msRank: make([]int32, n),
-			sims: make([]float64, n),
+			sims: make([]float64, n), nbr: make([]nbrScore, n),
 		}
 	}
 	return nil
@@ -130,9 +130,18 @@ type searchScratch struct {
 	// (emptied); see bestSims.
 	docSlot, msSlot, msSet []int32
 	msSims                 []float32
+	// max-sim's best similarities per candidate and query word, and its
+	// scores per candidate (overwritten by each use).
+	msBest []float32
+	msOut  []float64
 	// sims is the semantic signal's score per tool (semRows.scores
 	// clears it before use).
 	sims []float64
+	// nbr is the neighbour field's score per tool and nbrDocs the tools
+	// it set (nbrScores; all zero and emptied between uses).
+	nbr     []nbrScore
+	nbrDocs []int32
+	terms   []string // nbrScores' query terms (emptied)
 }
 
 func (c *Catalog) scratch() *searchScratch { return c.scratchPool.Get().(*searchScratch) }
@@ -271,12 +280,12 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	if len(q.terms) == 0 && len(q.raw) == 0 {
 		return nil, nil, nil
 	}
-	terms := c.indexedTerms(q)
-	if len(terms) == 0 && len(q.raw) == 0 {
-		return c.nbrOnly(q, n)
-	}
 	sc := c.scratch()
 	defer c.scratchPool.Put(sc)
+	terms := c.indexedTerms(q)
+	if len(terms) == 0 && len(q.raw) == 0 {
+		return c.nbrOnly(q, n, sc)
+	}
 	err := c.lexScores(ctx, c.lexClauses(q, terms), sc)
 	defer func() {
 		for _, d := range sc.hits {
@@ -287,7 +296,8 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	if err != nil {
 		return nil, nil, err
 	}
-	top := topAmong(sc.hits, sc.bm25, n+n/3)
+	// topHits orders the hits once rescored: bleve's order is not needed.
+	top := topSetAmong(sc.hits, sc.bm25, n+n/3)
 	rs := c.newRescorer(q, terms, sc.acc)
 	rs.accumulate()
 	// Clearing every tool's sums measured cheaper than walking the
@@ -297,7 +307,7 @@ func (c *Catalog) search(ctx context.Context, q *lexQuery, n int) ([]int32, []fl
 	for i, d := range top {
 		hits[i] = docScore{d, rs.score(d, sc.bm25[d])}
 	}
-	docs, scores := topHits(c.addNbr(q, rs, hits), n)
+	docs, scores := topHits(c.addNbr(q, rs, hits, sc), n)
 	return docs, scores, nil
 }
 

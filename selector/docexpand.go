@@ -102,50 +102,60 @@ func (c *Catalog) initNbrField() {
 	c.nbr = f
 }
 
-// nbrScores returns, for the tools that have some of q's terms in the
-// neighbour field, the field's BM25 sum (boost × query weight × idf² × tf
-// part, the scale of the rescorer's per-field sums) and how many of q's
-// terms matched there.
-func (c *Catalog) nbrScores(q *lexQuery) map[int32]nbrScore {
+// nbrScores sets, in sc.nbr, for the tools that have some of q's terms in
+// the neighbour field, the field's BM25 sum (boost × query weight × idf² ×
+// tf part, the scale of the rescorer's per-field sums) and how many of q's
+// terms matched there, and lists those tools in sc.nbrDocs; the caller
+// clears both (clearNbr). Slots per tool, not a map: a map per query cost
+// four allocations and a lookup per posting.
+func (c *Catalog) nbrScores(q *lexQuery, sc *searchScratch) {
 	f := c.nbr
 	if f == nil || len(q.terms) == 0 {
-		return nil
+		return
 	}
-	terms := make([]string, 0, len(q.terms))
+	terms := sc.terms[:0]
 	for t := range q.terms {
 		if len(f.post[t]) > 0 {
 			terms = append(terms, t)
 		}
 	}
-	if len(terms) == 0 {
-		return nil
-	}
+	defer func() { sc.terms = terms[:0] }()
 	slices.Sort(terms) // float sums independent of map order
 	docs := float64(len(c.tools))
-	out := map[int32]nbrScore{}
 	for _, t := range terms {
 		ps := f.post[t]
 		idf := bm25IDF(docs, int32(len(ps)))
 		coef := c.w.DocNeighbours * q.terms[t] * idf * idf
 		for _, p := range ps {
-			s := out[p.doc]
+			s := &sc.nbr[p.doc]
+			if s.matched == 0 {
+				sc.nbrDocs = append(sc.nbrDocs, p.doc)
+			}
 			s.sum += coef * bm25TF(float64(p.tf), float64(f.len[p.doc]), f.avgdl)
 			s.matched++
-			out[p.doc] = s
 		}
 	}
-	return out
+}
+
+// clearNbr zeroes the slots nbrScores set.
+func (sc *searchScratch) clearNbr() {
+	for _, d := range sc.nbrDocs {
+		sc.nbr[d] = nbrScore{}
+	}
+	sc.nbrDocs = sc.nbrDocs[:0]
 }
 
 // nbrOnly ranks a query none of whose terms is in the all field (search's
 // early exit) by the neighbour field alone: the top n tools, best first.
-func (c *Catalog) nbrOnly(q *lexQuery, n int) ([]int32, []float64, error) {
+func (c *Catalog) nbrOnly(q *lexQuery, n int, sc *searchScratch) ([]int32, []float64, error) {
 	if !q.nbr {
 		return nil, nil, nil
 	}
-	ns := c.nbrScores(q)
-	hits := make([]docScore, 0, len(ns))
-	for d, s := range ns {
+	c.nbrScores(q, sc)
+	defer sc.clearNbr()
+	hits := make([]docScore, 0, len(sc.nbrDocs))
+	for _, d := range sc.nbrDocs {
+		s := sc.nbr[d]
 		hits = append(hits, docScore{d, s.sum * float64(s.matched)})
 	}
 	docs, scores := topHits(hits, n)
@@ -164,31 +174,34 @@ type nbrScore struct {
 // (raw + side + nbr) × (m + docNbrCoord × nbr matches) / allN, so a tool
 // that matches only through the field scores on the same scale as bleve's
 // hits.
-func (c *Catalog) addNbr(q *lexQuery, rs *lexRescorer, hits []docScore) []docScore {
+func (c *Catalog) addNbr(q *lexQuery, rs *lexRescorer, hits []docScore, sc *searchScratch) []docScore {
 	if !q.nbr {
 		return hits
 	}
-	ns := c.nbrScores(q)
-	if len(ns) == 0 {
+	c.nbrScores(q, sc)
+	defer sc.clearNbr()
+	if len(sc.nbrDocs) == 0 {
 		return hits
 	}
 	allN := float64(max(rs.allN, 1))
 	for i := range hits {
 		h := &hits[i]
-		n, ok := ns[h.doc]
-		if !ok {
+		n := &sc.nbr[h.doc]
+		if n.matched == 0 {
 			continue
 		}
-		delete(ns, h.doc)
 		m := float64(rs.matchedClauses(h.doc))
 		base := 0.0
 		if m > 0 {
 			base = h.score * allN / m
 		}
 		h.score = (base + n.sum) * (m + docNbrCoord*float64(n.matched)) / allN
+		n.matched = -n.matched // taken: not appended below
 	}
-	for d, n := range ns {
-		hits = append(hits, docScore{doc: d, score: n.sum * docNbrCoord * float64(n.matched) / allN})
+	for _, d := range sc.nbrDocs {
+		if n := sc.nbr[d]; n.matched > 0 {
+			hits = append(hits, docScore{doc: d, score: n.sum * docNbrCoord * float64(n.matched) / allN})
+		}
 	}
 	return hits
 }

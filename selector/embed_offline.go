@@ -82,6 +82,19 @@ func (wv *WordVectors) addWord(acc []float32, word string, weight float64) bool 
 	return ok
 }
 
+// rowsOf appends to buf the rows of words' known words, in order, repeats
+// kept: the semantic signal and max-sim read a request's words by row, and
+// each lookup in the table's index is a few cache misses once a request's
+// body has been through the caches, so the words are looked up once.
+func (wv *WordVectors) rowsOf(words []string, buf []int32) []int32 {
+	for _, w := range words {
+		if r, ok := wv.index[w]; ok {
+			buf = append(buf, r)
+		}
+	}
+	return buf
+}
+
 // addRow adds row's vector times weight and its rarity weight to acc.
 func (wv *WordVectors) addRow(acc []float32, row int32, weight float64) {
 	w := float32(weight * (0.1 + math.Log(1+float64(row)/200)))

@@ -83,6 +83,18 @@ func sortByRank(list []docScore) {
 // the highest positive scores, best first, ties by document. docs may come
 // in any order.
 func topAmong(docs []int32, scores []float64, n int) []int32 {
+	return topKeyed(docs, scores, n, true)
+}
+
+// topSetAmong returns the documents topAmong does, in no particular order,
+// for callers that re-rank them anyway: only the cut is exact, which spares
+// sorting the ones kept.
+func topSetAmong(docs []int32, scores []float64, n int) []int32 {
+	return topKeyed(docs, scores, n, false)
+}
+
+// topKeyed is topAmong, sorted or not.
+func topKeyed(docs []int32, scores []float64, n int, sorted bool) []int32 {
 	count := len(docs)
 	if docs == nil {
 		count = len(scores)
@@ -116,13 +128,18 @@ func topAmong(docs []int32, scores []float64, n int) []int32 {
 		for _, k := range keys[m:] {
 			whole = whole || k>>keyPosBits == cut
 		}
-		if whole {
+		switch {
+		case whole:
 			slices.Sort(keys)
-		} else {
+		case sorted:
 			slices.Sort(keys[:m])
+		default:
+			return keyDocs(keys[:m])
 		}
-	} else {
+	} else if sorted {
 		slices.Sort(keys)
+	} else {
+		return keyDocs(keys)
 	}
 	for i := 0; i < m; {
 		j := i + 1
@@ -136,9 +153,14 @@ func topAmong(docs []int32, scores []float64, n int) []int32 {
 		}
 		i = j
 	}
-	out := make([]int32, m)
-	for i := range out {
-		out[i] = int32(keys[i] & keyPosMask)
+	return keyDocs(keys[:m])
+}
+
+// keyDocs returns the documents in the low bits of keys, in their order.
+func keyDocs(keys []uint64) []int32 {
+	out := make([]int32, len(keys))
+	for i, k := range keys {
+		out[i] = int32(k & keyPosMask)
 	}
 	return out
 }
@@ -262,4 +284,13 @@ func byRank(a, b docScore) int {
 		return cmp.Compare(b.score, a.score)
 	}
 	return cmp.Compare(a.doc, b.doc)
+}
+
+// grow returns buf resliced to n, reallocated when its capacity is short;
+// what it holds is undefined.
+func grow[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n, n+n/4)
+	}
+	return buf[:n]
 }

@@ -135,6 +135,31 @@ func TestTopAmongBreaksNearTiesExactly(t *testing.T) {
 	}
 }
 
+func TestTopSetAmongKeepsTopAmongsDocuments(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, tc := range []struct{ n, docs int }{{0, 50}, {1, 200}, {80, 60}, {80, 200}, {60, topStack + 1}} {
+		t.Run("the unordered top "+strconv.Itoa(tc.n)+" of "+strconv.Itoa(tc.docs)+" near-tied scores are topAmong's", func(t *testing.T) {
+			for trial := range 50 {
+				scores := nearTies(rng, tc.docs)
+				var docs []int32
+				if trial%2 == 1 {
+					docs = make([]int32, 0, tc.docs)
+					for _, d := range rng.Perm(tc.docs) {
+						docs = append(docs, int32(d))
+					}
+				}
+				want := topAmong(docs, scores, tc.n)
+				got := topSetAmong(docs, scores, tc.n)
+				slices.Sort(want)
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Fatalf("trial %d: topSetAmong = %v, want the documents %v", trial, got, want)
+				}
+			}
+		})
+	}
+}
+
 func TestSelectSmallestPutsTheKSmallestFirst(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, n := range []int{1, 2, 13, 14, 200, 1000} {

@@ -158,20 +158,20 @@ func (wv *WordVectors) rowF(r int32) []float32 {
 	return normalize(out)
 }
 
-// maxSim scores docs for a query's content words: each query word's best
+// maxSim scores docs for a query's content words (their rows, rowsOf): each query word's best
 // cosine to any word of the tool, floored, averaged with rarity weights;
 // the i-th score is docs[i]'s. nil without word vectors or known query
 // words.
-func (c *Catalog) maxSim(words []string, docs []int32) []float64 {
+func (c *Catalog) maxSim(rows []int32, docs []int32, sc *searchScratch) []float64 {
 	if c.toolRows == nil || len(docs) == 0 {
 		return nil
 	}
-	var qrows []int32
-	var qw []float64
+	var rowBuf [32]int32
+	var wBuf [32]float64
+	qrows, qw := rowBuf[:0], wBuf[:0]
 	var wsum float64
-	for _, w := range words {
-		r, ok := c.wv.index[w]
-		if !ok || slices.Contains(qrows, r) {
+	for _, r := range rows {
+		if slices.Contains(qrows, r) {
 			continue
 		}
 		wt := 0.1 + math.Log(1+float64(r)/200)
@@ -181,9 +181,13 @@ func (c *Catalog) maxSim(words []string, docs []int32) []float64 {
 	if len(qrows) == 0 {
 		return nil
 	}
-	best := c.bestSims(qrows, docs)
 	nq := len(qrows)
-	out := make([]float64, len(docs))
+	best := grow(sc.msBest, len(docs)*nq)
+	clear(best)
+	sc.msBest = best
+	c.bestSims(qrows, docs, best, sc)
+	out := grow(sc.msOut, len(docs))
+	sc.msOut = out
 	for j := range docs {
 		var s float64
 		for i, b := range best[j*nq : (j+1)*nq] {
@@ -230,20 +234,22 @@ func (c *Catalog) wordSim(r int32, qv []float32, qt [2]float32, id int32) float3
 
 // maxSimRanks ranks the top maxSimPool lexical and semantic candidates
 // (lexDocs and semDocs, in rank order; lexRank their lexical ranks by
-// tool) by max-sim for the query's content words, into ranks, and returns
+// tool) by max-sim for the query's content words (rows), into ranks, and returns
 // the ranked documents.
-func (c *Catalog) maxSimRanks(words []string, lexDocs, semDocs []int32, lexRank, ranks []int32) []int32 {
+func (c *Catalog) maxSimRanks(rows []int32, lexDocs, semDocs []int32, lexRank, ranks []int32) []int32 {
 	if c.toolRows == nil || c.w.Semantic <= 0 {
 		return nil
 	}
-	docs := make([]int32, 0, 2*maxSimPool)
-	docs = append(docs, lexDocs[:min(len(lexDocs), maxSimPool)]...)
+	var buf [2 * maxSimPool]int32
+	docs := append(buf[:0], lexDocs[:min(len(lexDocs), maxSimPool)]...)
 	for _, d := range semDocs[:min(len(semDocs), maxSimPool)] {
 		if r := lexRank[d]; r == 0 || r > maxSimPool {
 			docs = append(docs, d)
 		}
 	}
-	scores := c.maxSim(words, docs)
+	sc := c.scratch()
+	defer c.scratchPool.Put(sc)
+	scores := c.maxSim(rows, docs, sc)
 	if scores == nil {
 		return nil
 	}

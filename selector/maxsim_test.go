@@ -14,13 +14,13 @@ func TestMaxSimMatchesQueryWordsToToolWords(t *testing.T) {
 	}
 	c := compileTest(t, tools, Config{})
 	t.Run("a query word's close relative in a tool's text scores", func(t *testing.T) {
-		ms := c.maxSim([]string{"weather"}, []int32{0, 1})
+		ms := c.maxSim(c.wv.rowsOf([]string{"weather"}, nil), []int32{0, 1}, c.scratch())
 		if !(ms[1] > ms[0]) {
 			t.Errorf("max-sim weather: city_guide %.3f, forecast_lookup %.3f; want forecast higher", ms[0], ms[1])
 		}
 	})
 	t.Run("an exact word scores 1", func(t *testing.T) {
-		if got := c.maxSim([]string{"forecast"}, []int32{1})[0]; got < 0.999 {
+		if got := c.maxSim(c.wv.rowsOf([]string{"forecast"}, nil), []int32{1}, c.scratch())[0]; got < 0.999 {
 			t.Errorf("max-sim forecast = %.3f, want 1", got)
 		}
 	})
@@ -104,11 +104,16 @@ func TestMaxSimRememberedRowsGiveTheDirectScores(t *testing.T) {
 			if len(qrows) == 0 {
 				t.Fatal("no known words")
 			}
+			sims := func() []float32 {
+				best := make([]float32, len(docs)*len(qrows))
+				c.bestSims(qrows, docs, best, c.scratch())
+				return best
+			}
 			c.msWords = nil
-			want := c.bestSims(qrows, docs)
+			want := sims()
 			c.msWords = memory
 			for _, sighting := range []string{"first", "second", "third"} {
-				if got := c.bestSims(qrows, docs); !slices.Equal(got, want) {
+				if got := sims(); !slices.Equal(got, want) {
 					t.Fatalf("%s sighting: scores differ from the direct comparison", sighting)
 				}
 			}

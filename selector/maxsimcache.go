@@ -80,14 +80,12 @@ func (c *Catalog) toolsReached(r int32) []docSim {
 	return row
 }
 
-// bestSims returns each doc's best floored similarity per query word
-// (doc-major): remembered words from their rows, the others by comparing
-// them with each distinct word of the candidates once.
-func (c *Catalog) bestSims(qrows []int32, docs []int32) []float32 {
+// bestSims writes each doc's best floored similarity per query word into
+// best (doc-major, len(docs) × len(qrows), zero): remembered words from
+// their rows, the others by comparing them with each distinct word of the
+// candidates once. sc is the caller's scratch; bestSims uses its slots.
+func (c *Catalog) bestSims(qrows []int32, docs []int32, best []float32, sc *searchScratch) {
 	nq := len(qrows)
-	best := make([]float32, len(docs)*nq)
-	sc := c.scratch()
-	defer c.scratchPool.Put(sc)
 	if len(sc.docSlot) < len(c.tools) {
 		sc.docSlot = make([]int32, len(c.tools))
 	}
@@ -116,7 +114,6 @@ func (c *Catalog) bestSims(qrows []int32, docs []int32) []float32 {
 	if len(direct) > 0 {
 		c.compareDirect(sc, qrows, direct, docs, best)
 	}
-	return best
 }
 
 // compareDirect fills best's columns of the direct query words (indices

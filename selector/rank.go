@@ -319,9 +319,14 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		return int32(i), ok
 	}
 
+	var rows []int32 // words' rows in the word vectors, for both signals that read them
+	if wv := c.wordVectors(); wv != nil && w.Semantic > 0 {
+		var buf [32]int32
+		rows = wv.rowsOf(words, buf[:0])
+	}
 	var semDocs []int32
 	if w.Semantic > 0 && c.sem != nil {
-		semDocs = c.sem.ranked(ctx, q.Text, words, candidatePool, sc.sims)
+		semDocs = c.sem.ranked(ctx, q.Text, words, rows, candidatePool, sc.sims)
 		for _, d := range semDocs {
 			if !seen[d] {
 				seen[d] = true
@@ -390,7 +395,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	for i, d := range semDocs {
 		semRank[d] = int32(i + 1)
 	}
-	msDocs := c.maxSimRanks(words, lexDocs, semDocs, lexRank, msRank)
+	msDocs := c.maxSimRanks(rows, lexDocs, semDocs, lexRank, msRank)
 	defer func() {
 		for _, ds := range [...]struct {
 			docs  []int32
@@ -638,11 +643,24 @@ type docScore struct {
 // rank order: the caller zeroes their slots after use. scores[i] is
 // docs[i]'s; docs are distinct.
 func rankScored(docs []int32, scores []float64, ranks []int32) []int32 {
-	list := make([]docScore, len(docs))
-	for i, d := range docs {
-		list[i] = docScore{d, scores[i]}
+	var buf [keyedStack]docScore
+	list := buf[:0]
+	if len(docs) > keyedStack {
+		list = make([]docScore, 0, len(docs))
 	}
-	sortByRank(list)
+	// A single search's hits come ranked already: checked as they are
+	// copied, they skip the sort.
+	sorted := true
+	for i, d := range docs {
+		e := docScore{d, scores[i]}
+		if i > 0 && sorted && byRank(list[i-1], e) > 0 {
+			sorted = false
+		}
+		list = append(list, e)
+	}
+	if !sorted {
+		sortByRank(list)
+	}
 	return writeRanks(list, ranks)
 }
 

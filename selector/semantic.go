@@ -135,14 +135,14 @@ func removeCommon(vecs [][]float32, share float32) {
 // semantic signal enters the ensemble by rank alone, and a ranking of
 // equals says nothing. buf (one slot per tool) holds the scores of the
 // remembered rows.
-func (s *semantic) ranked(ctx context.Context, text string, words []string, n int, buf []float64) []int32 {
+func (s *semantic) ranked(ctx context.Context, text string, words []string, rows []int32, n int, buf []float64) []int32 {
 	vp := s.vecs.Load()
 	if vp == nil {
 		return nil
 	}
 	var sims []float64
 	if s.rows != nil {
-		sims = s.rows.scores(words, buf)
+		sims = s.rows.scores(rows, buf)
 	} else if qv := s.query(ctx, text, words); qv != nil {
 		sims = make([]float64, len(*vp))
 		for i, v := range *vp {

@@ -42,18 +42,15 @@ func newSemRows(wv *WordVectors, vecs [][]float32) *semRows {
 	return &semRows{wv: wv, vecs: vecs, rows: newWordMemo[[]float32](words)}
 }
 
-// scores returns each tool's score for words, in the order the cosine
-// with their averaged vector gives (a positive multiple of it), in buf
-// (one slot per tool, overwritten), or nil when no word is known.
-func (s *semRows) scores(words []string, buf []float64) []float64 {
+// scores returns each tool's score for the words of rows (rowsOf), in
+// the order the cosine with their averaged vector gives (a positive
+// multiple of it), in buf (one slot per tool, overwritten), or nil when no
+// word is known.
+func (s *semRows) scores(rows []int32, buf []float64) []float64 {
 	wv := s.wv
 	var sims []float64
 	var acc []float32 // the words seen for the first time
-	for _, w := range words {
-		r, ok := wv.index[w]
-		if !ok {
-			continue
-		}
+	for _, r := range rows {
 		if sims == nil {
 			sims = buf[:len(s.vecs)]
 			clear(sims)
@@ -93,4 +90,16 @@ func (s *semRows) row(r int32) ([]float32, bool) {
 		}
 		return vals
 	})
+}
+
+// wordVectors returns the word vectors the catalog's semantic rows and
+// max-sim read (nil without either).
+func (c *Catalog) wordVectors() *WordVectors {
+	if c.wv != nil {
+		return c.wv
+	}
+	if c.sem != nil && c.sem.rows != nil {
+		return c.sem.rows.wv
+	}
+	return nil
 }

@@ -29,7 +29,7 @@ func TestSemanticRowsScoreAsTheAveragedVector(t *testing.T) {
 				t.Fatal("no known words")
 			}
 			for _, sighting := range []string{"first", "second", "third"} {
-				got := rows.scores(words, make([]float64, len(rows.vecs)))
+				got := rows.scores(c.wv.rowsOf(words, nil), make([]float64, len(rows.vecs)))
 				ratio, compared := 0.0, 0
 				for d, v := range rows.vecs {
 					want := float64(dot(qv, v))
