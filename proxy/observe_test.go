@@ -73,19 +73,28 @@ func TestToolgateHeadersMatchWhatTheUpstreamReceived(t *testing.T) {
 		model  string
 		enc    tokenizer.Encoding
 		stream bool
+		// trailers: the streamed answer trickles in, so the client has
+		// events (and the headers) before the turn's numbers are known.
+		trailers bool
 	}{
-		{"a non-streamed turn reports tools, tool tokens, rounds and input tokens", "gpt-4o", tokenizer.O200kBase, false},
-		{"a streamed turn reports tools, tool tokens and rounds when its headers are committed, and the whole turn's in trailers", "gpt-4o", tokenizer.O200kBase, true},
-		{"an older model is counted with cl100k_base", "gpt-4-0613", tokenizer.Cl100kBase, false},
+		{"a non-streamed turn reports tools, tool tokens, rounds and input tokens", "gpt-4o", tokenizer.O200kBase, false, false},
+		{"a streamed turn reports tools, tool tokens and rounds when its headers are committed, and the whole turn's in trailers", "gpt-4o", tokenizer.O200kBase, true, true},
+		{"a streamed turn whose answer arrives whole reports the whole turn's numbers in its headers", "gpt-4o", tokenizer.O200kBase, true, false},
+		{"an older model is counted with cl100k_base", "gpt-4-0613", tokenizer.Cl100kBase, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true}
+			if tc.trailers {
+				model.ChunkDelay = 2 * time.Millisecond
+			} else {
+				model.Whole = true
+			}
 			base := newTestGateway(t, model)
 			body := chatRequest(t, []map[string]any{{"role": "user", "content": twoStepTask.Prompt}}, tools, tc.stream,
 				map[string]any{"model": tc.model})
 			resp := post(t, base, body, nil)
 			defer resp.Body.Close()
-			_, _ = io.ReadAll(resp.Body)
+			respBody, _ := io.ReadAll(resp.Body)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d", resp.StatusCode)
 			}
@@ -109,11 +118,17 @@ func TestToolgateHeadersMatchWhatTheUpstreamReceived(t *testing.T) {
 				t.Errorf("X-Toolgate-Rounds = %s, want %d (upstream calls)", got, len(recs))
 			}
 			_, hasInput := resp.Header["X-Toolgate-Input-Tokens"]
-			if hasInput == tc.stream {
-				t.Errorf("X-Toolgate-Input-Tokens present = %v on stream = %v", hasInput, tc.stream)
+			if hasInput == tc.trailers {
+				t.Errorf("X-Toolgate-Input-Tokens present = %v in the headers; want %v", hasInput, !tc.trailers)
 			}
-			final := resp.Header // a streamed turn's final numbers are its trailers
-			if tc.stream {
+			if declared := len(resp.Trailer) > 0; declared != tc.trailers { // Go moves the Trailer header here
+				t.Errorf("trailers %v declared; want trailers = %v", resp.Trailer, tc.trailers)
+			}
+			if tc.stream && !tc.trailers && resp.ContentLength != int64(len(respBody)) {
+				t.Errorf("Content-Length %d for a %d-byte answer sent whole", resp.ContentLength, len(respBody))
+			}
+			final := resp.Header // a trickled turn's final numbers are its trailers
+			if tc.trailers {
 				final = resp.Trailer
 				if got := final.Get("X-Toolgate-Rounds"); got != strconv.Itoa(len(recs)) {
 					t.Errorf("trailer X-Toolgate-Rounds = %q, want %d (upstream calls)", got, len(recs))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -116,9 +117,11 @@ type relay struct {
 	t  *turn
 	ew rewrite.EventWriter
 
-	started  bool   // SSE headers sent
-	pending  bool   // events written but not flushed
-	role     []byte // the first role-only chunk, held until something follows
+	started  bool           // SSE headers written (commit)
+	pending  bool           // events written but not flushed
+	held     []byte         // events framed before the headers were written
+	resp     *http.Response // the first event's upstream response
+	role     []byte         // the first role-only chunk, held until something follows
 	sentRole bool
 	finished bool // a finish chunk reached the client
 	next     int  // the next tool-call index the client sees
@@ -300,20 +303,11 @@ func count(states map[int64]*callState) (internal, real int) {
 	return internal, real
 }
 
-// emit writes one event, committing the SSE headers with the first one (and
-// the held role chunk before it), and flushes.
+// emit writes one event (and the held role chunk before the first). The
+// first upstream response's headers are the ones the client gets.
 func (s *relay) emit(resp *http.Response, data []byte) error {
-	if !s.started {
-		h := s.w.Header()
-		if resp != nil {
-			copyEndToEnd(h, resp.Header, responseSkip...)
-		}
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("Trailer", toolgateTrailer)
-		setToolgateHeaders(h, s.t)
-		s.w.WriteHeader(http.StatusOK)
-		s.started = true
+	if s.resp == nil {
+		s.resp = resp
 	}
 	if !s.sentRole && s.role != nil {
 		s.sentRole = true
@@ -325,24 +319,60 @@ func (s *relay) emit(resp *http.Response, data []byte) error {
 	return s.write(data)
 }
 
-// write writes one event; flush sends it. The event is framed in the
-// relay's buffer and written once (fmt's formatting was a fifth of
-// relaying a short event).
+// write writes one event; flush sends it. Until the first flush the
+// events are held in the relay (commit writes them with the headers);
+// after it each is framed in the relay's buffer and written once (fmt's
+// formatting was a fifth of relaying a short event).
 func (s *relay) write(data []byte) error {
+	s.pending = true
+	if !s.started {
+		s.held = append(append(append(s.held, "data: "...), data...), "\n\n"...)
+		return nil
+	}
 	s.frame = append(append(append(s.frame[:0], "data: "...), data...), "\n\n"...)
 	if _, err := s.w.Write(s.frame); err != nil {
 		return fmt.Errorf("writing to client: %w", context.Canceled)
 	}
-	s.pending = true
 	return nil
+}
+
+// commit sends the SSE headers and writes the held events. A turn that
+// ended before the relay first had to wait (its whole upstream stream was
+// in hand: a fast or short answer) is final: the X-Toolgate-* fields go
+// out as headers with the whole turn's numbers, and the body with its
+// length. Otherwise the headers carry the numbers as they stand and
+// declare the fields as trailers, which relay.end sets once the turn is
+// done; declaring them keeps the response chunked, as trailers need.
+func (s *relay) commit(final bool) {
+	h := s.w.Header()
+	if s.resp != nil {
+		copyEndToEnd(h, s.resp.Header, responseSkip...)
+	}
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	if final {
+		setToolgateFields(h, s.t, true)
+		h.Set("Content-Length", strconv.Itoa(len(s.held)))
+	} else {
+		h.Set("Trailer", toolgateTrailer)
+		setToolgateHeaders(h, s.t)
+	}
+	s.w.WriteHeader(http.StatusOK)
+	s.started = true
+	_, _ = s.w.Write(s.held) // a client gone shows at the next write or flush
+	s.held = s.held[:0]
 }
 
 // flush sends the events written since the last flush.
 func (s *relay) flush() {
-	if s.pending {
-		s.pending = false
-		_ = s.rc.Flush()
+	if !s.pending {
+		return
 	}
+	if !s.started {
+		s.commit(false)
+	}
+	s.pending = false
+	_ = s.rc.Flush()
 }
 
 // flushFirst flushes the client's pending events before each read of the
@@ -378,6 +408,10 @@ func (s *relay) end() {
 			return
 		}
 	}
+	if !s.started {
+		s.commit(true)
+		return
+	}
 	setToolgateFields(s.w.Header(), t, true) // the declared trailers, final
 }
 
@@ -385,6 +419,9 @@ func (s *relay) end() {
 // as an error event that ends the stream without [DONE], so the client
 // never mistakes a broken turn for a complete one.
 func (s *relay) fail(g *Gateway, r *http.Request, err error) {
+	if !s.started && s.pending {
+		s.commit(false) // events held for the client: the stream has begun
+	}
 	if !s.started {
 		var ib *inBandError
 		if errors.As(err, &ib) {

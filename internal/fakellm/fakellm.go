@@ -53,6 +53,9 @@ type Model struct {
 	MaxTools int
 	// ChunkDelay is slept between streamed chunks.
 	ChunkDelay time.Duration
+	// Whole sends a streamed reply in one write, as a fast server does
+	// with a short answer, instead of flushing each chunk.
+	Whole bool
 	// MaxSearches is how many tool_search calls the model makes for one step
 	// before it gives up (0 means 2).
 	MaxSearches int

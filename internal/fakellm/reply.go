@@ -63,6 +63,9 @@ func (m *Model) stream(w http.ResponseWriter, r *http.Request, rep reply, usage 
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
 			return false
 		}
+		if m.Whole {
+			return true
+		}
 		_ = rc.Flush()
 		if m.ChunkDelay > 0 {
 			select {
