@@ -1,6 +1,8 @@
 package selector
 
 import (
+	"sync/atomic"
+
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
@@ -9,35 +11,52 @@ import (
 // and a value costs more than one use of it, so a word seen once is only
 // noted. Two requests may compute the same value at once; both get the
 // same. Max-sim's tool rows and the semantic signal's products use it.
+//
+// A hit only peeks (a shared lock, nothing written): moving the entry to
+// the front of the LRU list on every hit takes the exclusive lock and
+// writes the entry's neighbours, cache misses each once a request's body
+// has been through the caches, for a dozen words per preselection. An
+// entry is moved to the front on a hit only once it has aged into the
+// older half of the memo, so a word in use never reaches the end of the
+// list, and eviction stays least recently used at that granularity.
 type wordMemo[V any] struct {
-	lru *lru.Cache[int32, memoEntry[V]]
+	lru   *lru.Cache[int32, memoEntry[V]]
+	clock atomic.Uint64 // counts adds: an entry's age is clock - its stamp
+	half  uint64        // half the memo's size, in words
 }
 
-// memoEntry is a noted word, with its value once it has come back.
+// memoEntry is a noted word, with its value once it has come back, and
+// the clock when it was last added or moved to the front.
 type memoEntry[V any] struct {
-	v    V
-	full bool
+	v     V
+	full  bool
+	stamp uint64
 }
 
 func newWordMemo[V any](words int) *wordMemo[V] {
-	c, _ := lru.New[int32, memoEntry[V]](max(words, 1)) // errors only on size <= 0
-	return &wordMemo[V]{lru: c}
+	words = max(words, 1)
+	c, _ := lru.New[int32, memoEntry[V]](words) // errors only on size <= 0
+	return &wordMemo[V]{lru: c, half: uint64(words / 2)}
 }
 
 // get returns word r's value if r has been seen before, computing it with
 // compute on r's second sighting; on the first it notes r and returns
 // false.
 func (m *wordMemo[V]) get(r int32, compute func() V) (V, bool) {
-	e, ok := m.lru.Get(r)
+	e, ok := m.lru.Peek(r)
 	switch {
 	case !ok:
-		m.lru.Add(r, memoEntry[V]{})
+		m.lru.Add(r, memoEntry[V]{stamp: m.clock.Add(1)})
 		return e.v, false
 	case e.full:
+		if m.clock.Load()-e.stamp > m.half {
+			e.stamp = m.clock.Add(1)
+			m.lru.Add(r, e) // to the front
+		}
 		return e.v, true
 	}
 	v := compute()
-	m.lru.Add(r, memoEntry[V]{v: v, full: true})
+	m.lru.Add(r, memoEntry[V]{v: v, full: true, stamp: m.clock.Add(1)})
 	return v, true
 }
 

@@ -1,0 +1,44 @@
+package selector
+
+import "testing"
+
+func TestWordMemoKeepsWordsInUse(t *testing.T) {
+	computed := map[int32]int{}
+	compute := func(r int32) func() int32 {
+		return func() int32 { computed[r]++; return r * 10 }
+	}
+	m := newWordMemo[int32](8)
+	t.Run("a word's first sighting is only noted", func(t *testing.T) {
+		if _, ok := m.get(1, compute(1)); ok || computed[1] != 0 {
+			t.Fatalf("first sighting: ok = %v, computed %d times", ok, computed[1])
+		}
+	})
+	t.Run("its second sighting computes the value and later ones reuse it", func(t *testing.T) {
+		for range 3 {
+			if v, ok := m.get(1, compute(1)); !ok || v != 10 {
+				t.Fatalf("get = %d, %v; want 10, true", v, ok)
+			}
+		}
+		if computed[1] != 1 {
+			t.Errorf("computed %d times, want once", computed[1])
+		}
+	})
+	t.Run("a word used every few new words is never evicted", func(t *testing.T) {
+		for r := int32(100); r < 300; r++ {
+			m.get(r, compute(r))
+			if r%3 == 0 {
+				if _, ok := m.get(1, compute(1)); !ok {
+					t.Fatalf("word 1 forgotten after word %d", r)
+				}
+			}
+		}
+		if computed[1] != 1 {
+			t.Errorf("word 1 computed %d times, want once: it was evicted while in use", computed[1])
+		}
+	})
+	t.Run("a word not used again is evicted once enough others came", func(t *testing.T) {
+		if _, ok := m.get(100, compute(100)); ok {
+			t.Error("word 100 still remembered after 200 other words in a memo of 8")
+		}
+	})
+}
