@@ -63,7 +63,11 @@ func newAnalyzer() (*analyzer, error) {
 	stopF := stop.NewStopTokensFilter(stops)
 	lower := lowercase.NewLowerCaseFilter()
 	bigram := cjk.NewCJKBigramFilter(false)
-	stem := newStemMemo(en.NewEnglishStemmerFilter())
+	wv, err := DefaultWordVectors()
+	if err != nil {
+		wv = nil // the memo keeps no rows; the vectors' users fail on their own
+	}
+	stem := newStemMemo(en.NewEnglishStemmerFilter(), wv)
 	// text is base followed by the filters base leaves to its callers.
 	baseFilters := []analysis.TokenFilter{camel, nonASCIIOnly{cjk.NewCJKWidthFilter()}, en.NewPossessiveFilter(), lower}
 	return &analyzer{

@@ -83,9 +83,7 @@ func (wv *WordVectors) addWord(acc []float32, word string, weight float64) bool 
 }
 
 // rowsOf appends to buf the rows of words' known words, in order, repeats
-// kept: the semantic signal and max-sim read a request's words by row, and
-// each lookup in the table's index is a few cache misses once a request's
-// body has been through the caches, so the words are looked up once.
+// kept.
 func (wv *WordVectors) rowsOf(words []string, buf []int32) []int32 {
 	for _, w := range words {
 		if r, ok := wv.index[w]; ok {

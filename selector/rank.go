@@ -322,7 +322,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	var rows []int32 // words' rows in the word vectors, for both signals that read them
 	if wv := c.wordVectors(); wv != nil && w.Semantic > 0 {
 		var buf [32]int32
-		rows = wv.rowsOf(words, buf[:0])
+		rows = c.wordRows(wv, words, buf[:0])
 	}
 	var semDocs []int32
 	if w.Semantic > 0 && c.sem != nil {

@@ -103,3 +103,27 @@ func (c *Catalog) wordVectors() *WordVectors {
 	}
 	return nil
 }
+
+// wordRows appends to buf the rows in wv of words' known words, in order,
+// repeats kept (wv.rowsOf), reading them from the analyser's memo, which
+// the analysis of the same words has just read, where it holds them: the
+// semantic signal and max-sim both read a request's words by row.
+func (c *Catalog) wordRows(wv *WordVectors, words []string, buf []int32) []int32 {
+	memo := c.an.stem
+	if memo.wv != wv {
+		return wv.rowsOf(words, buf)
+	}
+	for _, w := range words {
+		r, ok := memo.row(w)
+		if !ok {
+			r, ok = wv.index[w]
+			if !ok {
+				r = -1
+			}
+		}
+		if r >= 0 {
+			buf = append(buf, r)
+		}
+	}
+	return buf
+}

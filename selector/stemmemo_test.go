@@ -1,6 +1,7 @@
 package selector
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/blevesearch/bleve/v2/analysis"
@@ -20,7 +21,7 @@ func TestStemMemoStemsAsTheStemmerDoes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newStemMemo(stemmer)
+			m := newStemMemo(stemmer, nil)
 			for i := range tt.limit {
 				filler := []byte("word" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676%26)))
 				m.Filter(analysis.TokenStream{{Term: filler}})
@@ -39,4 +40,36 @@ func TestStemMemoStemsAsTheStemmerDoes(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestWordRowsAreTheVectorsRows(t *testing.T) {
+	c := compileTest(t, loadCatalogFile(t, "../testdata/catalog.json")[""], Config{})
+	wv := c.wordVectors()
+	if wv == nil {
+		t.Fatal("the catalog has no word vectors; the test needs them")
+	}
+	for _, tc := range []struct{ name, text string }{
+		{"words the analysis just stemmed come from the memo", "create an issue in the repository and comment on the pull request"},
+		{"unknown and repeated words are skipped and kept as rowsOf does", "zqxjv picture of a picture qwzzk"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, words := c.an.query(tc.text)
+			if len(words) == 0 {
+				t.Fatal("no words")
+			}
+			got, want := c.wordRows(wv, words, nil), wv.rowsOf(words, nil)
+			if !slices.Equal(got, want) {
+				t.Errorf("wordRows = %v, want the index's %v", got, want)
+			}
+			if _, held := c.an.stem.row(words[0]); !held {
+				t.Errorf("the memo does not hold %q after its analysis: the rows came from the index", words[0])
+			}
+		})
+	}
+	t.Run("a word the memo never saw is looked up in the index", func(t *testing.T) {
+		words := []string{"weather", "forecast"}
+		if got, want := c.wordRows(wv, words, nil), wv.rowsOf(words, nil); !slices.Equal(got, want) {
+			t.Errorf("wordRows = %v, want %v", got, want)
+		}
+	})
 }
