@@ -583,20 +583,31 @@ func sortScored(list []scored, c *Catalog) {
 // topScored moves list's k best entries, in sortScored's order, to its
 // front and leaves the rest in no particular order: only the top k are
 // returned, and a full sort moved every (signal-carrying) entry several
-// times. A long top is sorted in full.
+// times. The front is kept sorted as the list is read once: an entry that
+// beats the k-th takes its place and sinks to its own, which for a
+// preselection's hundred candidates and seven picks compares about 170
+// times where picking the best of the rest k times compared 700. A long
+// top is sorted in full.
 func topScored(list []scored, k int, c *Catalog) {
 	if k >= len(list) || k > 16 {
 		sortScored(list, c)
 		return
 	}
-	for i := range k {
-		best := i
-		for j := i + 1; j < len(list); j++ {
-			if scoredBefore(&list[j], &list[best], c) {
-				best = j
+	if k <= 0 {
+		return
+	}
+	for j := 1; j < len(list); j++ {
+		i := j
+		if j >= k {
+			if !scoredBefore(&list[j], &list[k-1], c) {
+				continue
 			}
+			list[j], list[k-1] = list[k-1], list[j]
+			i = k - 1
 		}
-		list[i], list[best] = list[best], list[i]
+		for ; i > 0 && scoredBefore(&list[i], &list[i-1], c); i-- {
+			list[i], list[i-1] = list[i-1], list[i]
+		}
 	}
 }
 

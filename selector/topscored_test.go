@@ -7,7 +7,7 @@ import (
 )
 
 // topScored must put exactly sortScored's first k entries, in order, at
-// the front, whatever the ties.
+// the front, whatever the ties, and keep every entry.
 func TestTopScoredIsTheSortedPrefix(t *testing.T) {
 	c := compileTest(t, syntheticTools(40), Config{})
 	r := rand.New(rand.NewPCG(7, 7))
@@ -25,6 +25,14 @@ func TestTopScoredIsTheSortedPrefix(t *testing.T) {
 			if list[i].doc != want[i].doc {
 				t.Fatalf("round %d: k=%d n=%d: entry %d is tool %d, want %d", round, k, n, i, list[i].doc, want[i].doc)
 			}
+		}
+		// rideAlong reads the whole list after the cut: nothing may be lost.
+		byDoc := func(a, b scored) int { return int(a.doc - b.doc) }
+		got := slices.Clone(list)
+		slices.SortFunc(got, byDoc)
+		slices.SortFunc(want, byDoc)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: k=%d n=%d: the list is no longer a permutation of its entries", round, k, n)
 		}
 	}
 }
