@@ -239,10 +239,11 @@ func (c *Catalog) analyzeQuery(text string, weight float64) (*lexQuery, []string
 	terms, words := c.an.query(text)
 	q.add(terms, weight)
 	c.dropBoilerplate(q)
-	for _, tok := range strings.Fields(text) {
-		tok = strings.ToLower(strings.Trim(tok, ".,;:!?\"'()[]{}`"))
-		if strings.ContainsAny(tok, "_.-:") {
-			q.raw = append(q.raw, tok)
+	for tok := range strings.FieldsSeq(text) {
+		// Lower case neither adds nor removes a separator: only the
+		// tokens kept are lowered.
+		if tok = strings.Trim(tok, ".,;:!?\"'()[]{}`"); strings.ContainsAny(tok, "_.-:") {
+			q.raw = append(q.raw, strings.ToLower(tok))
 		}
 	}
 	return q, c.contentWords(words)
