@@ -159,6 +159,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 	sse := t.g.sse.get(flushFirst{r: body, flush: s.flush})
 	defer t.g.sse.put(sse)
 	var (
+		ev      = &rewrite.Event{} // each event's, reused
 		res     roundResult
 		content strings.Builder
 		order   []int64
@@ -181,8 +182,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 			}
 			return res, fmt.Errorf("%w: stream ended early: %w", ErrUpstreamBadResponse, err)
 		}
-		ev, err := t.d.ParseEvent(data)
-		if err != nil {
+		if err := t.d.ParseEvent(data, ev); err != nil {
 			return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
 		}
 		if ev.End {
@@ -326,6 +326,11 @@ func (s *relay) emit(resp *http.Response, data []byte) error {
 func (s *relay) write(data []byte) error {
 	s.pending = true
 	if !s.started {
+		if s.held == nil {
+			// A short answer's events, whole: one allocation, not a
+			// doubling per event.
+			s.held = make([]byte, 0, heldSize)
+		}
 		s.held = append(append(append(s.held, "data: "...), data...), "\n\n"...)
 		return nil
 	}
@@ -359,9 +364,14 @@ func (s *relay) commit(final bool) {
 	}
 	s.w.WriteHeader(http.StatusOK)
 	s.started = true
-	_, _ = s.w.Write(s.held) // a client gone shows at the next write or flush
-	s.held = s.held[:0]
+	_, _ = s.w.Write(s.held)          // a client gone shows at the next write or flush
+	s.frame, s.held = s.held[:0], nil // the buffer frames the events after these
 }
+
+// heldSize is the buffer the relay holds its first events in: a short
+// streamed answer (a role chunk, a few dozen content chunks, the finish,
+// usage and [DONE]) fits.
+const heldSize = 4 << 10
 
 // flush sends the events written since the last flush.
 func (s *relay) flush() {

@@ -16,8 +16,9 @@ func BenchmarkParseEvent(b *testing.B) {
 			data := []byte(tc.data)
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
+			var ev Event
 			for b.Loop() {
-				if _, err := ParseEvent(data); err != nil {
+				if err := ParseEvent(data, &ev); err != nil {
 					b.Fatal(err)
 				}
 			}

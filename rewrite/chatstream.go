@@ -45,20 +45,24 @@ type CallDelta struct {
 	Raw   string
 }
 
-// ParseEvent reads one chunk. It returns an error for data that is not a
-// JSON object; the caller decides whether that ends the stream.
-func ParseEvent(data []byte) (*Event, error) {
+// ParseEvent reads one chunk into ev, which it resets first: a relay
+// parses every event of a stream into one Event (its Calls keep their
+// capacity), where an Event per event was an allocation each. It returns
+// an error for data that is not a JSON object; the caller decides whether
+// that ends the stream.
+func ParseEvent(data []byte, ev *Event) error {
+	*ev = Event{Data: data, Choice: -1, Calls: ev.Calls[:0]}
 	if string(data) == Done {
-		return &Event{Data: data, End: true}, nil
+		ev.End, ev.Choice = true, 0
+		return nil
 	}
 	if !gjson.ValidBytes(data) {
-		return nil, fmt.Errorf("stream chunk is not valid JSON")
+		return fmt.Errorf("stream chunk is not valid JSON")
 	}
 	root := gjson.Parse(view(data))
 	if !root.IsObject() {
-		return nil, fmt.Errorf("stream chunk is not a JSON object")
+		return fmt.Errorf("stream chunk is not a JSON object")
 	}
-	ev := &Event{Data: data, Choice: -1}
 	var top [6]gjson.Result
 	firstValues(root, []string{"id", "model", "created", "usage", "error", "choices"}, top[:])
 	ev.ID, ev.Model, ev.Created, ev.Usage, ev.Error = top[0].String(), top[1].String(), top[2].Int(), top[3], top[4]
@@ -75,7 +79,7 @@ func ParseEvent(data []byte) (*Event, error) {
 		ch = root.Get("choices.0")
 	}
 	if !ch.Exists() {
-		return ev, nil
+		return nil
 	}
 	var cf [3]gjson.Result
 	firstValues(ch, []string{"index", "finish_reason", "delta"}, cf[:])
@@ -105,7 +109,7 @@ func ParseEvent(data []byte) (*Event, error) {
 		}
 		return true
 	})
-	return ev, nil
+	return nil
 }
 
 // firstValues sets vals[i] to the value of keys[i] in the object r, the

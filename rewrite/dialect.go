@@ -20,8 +20,9 @@ type Dialect interface {
 	// ClientResponse returns the final response without the calls keep
 	// rejects, with usage replaced and the first round's id.
 	ClientResponse(r *Response, keep func(Call) bool, usage []byte, id string, created int64) ([]byte, error)
-	// ParseEvent classifies the data of one stream event.
-	ParseEvent(data []byte) (*Event, error)
+	// ParseEvent classifies the data of one stream event into ev (reset
+	// first; its strings alias data).
+	ParseEvent(data []byte, ev *Event) error
 }
 
 // EventWriter is the streaming capability of a dialect: how the relay edits
@@ -67,7 +68,7 @@ func (Chat) ClientResponse(r *Response, keep func(Call) bool, usage []byte, id s
 }
 
 // ParseEvent implements Dialect.
-func (Chat) ParseEvent(data []byte) (*Event, error) { return ParseEvent(data) }
+func (Chat) ParseEvent(data []byte, ev *Event) error { return ParseEvent(data, ev) }
 
 // EditEvent implements EventWriter.
 func (Chat) EditEvent(data []byte, e EventEdit) ([]byte, error) { return EditEvent(data, e) }

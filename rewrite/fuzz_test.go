@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -105,9 +106,18 @@ func FuzzEditEvent(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ev, err := ParseEvent(data)
+		ev := &Event{}
+		err := ParseEvent(data, ev)
 		if want := parseEventByPaths(data); (err == nil) != (want != nil) || err == nil && !sameEvent(ev, want) {
 			t.Fatalf("ParseEvent(%q) = %+v, %v; a Get per field reads %+v", data, ev, err, want)
+		}
+		// An Event the relay reuses reads the same as a fresh one.
+		var reused Event
+		if err := ParseEvent([]byte(`{"id":"r","model":"m","created":9,"choices":[{"index":2,"delta":{"content":"x","tool_calls":[{"index":1,"id":"c","function":{"name":"n","arguments":"{}"}}]},"finish_reason":"stop"}],"usage":{"total_tokens":1}}`), &reused); err != nil {
+			t.Fatal(err)
+		}
+		if rerr := ParseEvent(data, &reused); (rerr == nil) != (err == nil) || err == nil && !fullySame(&reused, ev) {
+			t.Fatalf("ParseEvent(%q) into a used Event = %+v, %v; into a fresh one %+v, %v", data, reused, rerr, ev, err)
 		}
 		if err != nil {
 			return
@@ -155,6 +165,11 @@ func parseEventByPaths(data []byte) *Event {
 }
 
 // sameEvent compares the fields ParseEvent reads at the top level.
+// fullySame compares every field ParseEvent sets.
+func fullySame(a, b *Event) bool {
+	return sameEvent(a, b) && a.Text == b.Text && a.Content == b.Content && slices.Equal(a.Calls, b.Calls) && string(a.Data) == string(b.Data)
+}
+
 func sameEvent(a, b *Event) bool {
 	return a.End == b.End && a.ID == b.ID && a.Model == b.Model && a.Created == b.Created && a.Choice == b.Choice &&
 		a.Finish == b.Finish && a.Usage.Raw == b.Usage.Raw && a.Error.Raw == b.Error.Raw
