@@ -163,8 +163,8 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 		res     roundResult
 		content strings.Builder
 		order   []int64
-		states  = map[int64]*callState{}
-		ended   bool // this round's upstream sent its finish
+		states  map[int64]*callState // made at the first tool-call fragment
+		ended   bool                 // this round's upstream sent its finish
 	)
 	for {
 		data, err := sse.Next()
@@ -210,6 +210,9 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 		for _, cd := range ev.Calls {
 			st := states[cd.Index]
 			if st == nil {
+				if states == nil {
+					states = map[int64]*callState{}
+				}
 				st = &callState{}
 				states[cd.Index] = st
 				order = append(order, cd.Index)
