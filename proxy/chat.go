@@ -71,8 +71,25 @@ func passthroughReason(snap *policy.Snapshot, req *rewrite.Request) string {
 		return "legacy functions"
 	case snap.Gateway.PassthroughHistoryTokens > 0 && historyTokens(req) > snap.Gateway.PassthroughHistoryTokens:
 		return "long conversation"
+	case ownsSearchName(snap, req):
+		return "a client tool is named " + SearchToolName
 	}
 	return ""
+}
+
+// ownsSearchName reports whether the client sends a tool of its own named
+// tool_search that the policy lets the model see. The gateway would then
+// send the upstream two tools of that name (a request providers refuse)
+// and answer the model's calls of the client's tool itself, so the client
+// never got them. A policy that denies the client's tool gives the name
+// back to the gateway.
+func ownsSearchName(snap *policy.Snapshot, req *rewrite.Request) bool {
+	for _, t := range req.Tools {
+		if t.Name == SearchToolName {
+			return snap.Decider(req.LastUser)(t.Name).Visible
+		}
+	}
+	return false
 }
 
 // historyTokens estimates the tokens of a request's messages and settings,

@@ -147,9 +147,8 @@ func TestAChunkedBodyIsCutAtTheLimit(t *testing.T) {
 // searcher is an upstream model that calls tool_search in every answer,
 // whatever tools it is offered. It keeps the tool names of each request.
 type searcher struct {
-	mu     sync.Mutex
-	tools  [][]string
-	stream bool
+	mu    sync.Mutex
+	tools [][]string
 }
 
 func (s *searcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/toolgate/toolgate/internal/fakellm"
 	"github.com/toolgate/toolgate/rewrite"
 )
 
@@ -215,6 +217,79 @@ func TestLongConversationsPassThroughWhenConfigured(t *testing.T) {
 			mustRead(t, post(t, base, body, nil))
 			if got := bytes.Equal(up.body, body); got != tc.through {
 				t.Errorf("upstream got the client's body unchanged: %v, want %v (%d tools upstream)", got, tc.through, len(gjson.GetBytes(up.body, "tools").Array()))
+			}
+		})
+	}
+}
+
+// registrySearch is a client tool that happens to be named tool_search.
+func registrySearch() map[string]any {
+	return map[string]any{"type": "function", "function": map[string]any{
+		"name": SearchToolName, "description": "Search the internal registry of command-line tools by keyword.",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"query": map[string]any{"type": "string"}}}}}
+}
+
+func TestAClientToolNamedToolSearchIsNeverShadowed(t *testing.T) {
+	tools := testCatalog(40)
+	tools[20] = registrySearch()
+	task := fakellm.Task{
+		Name:   "registry lookup",
+		Prompt: "Search the registry for a command-line tool that resizes images.",
+		Steps:  []fakellm.Step{{Tool: SearchToolName, Query: "resize images", Args: json.RawMessage(`{"query":"resize images"}`)}},
+		Answer: "Found one.",
+	}
+	msgs := []map[string]any{{"role": "user", "content": task.Prompt}}
+	for _, tc := range []struct {
+		name   string
+		policy string
+		// passthrough: the upstream gets the client's body byte for byte
+		// and the client its own call; otherwise the gateway's search runs.
+		passthrough bool
+	}{
+		{"the client gets the call of its own tool_search, the request unchanged", "", true},
+		{"a policy that denies the client's tool_search gives the name to the gateway", "deny: [tool_search]\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{task}, Keep: true}
+			base := newTestGateway(t, model, withPolicy(loadPolicy(t, tc.policy)))
+			body := chatRequest(t, msgs, tools, false, nil)
+			resp := post(t, base, body, nil)
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, got)
+			}
+			recs := model.Records()
+			if len(recs) == 0 {
+				t.Fatal("the upstream saw no request")
+			}
+			for i, rec := range recs {
+				named := 0
+				gjson.GetBytes(rec.Body, "tools.#.function.name").ForEach(func(_, n gjson.Result) bool {
+					if n.String() == SearchToolName {
+						named++
+					}
+					return true
+				})
+				if named > 1 {
+					t.Errorf("upstream request %d offers %d tools named %s; want at most one", i, named, SearchToolName)
+				}
+			}
+			call := gjson.GetBytes(got, "choices.0.message.tool_calls.0.function.name").String()
+			if tc.passthrough {
+				if !bytes.Equal(recs[0].Body, body) {
+					t.Errorf("the upstream got a rewritten request; want the client's bytes")
+				}
+				if call != SearchToolName {
+					t.Errorf("the client got %s; want the call of its own %s", got, SearchToolName)
+				}
+				return
+			}
+			if len(recs[0].Body) >= len(body) {
+				t.Errorf("the upstream got %d bytes of a %d-byte request; want the gateway's smaller one", len(recs[0].Body), len(body))
+			}
+			if call == SearchToolName {
+				t.Errorf("the client got a call of a tool the policy denies: %s", got)
 			}
 		})
 	}
