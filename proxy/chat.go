@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/toolgate/toolgate/policy"
@@ -73,6 +74,13 @@ func passthroughReason(snap *policy.Snapshot, req *rewrite.Request) string {
 		return "long conversation"
 	case ownsSearchName(snap, req):
 		return "a client tool is named " + SearchToolName
+	}
+	for _, t := range req.Tools {
+		if t.Kind != "" {
+			// The loop reads and forwards function calls only: a call of
+			// a custom tool would not reach the client.
+			return "a tool of type " + strconv.Quote(t.Kind)
+		}
 	}
 	return ""
 }

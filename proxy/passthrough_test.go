@@ -294,3 +294,50 @@ func TestAClientToolNamedToolSearchIsNeverShadowed(t *testing.T) {
 		})
 	}
 }
+
+func TestARequestWithACustomToolPassesThroughWithItsCalls(t *testing.T) {
+	tools := append(testCatalog(40), map[string]any{"type": "custom", "custom": map[string]any{
+		"name": "run_python", "description": "Run Python code and return what it prints."}})
+	msgs := []map[string]any{{"role": "user", "content": "work out 3 to the power of 3 with python"}}
+	const customCall = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"custom","custom":{"name":"run_python","input":"print(3**3)"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
+	for _, tc := range []struct {
+		name   string
+		policy string
+		// gone is a tool the upstream must not get; "" means the body
+		// must arrive byte for byte.
+		gone string
+	}{
+		{"the request reaches the upstream byte for byte", "", ""},
+		{"a denied function tool is still removed and the custom tool kept", "deny: [mail_send]\n", "mail_send"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &recorder{answer: customCall}
+			base := newTestGateway(t, up, withPolicy(loadPolicy(t, tc.policy)))
+			body := chatRequest(t, msgs, tools, false, nil)
+			resp := post(t, base, body, nil)
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || string(got) != customCall {
+				t.Fatalf("client got %d %s; want the upstream's custom call unchanged", resp.StatusCode, got)
+			}
+			names := map[string]bool{}
+			gjson.GetBytes(up.body, "tools").ForEach(func(_, v gjson.Result) bool {
+				names[v.Get("function.name").String()+v.Get("custom.name").String()] = true
+				return true
+			})
+			want := len(tools)
+			if tc.gone != "" {
+				want--
+			}
+			if !names["run_python"] || len(names) != want {
+				t.Errorf("upstream got %d tools (run_python: %v); want %d with it", len(names), names["run_python"], want)
+			}
+			if tc.gone == "" && !bytes.Equal(up.body, body) {
+				t.Errorf("upstream body differs from the client's")
+			}
+			if tc.gone != "" && names[tc.gone] {
+				t.Errorf("upstream got %s, which the policy denies", tc.gone)
+			}
+		})
+	}
+}

@@ -161,7 +161,7 @@ func (t *turn) join(name, reason string) {
 }
 
 // seedActive builds the active set before the first upstream call: core,
-// the tool_choice target, tools called in the history (the history is the
+// the tool_choice target (or the tools its allowed_tools names), tools called in the history (the history is the
 // truth, whatever the session remembers), the session's tools and, in
 // hybrid and preselect modes, the tools preselected for a user turn or
 // the follow-up tools after its first tool result (later results leave
@@ -180,6 +180,9 @@ func (t *turn) seedActive(ctx context.Context) {
 	}
 	if t.req.ToolChoice != "" {
 		t.join(t.req.ToolChoice, reasonChoice)
+	}
+	for _, n := range t.req.Allowed {
+		t.join(n, reasonChoice)
 	}
 	for _, n := range t.req.Called {
 		t.join(n, reasonHistory)

@@ -93,6 +93,30 @@ func TestParseRequestReadsTheConversation(t *testing.T) {
 	}
 }
 
+func TestParseRequestReadsEachFormOfToolChoice(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		choice      string
+		wantChoice  string
+		wantAllowed string
+	}{
+		{"a mode names no tool", `"required"`, "", ""},
+		{"a named function is the forced tool", `{"type":"function","function":{"name":"b"}}`, "b", ""},
+		{"a named custom tool is the forced tool", `{"type":"custom","custom":{"name":"run"}}`, "run", ""},
+		{"allowed_tools lists every tool it allows, functions and custom", `{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[{"type":"function","function":{"name":"a"}},{"type":"custom","custom":{"name":"run"}},{"type":"function"}]}}`, "", "a,run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ParseRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"tool_choice":` + tc.choice + `}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.ToolChoice != tc.wantChoice || strings.Join(r.Allowed, ",") != tc.wantAllowed {
+				t.Errorf("ToolChoice %q, Allowed %q; want %q, %q", r.ToolChoice, strings.Join(r.Allowed, ","), tc.wantChoice, tc.wantAllowed)
+			}
+		})
+	}
+}
+
 func TestParseRequestTakesTheFirstOfARepeatedKey(t *testing.T) {
 	// gjson.Get reads a repeated member's first value; the one-pass parse
 	// must agree, or the gateway and the fast path would disagree.

@@ -73,6 +73,9 @@ type Request struct {
 
 	// ToolChoice is the name forced by tool_choice, if any.
 	ToolChoice string
+	// Allowed lists the tools an allowed_tools tool_choice restricts the
+	// model to: the upstream must get them, whatever else it gets.
+	Allowed []string
 
 	// Called lists the function names called in the history, first call first,
 	// each once.
@@ -178,7 +181,13 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 	r.IncludeUsage = opts.Get(pathIncludeUsageKey).Bool()
 	r.hasStreamOptions = opts.Exists()
 	if choice.IsObject() {
-		r.ToolChoice = choice.Get("function.name").String()
+		r.ToolChoice = choiceName(choice)
+		choice.Get("allowed_tools.tools").ForEach(func(_, t gjson.Result) bool {
+			if name := choiceName(t); name != "" {
+				r.Allowed = append(r.Allowed, name)
+			}
+			return true
+		})
 	}
 	if tools.Exists() && tools.Type != gjson.Null {
 		var known KnownTools
@@ -204,6 +213,15 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 	}
 	readMessages(r, msgs)
 	return r, nil
+}
+
+// choiceName is the tool a tool_choice object, or an allowed_tools entry,
+// names: {"type":"function","function":{"name"}} or the same for custom.
+func choiceName(c gjson.Result) string {
+	if n := c.Get("function.name"); n.Exists() {
+		return n.String()
+	}
+	return c.Get("custom.name").String()
 }
 
 // readMessages fills the conversation-derived fields in one pass.

@@ -8,11 +8,15 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// Tool is one function tool of a request, read without copying its schema.
+// Tool is one tool of a request, read without copying its schema.
 type Tool struct {
 	Name        string
 	Description string
 	Params      []Param
+	// Kind is "" for a function tool and the type of any other ("custom":
+	// free-form input, a newer Chat Completions tool), whose name and
+	// description are read from the object named by its type.
+	Kind string
 	// Raw is the tool's JSON object as the client sent it; it may alias
 	// the request body. Tools from a ToolCache may carry it without the
 	// whitespace between tokens (the proxy's cache compacts them): the
@@ -37,7 +41,8 @@ var (
 // ParseTools reads an OpenAI Chat Completions tools array (each item
 // {"type":"function","function":{name, description, parameters}}). It also
 // accepts the bare function objects of the legacy/flat form
-// ({name, description, parameters}). It expects valid JSON; it does not
+// ({name, description, parameters}) and tools of other types, such as
+// {"type":"custom","custom":{name, description, format}}, marked by Kind. It expects valid JSON; it does not
 // validate.
 func ParseTools(arr gjson.Result) ([]Tool, error) { return parseTools(arr, true) }
 
@@ -55,9 +60,15 @@ func parseTools(arr gjson.Result, withParams bool) ([]Tool, error) {
 		if !it.IsObject() {
 			return nil, fmt.Errorf("tools[%d]: %w", i, ErrToolNotAnObject)
 		}
-		fn := it.Get("function")
-		if !fn.Exists() {
-			fn = it
+		kind := it.Get("type").String()
+		var fn gjson.Result
+		if kind == "" || kind == "function" {
+			kind = ""
+			if fn = it.Get("function"); !fn.Exists() {
+				fn = it
+			}
+		} else {
+			fn = member(it, kind)
 		}
 		// One pass over the function object instead of a Get per field,
 		// each of which rescans it; first occurrences win, as with Get.
@@ -84,6 +95,7 @@ func parseTools(arr gjson.Result, withParams bool) ([]Tool, error) {
 		t := Tool{
 			Name:        name.String(),
 			Description: desc.String(),
+			Kind:        kind,
 			Raw:         it.Raw,
 		}
 		if !withParams {
@@ -97,6 +109,21 @@ func parseTools(arr gjson.Result, withParams bool) ([]Tool, error) {
 		tools = append(tools, t)
 	}
 	return tools, nil
+}
+
+// member returns the value of obj's first member named key. Unlike Get it
+// reads key as a name, never as a path: a tool's type comes from the
+// client and may hold any character.
+func member(obj gjson.Result, key string) gjson.Result {
+	var v gjson.Result
+	obj.ForEach(func(k, val gjson.Result) bool {
+		if k.Str == key {
+			v = val
+			return false
+		}
+		return true
+	})
+	return v
 }
 
 // FirstLine returns the first sentence-ish line of a description, trimmed to
