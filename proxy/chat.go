@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/toolgate/toolgate/policy"
@@ -76,10 +75,16 @@ func passthroughReason(snap *policy.Snapshot, req *rewrite.Request) string {
 		return "a client tool is named " + SearchToolName
 	}
 	for _, t := range req.Tools {
-		if t.Kind != "" {
-			// The loop reads and forwards function calls only: a call of
-			// a custom tool would not reach the client.
-			return "a tool of type " + strconv.Quote(t.Kind)
+		// The loop reads and forwards function calls only: a call of a
+		// custom tool would not reach the client. The reason is one of a
+		// few fixed strings, never the client's type, for it labels a
+		// metric and fills log lines.
+		switch t.Kind {
+		case "":
+		case "custom":
+			return "a custom tool"
+		default:
+			return "a tool of an unknown type"
 		}
 	}
 	return ""

@@ -20,6 +20,7 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	requests      *prometheus.CounterVec
+	passthrough   *prometheus.CounterVec
 	rounds        prometheus.Histogram
 	searches      prometheus.Counter
 	searchSeconds prometheus.Histogram
@@ -43,6 +44,10 @@ func NewMetrics() *Metrics {
 			Name: "toolgate_requests_total",
 			Help: "Requests served, by route (chat, passthrough), mode (the policy mode, or passthrough for chat requests sent upstream unchanged) and status.",
 		}, []string{"route", "mode", "status"}),
+		passthrough: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_passthrough_total",
+			Help: "Chat requests sent upstream unchanged, by reason (no tools, fewer than min_tools, n > 1, legacy functions, long conversation, a custom tool, a client tool is named tool_search, mode passthrough, ...): why a client saves nothing.",
+		}, []string{"reason"}),
 		rounds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "toolgate_upstream_rounds",
 			Help:    "Upstream calls per rewritten chat request (1 when no tool_search was answered).",
@@ -87,7 +92,7 @@ func NewMetrics() *Metrics {
 			Help: "Session store failures by operation (get, put). Requests still succeed; a lost session costs a repeated search.",
 		}, []string{"op"}),
 	}
-	m.reg.MustRegister(m.requests, m.rounds, m.searches, m.searchSeconds, m.addedSeconds,
+	m.reg.MustRegister(m.requests, m.passthrough, m.rounds, m.searches, m.searchSeconds, m.addedSeconds,
 		m.toolTokens, m.inputTokens, m.cachedTokens, m.misses, m.reloads, m.storeErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -160,6 +165,9 @@ func (m *Metrics) observe(tr *tracker, total time.Duration) {
 		status = strconv.Itoa(tr.status)
 	}
 	m.requests.WithLabelValues(tr.route, tr.rep.mode, status).Inc()
+	if tr.rep.reason != "" {
+		m.passthrough.WithLabelValues(tr.rep.reason).Inc()
+	}
 	t := tr.turn
 	if t == nil {
 		return

@@ -244,6 +244,7 @@ func TestMetricsAreExposedAndCount(t *testing.T) {
 	}{
 		{"rewritten requests are counted by route, mode and status", `toolgate_requests_total{mode="hybrid",route="chat",status="200"}`, eq(2)},
 		{"passed-through chat requests are counted under mode passthrough", `toolgate_requests_total{mode="passthrough",route="chat",status="200"}`, eq(1)},
+		{"a passed-through request is counted under its reason", `toolgate_passthrough_total{reason="fewer than min_tools"}`, eq(1)},
 		{"upstream rounds of rewritten requests add up to the calls made", `toolgate_upstream_rounds_sum`, eq(float64(calls - 1))},
 		{"search latency has one sample per tool_search answered", `toolgate_search_duration_seconds_count`, func(v float64) bool {
 			return v == metricValue(t, text, "toolgate_tool_search_calls_total")
