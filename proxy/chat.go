@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -37,6 +38,10 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 		defer cancel()
 		r = r.WithContext(ctx)
 	}
+	if err := checkChoice(snap, req); err != nil {
+		g.writeError(w, r, err)
+		return
+	}
 	if why := passthroughReason(snap, req); why != "" {
 		tr.passthrough(why)
 		g.forwardChat(w, r, rest, snap, req, why)
@@ -53,6 +58,26 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 	} else {
 		g.completeTurn(w, r, rest, t)
 	}
+}
+
+// checkChoice refuses a tool_choice that names a tool the policy hides
+// from this message: the tool never goes upstream, so the upstream would
+// refuse a choice of a tool it was not sent, with a message that makes no
+// sense to a client that did send it.
+func checkChoice(snap *policy.Snapshot, req *rewrite.Request) error {
+	if len(req.Tools) == 0 || (req.ToolChoice == "" && len(req.Allowed) == 0) {
+		return nil
+	}
+	decide := snap.Decider(req.LastUser)
+	for _, name := range append([]string{req.ToolChoice}, req.Allowed...) {
+		if name == "" {
+			continue
+		}
+		if d := decide(name); !d.Visible {
+			return fmt.Errorf("%w: tool_choice names %q, which the gateway's policy hides from the model (%s)", rewrite.ErrBadRequest, name, d.Rule)
+		}
+	}
+	return nil
 }
 
 // passthroughReason says why a request goes upstream without the search

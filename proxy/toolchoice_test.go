@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -46,6 +48,47 @@ func TestTheToolsToolChoiceNamesReachTheUpstream(t *testing.T) {
 			}
 			if gjson.GetBytes(up.body, "tool_choice").Raw == "" {
 				t.Errorf("tool_choice did not reach the upstream")
+			}
+		})
+	}
+}
+
+func TestAToolChoiceOfAToolThePolicyHidesIsRefused(t *testing.T) {
+	msgs := []map[string]any{{"role": "user", "content": "tell the team"}}
+	fn := func(name string) map[string]any {
+		return map[string]any{"type": "function", "function": map[string]any{"name": name}}
+	}
+	const deny = "deny: [\"mail_*\"]\n"
+	for _, tc := range []struct {
+		name   string
+		choice any
+		policy string
+		status int
+	}{
+		{"forcing a denied tool gets a 400 that names the rule", fn("mail_send"), deny, http.StatusBadRequest},
+		{"allowing a denied tool gets a 400 too", map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{
+			"mode": "auto", "tools": []any{fn("chat_post_message"), fn("mail_send")}}}, deny, http.StatusBadRequest},
+		{"a request that passes through is refused the same", fn("mail_send"), deny + "gateway:\n  min_tools: 50\n", http.StatusBadRequest},
+		{"forcing a visible tool goes through", fn("chat_post_message"), deny, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &recorder{answer: plainAnswer}
+			base := newTestGateway(t, up, withPolicy(loadPolicy(t, tc.policy)))
+			resp := post(t, base, chatRequest(t, msgs, testCatalog(40), false, map[string]any{"tool_choice": tc.choice}), nil)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d %s; want %d", resp.StatusCode, b, tc.status)
+			}
+			if tc.status != http.StatusBadRequest {
+				return
+			}
+			e := gjson.GetBytes(b, "error")
+			if e.Get("type").String() != "invalid_request_error" || !strings.Contains(e.Get("message").String(), `deny "mail_*"`) {
+				t.Errorf("error %s; want an invalid_request_error naming the rule", b)
+			}
+			if up.body != nil {
+				t.Errorf("the upstream was called")
 			}
 		})
 	}
