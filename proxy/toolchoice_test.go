@@ -9,21 +9,23 @@ import (
 	"github.com/tidwall/gjson"
 )
 
+// namedFunction is a tool_choice (or allowed_tools entry) naming a function.
+func namedFunction(name string) map[string]any {
+	return map[string]any{"type": "function", "function": map[string]any{"name": name}}
+}
+
 func TestTheToolsToolChoiceNamesReachTheUpstream(t *testing.T) {
 	// The user asks about files; tool_choice names tools the ranking
 	// would not pick for that.
 	msgs := []map[string]any{{"role": "user", "content": "read the file notes.txt"}}
-	fn := func(name string) map[string]any {
-		return map[string]any{"type": "function", "function": map[string]any{"name": name}}
-	}
 	for _, tc := range []struct {
 		name   string
 		choice any
 		want   []string
 	}{
-		{"a forced function is offered", fn("calendar_create_event"), []string{"calendar_create_event"}},
+		{"a forced function is offered", namedFunction("calendar_create_event"), []string{"calendar_create_event"}},
 		{"every tool allowed_tools allows is offered", map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{
-			"mode": "required", "tools": []any{fn("calendar_create_event"), fn("cms_publish_page")}}}, []string{"calendar_create_event", "cms_publish_page"}},
+			"mode": "required", "tools": []any{namedFunction("calendar_create_event"), namedFunction("cms_publish_page")}}}, []string{"calendar_create_event", "cms_publish_page"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &recorder{answer: plainAnswer}
@@ -55,9 +57,6 @@ func TestTheToolsToolChoiceNamesReachTheUpstream(t *testing.T) {
 
 func TestAToolChoiceOfAToolThePolicyHidesIsRefused(t *testing.T) {
 	msgs := []map[string]any{{"role": "user", "content": "tell the team"}}
-	fn := func(name string) map[string]any {
-		return map[string]any{"type": "function", "function": map[string]any{"name": name}}
-	}
 	const deny = "deny: [\"mail_*\"]\n"
 	for _, tc := range []struct {
 		name   string
@@ -65,11 +64,11 @@ func TestAToolChoiceOfAToolThePolicyHidesIsRefused(t *testing.T) {
 		policy string
 		status int
 	}{
-		{"forcing a denied tool gets a 400 that names the rule", fn("mail_send"), deny, http.StatusBadRequest},
+		{"forcing a denied tool gets a 400 that names the rule", namedFunction("mail_send"), deny, http.StatusBadRequest},
 		{"allowing a denied tool gets a 400 too", map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{
-			"mode": "auto", "tools": []any{fn("chat_post_message"), fn("mail_send")}}}, deny, http.StatusBadRequest},
-		{"a request that passes through is refused the same", fn("mail_send"), deny + "gateway:\n  min_tools: 50\n", http.StatusBadRequest},
-		{"forcing a visible tool goes through", fn("chat_post_message"), deny, http.StatusOK},
+			"mode": "auto", "tools": []any{namedFunction("chat_post_message"), namedFunction("mail_send")}}}, deny, http.StatusBadRequest},
+		{"a request that passes through is refused the same", namedFunction("mail_send"), deny + "gateway:\n  min_tools: 50\n", http.StatusBadRequest},
+		{"forcing a visible tool goes through", namedFunction("chat_post_message"), deny, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &recorder{answer: plainAnswer}
