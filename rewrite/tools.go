@@ -69,6 +69,9 @@ func parseTools(arr gjson.Result, withParams bool) ([]Tool, error) {
 			}
 		} else {
 			fn = member(it, kind)
+			// Name and Raw alias the body, and caches rebase them; the
+			// type is kept as its own string so nothing else pins it.
+			kind = strings.Clone(kind)
 		}
 		// One pass over the function object instead of a Get per field,
 		// each of which rescans it; first occurrences win, as with Get.
