@@ -8,6 +8,7 @@ package policy
 // has a new generation, so callers key tables by catalog and generation.
 type Table struct {
 	byName map[string]int
+	names  []string // the names the table was made for, by position
 	// decided[0] without write intent, decided[1] with it; by tool position.
 	decided [2][]Decision
 	core    [2][]string // Core tools, in catalog order
@@ -18,9 +19,10 @@ type Table struct {
 }
 
 // Table decides every name of a catalog (the client's tools, in order; a
-// repeated name keeps its first position).
+// repeated name keeps its first position). It keeps names: pass strings
+// that alias nothing short-lived.
 func (s *Snapshot) Table(names []string) *Table {
-	t := &Table{byName: make(map[string]int, len(names)), snap: s}
+	t := &Table{byName: make(map[string]int, len(names)), names: names, snap: s}
 	for i := range t.decided {
 		t.decided[i] = make([]Decision, len(names))
 	}
@@ -96,6 +98,17 @@ func (b Bound) Visible(name string) bool {
 func (b Bound) Position(name string) (int, bool) {
 	i, ok := b.t.byName[name]
 	return i, ok
+}
+
+// Own returns the table's own copy of name, one of the catalog's tools:
+// the caller may keep it where the name it holds may alias a request
+// body (the table keeps the strings it was made with).
+func (b Bound) Own(name string) (string, bool) {
+	i, ok := b.t.byName[name]
+	if !ok {
+		return "", false
+	}
+	return b.t.names[i], true
 }
 
 // Core lists the catalog's core tools for the bound message, in catalog

@@ -137,10 +137,23 @@ func (t *turn) isVisible(name string) bool { return t.policy.Visible(name) }
 
 func (t *turn) isActive(name string) bool { return t.reasons[name] != "" }
 
+// own returns name as a string the session may keep: the catalog table's
+// copy for one of the client's tools, a clone for any other. Names read
+// from a request or a response alias its body, and the session (and the
+// learned transitions) outlive both: one kept name held the whole body,
+// history and all, for as long as the session lived.
+func (t *turn) own(name string) string {
+	if s, ok := t.policy.Own(name); ok {
+		return s
+	}
+	return strings.Clone(name)
+}
+
 func (t *turn) join(name, reason string) {
 	if !t.isVisible(name) {
 		return
 	}
+	name = t.own(name)
 	if t.st.Join(name) && (reason == reasonPreselect || reason == reasonFollowUp || reason == reasonExplore) {
 		t.st.Guess(name)
 	}
@@ -161,13 +174,14 @@ func (t *turn) join(name, reason string) {
 }
 
 // seedActive builds the active set before the first upstream call: core,
-// the tool_choice target (or the tools its allowed_tools names), tools called in the history (the history is the
-// truth, whatever the session remembers), the session's tools and, in
-// hybrid and preselect modes, the tools preselected for a user turn or
-// the follow-up tools after its first tool result (later results leave
-// the array as it is: a provider's prompt cache serves the conversation
-// only while the tools before it stay the same). A new user turn first
-// drops the session's guesses that were never called.
+// the tool_choice target (or the tools its allowed_tools names), tools
+// called in the history (the history is the truth, whatever the session
+// remembers), the session's tools and, in hybrid and preselect modes, the
+// tools preselected for a user turn or the follow-up tools after its first
+// tool result (later results leave the array as it is: a provider's prompt
+// cache serves the conversation only while the tools before it stay the
+// same). A new user turn first drops the session's guesses that were
+// never called.
 func (t *turn) seedActive(ctx context.Context) {
 	fp := t.fingerprint()
 	if t.req.UserTurn && t.st.Turn != fp {
@@ -186,10 +200,10 @@ func (t *turn) seedActive(ctx context.Context) {
 	}
 	for _, n := range t.req.Called {
 		t.join(n, reasonHistory)
-		t.st.Touch(n, recentKeep)
+		t.st.Touch(t.own(n), recentKeep)
 	}
 	for _, n := range t.req.CalledTail {
-		t.st.Touch(n, recentKeep)
+		t.st.Touch(t.own(n), recentKeep)
 	}
 	for _, n := range slices.Clone(t.st.Active) {
 		t.join(n, reasonSession)
@@ -451,11 +465,12 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolR
 			if _, known := t.policy.Position(c.Name); known && !t.isActive(c.Name) {
 				t.misses++
 			}
+			name := t.own(c.Name)
 			if t.st.Last != "" {
-				t.learned.Observe(t.st.Last, c.Name)
+				t.learned.Observe(t.st.Last, name)
 			}
-			t.st.Touch(c.Name, recentKeep)
-			if e := t.cat.Entity(c.Name); e != "" {
+			t.st.Touch(name, recentKeep)
+			if e := t.cat.Entity(name); e != "" {
 				t.st.Focus = e
 			}
 		}

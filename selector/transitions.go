@@ -1,6 +1,7 @@
 package selector
 
 import (
+	"strings"
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -47,7 +48,9 @@ func (t *Transitions) Observe(last, next string) {
 	r, ok := t.rows.Get(last)
 	if !ok {
 		r = &transitionRow{next: map[string]float64{}}
-		t.rows.Add(last, r)
+		// Names may alias a request or response body: a kept key holds
+		// the whole body for as long as the table keeps it.
+		t.rows.Add(strings.Clone(last), r)
 	}
 	if len(r.next) >= 256 {
 		if _, known := r.next[next]; !known {
@@ -55,7 +58,9 @@ func (t *Transitions) Observe(last, next string) {
 		}
 	}
 	r.total++
-	r.next[next]++
+	// Cloned even when known: a map assignment stores the key it is
+	// given, for strings too.
+	r.next[strings.Clone(next)]++
 }
 
 // counts returns the observations from last: total and per next tool, as a
