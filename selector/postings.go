@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/searcher"
@@ -25,8 +26,8 @@ import (
 // distinct terms a tool) if every term is queried, against the 6.5 MB
 // the compiled catalog holds anyway; the catalog cache bounds how many
 // catalogs there are. Whole names and terms no tool has go to a bounded
-// LRU. Entries hold tool numbers and scores of catalog terms, nothing of a
-// request's text.
+// LRU, keyed by copies of the tokens (a request's own words, for a term
+// no tool has); the entries hold tool numbers and scores.
 const (
 	// postingsCacheTerms bounds the (field, term) pairs the LRU
 	// remembers: a pair costs 12 bytes per tool that has the term plus
@@ -78,7 +79,9 @@ func (pr *postingsReader) clausePostings(ctx context.Context, cl lexClause) (*te
 		if err != nil {
 			return nil, err
 		}
-		pr.c.postingsCache.Add(cl.ft, p)
+		// A whole-name token is the request's own text, which may alias
+		// its body: the cache outlives the request, so it keeps a copy.
+		pr.c.postingsCache.Add(fieldTerm{cl.ft.field, strings.Clone(cl.ft.term)}, p)
 		return p, nil
 	}
 	if p := cl.stats.bleve.Load(); p != nil {
