@@ -100,6 +100,16 @@ func (b Bound) Position(name string) (int, bool) {
 	return i, ok
 }
 
+// VisibleName is Visible that also returns the table's own copy of name
+// (see Own), in one lookup.
+func (b Bound) VisibleName(name string) (string, bool) {
+	i, ok := b.t.byName[name]
+	if !ok || !b.t.decided[b.k][i].Visible {
+		return "", false
+	}
+	return b.t.names[i], true
+}
+
 // Own returns the table's own copy of name, one of the catalog's tools:
 // the caller may keep it where the name it holds may alias a request
 // body (the table keeps the strings it was made with).

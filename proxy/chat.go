@@ -42,7 +42,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 		g.writeError(w, r, err)
 		return
 	}
-	if why := passthroughReason(snap, req); why != "" {
+	if why := g.passthroughReason(snap, req); why != "" {
 		tr.passthrough(why)
 		g.forwardChat(w, r, rest, snap, req, why)
 		return
@@ -82,7 +82,7 @@ func checkChoice(snap *policy.Snapshot, req *rewrite.Request) error {
 
 // passthroughReason says why a request goes upstream without the search
 // loop, or "" when the loop pays.
-func passthroughReason(snap *policy.Snapshot, req *rewrite.Request) string {
+func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request) string {
 	switch {
 	case snap.Gateway.Mode == policy.ModePassthrough:
 		return "mode passthrough"
@@ -96,38 +96,51 @@ func passthroughReason(snap *policy.Snapshot, req *rewrite.Request) string {
 		return "legacy functions"
 	case snap.Gateway.PassthroughHistoryTokens > 0 && historyTokens(req) > snap.Gateway.PassthroughHistoryTokens:
 		return "long conversation"
-	case ownsSearchName(snap, req):
-		return "a client tool is named " + SearchToolName
 	}
-	for _, t := range req.Tools {
-		// The loop reads and forwards function calls only: a call of a
-		// custom tool would not reach the client. The reason is one of a
-		// few fixed strings, never the client's type, for it labels a
-		// metric and fills log lines.
-		switch t.Kind {
-		case "":
-		case "custom":
-			return "a custom tool"
-		default:
-			return "a tool of an unknown type"
-		}
+	// The loop reads and forwards function calls only: a call of a custom
+	// tool would not reach the client. The reasons are fixed strings,
+	// never the client's type, for they label a metric and fill log lines.
+	switch shape := g.shapeOf(req); {
+	case shape.kind == "custom":
+		return "a custom tool"
+	case shape.kind != "":
+		return "a tool of an unknown type"
+	case shape.searchName && snap.Decider(req.LastUser)(SearchToolName).Visible:
+		// The client's own tool_search, shown to the model: the gateway
+		// would send the upstream two tools of that name (a request
+		// providers refuse) and answer the model's calls of the client's
+		// tool itself. A policy that hides it gives the name back.
+		return "a client tool is named " + SearchToolName
 	}
 	return ""
 }
 
-// ownsSearchName reports whether the client sends a tool of its own named
-// tool_search that the policy lets the model see. The gateway would then
-// send the upstream two tools of that name (a request providers refuse)
-// and answer the model's calls of the client's tool itself, so the client
-// never got them. A policy that denies the client's tool gives the name
-// back to the gateway.
-func ownsSearchName(snap *policy.Snapshot, req *rewrite.Request) bool {
-	for _, t := range req.Tools {
-		if t.Name == SearchToolName {
-			return snap.Decider(req.LastUser)(t.Name).Visible
-		}
+// arrayShape is what passthroughReason asks of a tools array beyond its
+// length: the first tool that is not a function (its type), and whether
+// one is named tool_search.
+type arrayShape struct {
+	kind       string
+	searchName bool
+}
+
+// shapeOf reads a tools array's shape once per array: agents resend
+// theirs every turn, and reading 200 tools' structs per request cost more
+// in cache misses than the rest of the check.
+func (g *Gateway) shapeOf(req *rewrite.Request) arrayShape {
+	if s, ok := g.shapes.Get(req.ToolsKey); ok && req.ToolsKey != 0 {
+		return s
 	}
-	return false
+	var s arrayShape
+	for _, t := range req.Tools {
+		if s.kind == "" && t.Kind != "" {
+			s.kind = t.Kind // its own string, never the body's
+		}
+		s.searchName = s.searchName || t.Name == SearchToolName
+	}
+	if req.ToolsKey != 0 {
+		g.shapes.Add(req.ToolsKey, s)
+	}
+	return s
 }
 
 // historyTokens estimates the tokens of a request's messages and settings,

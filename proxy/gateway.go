@@ -78,6 +78,7 @@ type Gateway struct {
 	sse        sseReaders                        // upstream stream readers
 	searchDefs *lru.Cache[string, string]        // tool_search definitions by catalog
 	tables     *lru.Cache[string, *catalogRules] // policy decisions by catalog
+	shapes     *lru.Cache[uint64, arrayShape]    // what passthrough asks of a tools array, by its key
 	chat       rewrite.Dialect                   // the dialect of /chat/completions
 }
 
@@ -89,6 +90,7 @@ func (g *Gateway) init() {
 		g.parsed = newToolCache(256)
 		g.searchDefs, _ = lru.New[string, string](256) // errors only on size <= 0
 		g.tables, _ = lru.New[string, *catalogRules](256)
+		g.shapes, _ = lru.New[uint64, arrayShape](256)
 		g.chat = rewrite.Chat{}
 		g.Metrics.bind(g)
 		g.handler = g.routes()

@@ -150,10 +150,10 @@ func (t *turn) own(name string) string {
 }
 
 func (t *turn) join(name, reason string) {
-	if !t.isVisible(name) {
+	name, ok := t.policy.VisibleName(name) // the table's copy: see own
+	if !ok {
 		return
 	}
-	name = t.own(name)
 	if t.st.Join(name) && (reason == reasonPreselect || reason == reasonFollowUp || reason == reasonExplore) {
 		t.st.Guess(name)
 	}

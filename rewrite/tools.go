@@ -15,7 +15,8 @@ type Tool struct {
 	Params      []Param
 	// Kind is "" for a function tool and the type of any other ("custom":
 	// free-form input, a newer Chat Completions tool), whose name and
-	// description are read from the object named by its type.
+	// description are read from the object named by its type. It is its
+	// own string: callers may keep it.
 	Kind string
 	// Raw is the tool's JSON object as the client sent it; it may alias
 	// the request body. Tools from a ToolCache may carry it without the
