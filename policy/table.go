@@ -89,8 +89,8 @@ func (t *Table) Shown(name string, intent bool) bool {
 // Visible reports whether name is one of the catalog's tools and shown for
 // the bound message: Position and Decide in one lookup.
 func (b Bound) Visible(name string) bool {
-	i, ok := b.t.byName[name]
-	return ok && b.t.decided[b.k][i].Visible
+	_, ok := b.VisibleName(name)
+	return ok
 }
 
 // Position returns where name stands in the catalog the table was made

@@ -127,8 +127,10 @@ type arrayShape struct {
 // theirs every turn, and reading 200 tools' structs per request cost more
 // in cache misses than the rest of the check.
 func (g *Gateway) shapeOf(req *rewrite.Request) arrayShape {
-	if s, ok := g.shapes.Get(req.ToolsKey); ok && req.ToolsKey != 0 {
-		return s
+	if req.ToolsKey != 0 {
+		if s, ok := g.shapes.Get(req.ToolsKey); ok {
+			return s
+		}
 	}
 	var s arrayShape
 	for _, t := range req.Tools {

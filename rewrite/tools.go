@@ -43,8 +43,8 @@ var (
 // {"type":"function","function":{name, description, parameters}}). It also
 // accepts the bare function objects of the legacy/flat form
 // ({name, description, parameters}) and tools of other types, such as
-// {"type":"custom","custom":{name, description, format}}, marked by Kind. It expects valid JSON; it does not
-// validate.
+// {"type":"custom","custom":{name, description, format}}, marked by Kind.
+// It expects valid JSON; it does not validate.
 func ParseTools(arr gjson.Result) ([]Tool, error) { return parseTools(arr, true) }
 
 // parseTools is ParseTools; without withParams it leaves Params empty,

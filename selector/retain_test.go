@@ -6,6 +6,15 @@ import (
 	"unsafe"
 )
 
+// within reports whether s's bytes lie inside buf's memory.
+func within(s string, buf []byte) bool {
+	if len(s) == 0 || len(buf) == 0 {
+		return false
+	}
+	p, lo := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(&buf[0]))
+	return p >= lo && p < lo+uintptr(len(buf))
+}
+
 func TestLearnedTransitionsKeepNoStringOfTheCaller(t *testing.T) {
 	// The proxy observes names read from request and response bodies;
 	// a kept key that aliased one would hold the whole body.
@@ -14,19 +23,15 @@ func TestLearnedTransitionsKeepNoStringOfTheCaller(t *testing.T) {
 	learned := NewTransitions(8)
 	learned.Observe(last, next)
 	learned.Observe(last, next)
-	within := func(s string) bool {
-		p, lo := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(&buf[0]))
-		return p >= lo && p < lo+uintptr(len(buf))
-	}
 	learned.mu.Lock()
 	defer learned.mu.Unlock()
 	for _, key := range learned.rows.Keys() {
-		if within(key) {
+		if within(key, buf) {
 			t.Errorf("the table keeps the caller's %q as a source", key)
 		}
 		r, _ := learned.rows.Peek(key)
 		for n, c := range r.next {
-			if within(n) {
+			if within(n, buf) {
 				t.Errorf("the table keeps the caller's %q as a successor", n)
 			}
 			if c != 2 {
@@ -53,19 +58,15 @@ func TestACatalogKeepsNoStringOfARequestsText(t *testing.T) {
 	if _, err := c.Search(ctx, Query{Text: text, Limit: 5}); err != nil {
 		t.Fatal(err)
 	}
-	within := func(s string) bool {
-		p, lo := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(&buf[0]))
-		return len(s) > 0 && p >= lo && p < lo+uintptr(len(buf))
-	}
 	for _, ft := range c.postingsCache.Keys() {
-		if within(ft.term) {
+		if within(ft.term, buf) {
 			t.Errorf("the postings cache keeps %q from the request's text", ft.term)
 		}
 	}
 	c.an.stem.mu.RLock()
 	defer c.an.stem.mu.RUnlock()
 	for w := range c.an.stem.m {
-		if within(w) {
+		if within(w, buf) {
 			t.Errorf("the stem memo keeps %q from the request's text", w)
 		}
 	}
