@@ -77,8 +77,16 @@ func streamOps(ops []byte, tail string) string {
 		i := p % 4
 		switch op % 10 {
 		case 0:
+			if p >= 12 { // a thinking model's reasoning, which rounds must send back
+				b.WriteString(sseData(fmt.Sprintf(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"reasoning_content":"r%d "},"finish_reason":null}]}`, p)))
+				break
+			}
 			b.WriteString(textChunk(fmt.Sprintf("t%d ", p)))
 		case 1:
+			if p >= 12 { // a whole call with no index and a signature, as Gemini sends
+				b.WriteString(sseData(fmt.Sprintf(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"id":"g%d","type":"function","function":{"name":%q,"arguments":"{}"},"extra_content":{"google":{"thought_signature":"s"}}}]},"finish_reason":null}]}`, p, names[p%len(names)])))
+				break
+			}
 			b.WriteString(callChunk(i, fmt.Sprintf("call_%d", p), names[p%len(names)], ""))
 		case 2:
 			b.WriteString(callChunk(i, "", "", `{"query":`))
@@ -147,6 +155,8 @@ func checkClientStream(body string) error {
 		j.Get("choices.0.delta.tool_calls").ForEach(func(_, c gjson.Result) bool {
 			idx := c.Get("index").Int()
 			switch {
+			case c.Get("index").Type != gjson.Number:
+				bad = fmt.Errorf("a tool-call fragment without an index: %q", ev)
 			case c.Get("function.name").String() == SearchToolName:
 				bad = fmt.Errorf("the client saw a %s call: %q", SearchToolName, ev)
 			case idx > next:
@@ -179,6 +189,7 @@ func FuzzStreamRelay(f *testing.F) {
 	f.Add([]byte{0, 1, 31, 2, 3}, "data: {\"cut\":")   // cut mid-event
 	f.Add([]byte{4, 4, 6}, "")                         // two finishes
 	f.Add([]byte{0, 8, 18, 28, 38, 40, 6}, ": done\n") // noise
+	f.Add([]byte{120, 131, 121, 40, 6}, "")            // reasoning, then unnumbered whole calls
 	u, _ := url.Parse("http://upstream.invalid/v1")
 	snap := policy.Default()
 	body := chatRequestBytes(testCatalog(30))

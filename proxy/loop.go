@@ -50,7 +50,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		results := t.answer(ctx, out.Calls)
 		last := len(internal) == 0 || len(real) > 0 || !t.canContinue(round)
 		if !last {
-			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, Calls: internal, Results: results})
+			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, Extra: out.Extra, Calls: internal, Results: results})
 			continue
 		}
 		final, err := t.d.ClientResponse(out, func(c rewrite.Call) bool { return !t.internal(c) }, t.usage, t.id, t.created)

@@ -65,7 +65,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		results := t.answer(ctx, res.calls)
 		if more {
 			closeStream(resp.Body, res.drained, cancel)
-			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, Calls: internal, Results: results})
+			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, Extra: res.extra, Calls: internal, Results: results})
 			continue
 		}
 		s.end()
@@ -133,6 +133,7 @@ type relay struct {
 type callState struct {
 	id, name string
 	args     strings.Builder
+	extra    rewrite.Members // provider members (a thought signature)
 	internal bool
 	client   int  // index the client sees, for real calls
 	held     bool // fragments arrived before the name and were held back
@@ -142,6 +143,7 @@ type callState struct {
 // roundResult is what one upstream stream said.
 type roundResult struct {
 	content string
+	extra   string // the message's other members (reasoning), as Round.Extra
 	calls   []rewrite.Call
 	drained bool // the body's end was read, not only [DONE]
 }
@@ -162,8 +164,9 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 		ev      = &rewrite.Event{} // each event's, reused
 		res     roundResult
 		content strings.Builder
-		order   []int64
-		states  map[int64]*callState // made at the first tool-call fragment
+		extra   rewrite.Members
+		order   []*callState         // every call, in the order they began
+		states  map[int64]*callState // the call each upstream index is on; made at the first fragment
 		ended   bool                 // this round's upstream sent its finish
 	)
 	for {
@@ -205,22 +208,34 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 			continue // the usage chunk: the client gets one summed at the end
 		}
 		content.WriteString(ev.Content)
+		if ev.Extra {
+			ev.AddExtra(&extra)
+		}
 		edit := rewrite.EventEdit{ID: t.id, Created: t.created, DropUsage: ev.Usage.Exists()}
 		var calls []string
 		for _, cd := range ev.Calls {
 			st := states[cd.Index]
+			if st != nil && cd.ID != "" && st.id != "" && cd.ID != st.id {
+				// Another call at an index in use: some servers number
+				// every call 0, or send no index at all (Gemini), with
+				// each call whole. OpenAI sends a call's id once.
+				st = nil
+			}
 			if st == nil {
 				if states == nil {
 					states = map[int64]*callState{}
 				}
 				st = &callState{}
 				states[cd.Index] = st
-				order = append(order, cd.Index)
+				order = append(order, st)
 			}
-			if cd.ID != "" {
+			if cd.ID != "" && st.id == "" {
 				st.id = strings.Clone(cd.ID)
 			}
 			st.args.WriteString(cd.Args)
+			if cd.Extra {
+				cd.AddExtra(&st.extra)
+			}
 			if st.name == "" && cd.Name != "" {
 				st.name = strings.Clone(cd.Name)
 				st.internal = t.internal(rewrite.Call{Name: cd.Name})
@@ -252,7 +267,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 		emitFinish := false
 		if ev.Finish != "" {
 			ended = true
-			internalN, realN := count(states)
+			internalN, realN := count(order)
 			switch {
 			case realN > 0:
 				emitFinish = true
@@ -284,17 +299,16 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 			s.finished = true
 		}
 	}
-	res.content = content.String()
+	res.content, res.extra = content.String(), extra.String()
 	res.drained = body.sawEOF
-	for _, i := range order {
-		st := states[i]
-		res.calls = append(res.calls, rewrite.Call{ID: st.id, Name: st.name, Arguments: st.args.String()})
+	for _, st := range order {
+		res.calls = append(res.calls, rewrite.Call{ID: st.id, Name: st.name, Arguments: st.args.String(), Extra: st.extra.String()})
 	}
 	return res, nil
 }
 
-func count(states map[int64]*callState) (internal, real int) {
-	for _, st := range states {
+func count(calls []*callState) (internal, real int) {
+	for _, st := range calls {
 		switch {
 		case st.name == "":
 		case st.internal:

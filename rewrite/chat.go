@@ -14,6 +14,10 @@ type Call struct {
 	ID        string
 	Name      string
 	Arguments string
+	// Extra is the call's other members as the upstream sent them (JSON
+	// members without braces, e.g. Gemini's thought signature), so the
+	// model gets its own call back whole when the gateway answers it.
+	Extra string
 }
 
 // ToolResult answers one call inside the gateway (tool_search, or a refusal
@@ -27,6 +31,11 @@ type ToolResult struct {
 // the answers the gateway gave to its calls.
 type Round struct {
 	Content string // the assistant's text of that round, if any
+	// Extra is the assistant message's other members (JSON members
+	// without braces): reasoning a provider requires back with the calls
+	// it led to (DeepSeek's reasoning_content, OpenRouter's
+	// reasoning_details), a refusal.
+	Extra   string
 	Calls   []Call
 	Results []ToolResult
 }
@@ -37,6 +46,7 @@ type Response struct {
 	ID           string
 	Created      int64
 	Content      string
+	Extra        string // the message's other members, as Round.Extra
 	Calls        []Call
 	FinishReason string
 	Usage        gjson.Result
@@ -165,11 +175,7 @@ func appendRounds(body []byte, rounds []Round) ([]byte, error) {
 	}
 	var extra []byte
 	for _, r := range rounds {
-		b, err := json.Marshal(assistantMessage(r))
-		if err != nil {
-			return nil, fmt.Errorf("encoding assistant message: %w", err)
-		}
-		extra = append(append(extra, ','), b...)
+		extra = appendAssistant(append(extra, ','), r)
 		for _, res := range r.Results {
 			b, err := json.Marshal(toolMessage{Role: "tool", ToolCallID: res.CallID, Content: res.Content})
 			if err != nil {
@@ -197,31 +203,70 @@ type wireCall struct {
 	} `json:"function"`
 }
 
-type wireAssistant struct {
-	Role      string     `json:"role"`
-	Content   *string    `json:"content"`
-	ToolCalls []wireCall `json:"tool_calls,omitempty"`
-}
-
 type toolMessage struct {
 	Role       string `json:"role"`
 	ToolCallID string `json:"tool_call_id"`
 	Content    string `json:"content"`
 }
 
-func assistantMessage(r Round) wireAssistant {
-	m := wireAssistant{Role: "assistant"}
+// appendAssistant appends round r's assistant message: its text, its other
+// members, and its calls with theirs.
+func appendAssistant(b []byte, r Round) []byte {
+	b = append(b, `{"role":"assistant","content":`...)
 	if r.Content != "" {
-		c := r.Content
-		m.Content = &c
+		b = appendString(b, r.Content)
+	} else {
+		b = append(b, "null"...)
 	}
-	for _, c := range r.Calls {
-		w := wireCall{ID: c.ID, Type: "function"}
-		w.Function.Name, w.Function.Arguments = c.Name, c.Arguments
-		m.ToolCalls = append(m.ToolCalls, w)
+	if r.Extra != "" {
+		b = append(append(b, ','), r.Extra...)
 	}
-	return m
+	if len(r.Calls) > 0 {
+		b = append(b, `,"tool_calls":[`...)
+		for i, c := range r.Calls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(append(b, `{"id":`...), c.ID)
+			b = appendString(append(b, `,"type":"function","function":{"name":`...), c.Name)
+			b = appendString(append(b, `,"arguments":`...), c.Arguments)
+			b = append(b, '}')
+			if c.Extra != "" {
+				b = append(append(b, ','), c.Extra...)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
 }
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always encodes
+	return append(b, q...)
+}
+
+// otherMembers returns obj's members other than those known reports and
+// other than nulls, as JSON members without braces.
+func otherMembers(obj gjson.Result, known func(key string) bool) string {
+	var b []byte
+	obj.ForEach(func(k, v gjson.Result) bool {
+		if v.Type != gjson.Null && !known(k.Str) {
+			if b != nil {
+				b = append(b, ',')
+			}
+			b = append(append(append(b, k.Raw...), ':'), v.Raw...)
+		}
+		return true
+	})
+	return string(b)
+}
+
+// messageKey reports the assistant message members the gateway reads
+// itself; callKey the same for a tool call.
+func messageKey(k string) bool { return k == "role" || k == "content" || k == "tool_calls" }
+func callKey(k string) bool    { return k == "id" || k == "type" || k == "function" || k == "index" }
 
 // ParseResponse reads a non-streamed Chat Completions response. Only the
 // first choice is read: the gateway passes n > 1 through untouched.
@@ -239,6 +284,7 @@ func ParseResponse(body []byte) (*Response, error) {
 		ID:           root.Get("id").String(),
 		Created:      root.Get("created").Int(),
 		Content:      msg.Get("content").String(),
+		Extra:        otherMembers(msg, messageKey),
 		FinishReason: root.Get("choices.0.finish_reason").String(),
 		Usage:        root.Get("usage"),
 	}
@@ -247,6 +293,7 @@ func ParseResponse(body []byte) (*Response, error) {
 			ID:        c.Get("id").String(),
 			Name:      c.Get("function.name").String(),
 			Arguments: c.Get("function.arguments").String(),
+			Extra:     otherMembers(c, callKey),
 		})
 		return true
 	})

@@ -29,20 +29,28 @@ type Event struct {
 	Text bool
 	// Content is the delta's text content, if any.
 	Content string
-	Calls   []CallDelta
-	Finish  string
-	Usage   gjson.Result
-	Error   gjson.Result
+	// Delta is the choice's delta object; Extra is true when it has a
+	// member other than role, content and tool_calls that is not null
+	// (reasoning text, a refusal), which a relay keeps with Members.
+	Delta  gjson.Result
+	Extra  bool
+	Calls  []CallDelta
+	Finish string
+	Usage  gjson.Result
+	Error  gjson.Result
 }
 
 // CallDelta is one streamed fragment of a tool call. Name and ID usually
 // arrive in the first fragment of a call, Args in the following ones.
 type CallDelta struct {
-	Index int64
+	Index int64 // -1 when the fragment has none (Gemini sends none)
 	ID    string
 	Name  string
 	Args  string
 	Raw   string
+	// Extra is true when the fragment has a member other than index, id,
+	// type and function that is not null (Gemini's thought signature).
+	Extra bool
 }
 
 // ParseEvent reads one chunk into ev, which it resets first: a relay
@@ -85,6 +93,7 @@ func ParseEvent(data []byte, ev *Event) error {
 	firstValues(ch, []string{"index", "finish_reason", "delta"}, cf[:])
 	ev.Choice, ev.Finish = cf[0].Int(), cf[1].String()
 	delta := cf[2]
+	ev.Delta = delta
 	delta.ForEach(func(k, v gjson.Result) bool {
 		switch k.String() {
 		case "role":
@@ -93,23 +102,60 @@ func ParseEvent(data []byte, ev *Event) error {
 			ev.Text = ev.Content != ""
 		case "tool_calls":
 			v.ForEach(func(_, c gjson.Result) bool {
-				ev.Calls = append(ev.Calls, CallDelta{
-					Index: c.Get("index").Int(),
-					ID:    c.Get("id").String(),
-					Name:  c.Get("function.name").String(),
-					Args:  c.Get("function.arguments").String(),
-					Raw:   c.Raw,
-				})
+				ev.Calls = append(ev.Calls, parseCallDelta(c))
 				return true
 			})
 		default:
-			if v.Type != gjson.Null && v.String() != "" {
-				ev.Text = true
+			if v.Type != gjson.Null {
+				ev.Extra = true
+				if v.String() != "" {
+					ev.Text = true
+				}
 			}
 		}
 		return true
 	})
 	return nil
+}
+
+// AddExtra adds the delta's members other than role, content and
+// tool_calls to ms.
+func (ev *Event) AddExtra(ms *Members) { ms.Add(ev.Delta, messageKey) }
+
+// AddExtra adds the fragment's members other than index, id, type and
+// function to ms.
+func (cd *CallDelta) AddExtra(ms *Members) { ms.Add(gjson.Parse(cd.Raw), callKey) }
+
+// parseCallDelta reads one tool-call fragment in one pass over its members.
+func parseCallDelta(c gjson.Result) CallDelta {
+	cd := CallDelta{Index: -1, Raw: c.Raw}
+	var seen uint8 // the first of a repeated key counts, as with Get
+	c.ForEach(func(k, v gjson.Result) bool {
+		var bit uint8
+		switch k.String() {
+		case "index":
+			bit = 1
+			if seen&bit == 0 {
+				cd.Index = v.Int()
+			}
+		case "id":
+			bit = 2
+			if seen&bit == 0 {
+				cd.ID = v.String()
+			}
+		case "function":
+			bit = 4
+			if seen&bit == 0 {
+				cd.Name, cd.Args = v.Get("name").String(), v.Get("arguments").String()
+			}
+		case "type":
+		default:
+			cd.Extra = cd.Extra || v.Type != gjson.Null
+		}
+		seen |= bit
+		return true
+	})
+	return cd
 }
 
 // firstValues sets vals[i] to the value of keys[i] in the object r, the

@@ -217,3 +217,22 @@ func FuzzKnownTools(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMembers adds two valid JSON objects to Members: whatever they hold,
+// the members must make a valid JSON object.
+func FuzzMembers(f *testing.F) {
+	f.Add(`{"reasoning_content":"a \"b"}`, `{"reasoning_content":"\u00e9\n"}`)
+	f.Add(`{"x":[{"index":0,"t":"a"}]}`, `{"x":[{"index":0,"t":"b"},{"index":1}],"y":null}`)
+	f.Add(`{"o":{"p":[1,2]}}`, `{"o":{"p":"s","q":{}}}`)
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if !gjson.Valid(a) || !gjson.Valid(b) {
+			return
+		}
+		var ms Members
+		ms.Add(gjson.Parse(a), nil)
+		ms.Add(gjson.Parse(b), nil)
+		if out := "{" + ms.String() + "}"; !gjson.Valid(out) {
+			t.Fatalf("members of %s and %s: invalid JSON %s", a, b, out)
+		}
+	})
+}

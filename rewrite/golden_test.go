@@ -164,3 +164,52 @@ func TestClientResponseStripsInternalCalls(t *testing.T) {
 		t.Errorf("without kept calls: %s", got)
 	}
 }
+
+// TestARoundGoesBackAsTheModelSentIt: the assistant message of a round the
+// gateway answered goes back upstream with every member the model sent
+// (reasoning a provider requires back, a call's thought signature), only
+// nulls dropped.
+func TestARoundGoesBackAsTheModelSentIt(t *testing.T) {
+	const call = `{"id":"call_1","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"chat\"}"}`
+	for _, tc := range []struct{ name, message, want string }{
+		{
+			name:    "an OpenAI message keeps its members but not its nulls",
+			message: `{"role":"assistant","content":null,"tool_calls":[` + call + `}],"refusal":null,"annotations":[]}`,
+			want:    `{"role":"assistant","content":null,"annotations":[],"tool_calls":[` + call + `}]}`,
+		},
+		{
+			name:    "DeepSeek's reasoning_content goes back",
+			message: `{"role":"assistant","content":"","reasoning_content":"Search first.","tool_calls":[` + call + `}]}`,
+			want:    `{"role":"assistant","content":null,"reasoning_content":"Search first.","tool_calls":[` + call + `}]}`,
+		},
+		{
+			name:    "Gemini's thought signature goes back on its call",
+			message: `{"role":"assistant","tool_calls":[` + call + `,"extra_content":{"google":{"thought_signature":"c2ln"}}}]}`,
+			want:    `{"role":"assistant","content":null,"tool_calls":[` + call + `,"extra_content":{"google":{"thought_signature":"c2ln"}}}]}`,
+		},
+		{
+			name:    "OpenRouter's reasoning details go back with the text",
+			message: `{"role":"assistant","content":"Looking.","reasoning":"r","reasoning_details":[{"type":"reasoning.encrypted","data":"e","index":0}],"tool_calls":[` + call + `}]}`,
+			want:    `{"role":"assistant","content":"Looking.","reasoning":"r","reasoning_details":[{"type":"reasoning.encrypted","data":"e","index":0}],"tool_calls":[` + call + `}]}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := ParseResponse([]byte(`{"id":"x","choices":[{"index":0,"message":` + tc.message + `,"finish_reason":"tool_calls"}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, err := ParseRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Build(req, nil, []Round{{Content: resp.Content, Extra: resp.Extra, Calls: resp.Calls,
+				Results: []ToolResult{{CallID: "call_1", Content: "Found."}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg := gjson.GetBytes(got, "messages.1").Raw; msg != tc.want {
+				t.Errorf("round message\n got %s\nwant %s", msg, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,200 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// strictThinker plays a thinking model that, like DeepSeek's thinking mode
+// and Gemini 3, refuses a conversation in which its own tool-calling
+// message comes back without the reasoning and the thought signature it
+// was sent with. Its first reply calls tool_search; its second answers.
+type strictThinker struct {
+	first  string // the first reply: a JSON body, or SSE events
+	stream bool
+
+	mu     sync.Mutex
+	bodies []gjson.Result
+}
+
+func (u *strictThinker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	u.mu.Lock()
+	u.bodies = append(u.bodies, gjson.ParseBytes(b))
+	n := len(u.bodies)
+	u.mu.Unlock()
+	if n == 1 {
+		if u.stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+		}
+		_, _ = io.WriteString(w, u.first)
+		return
+	}
+	asked := gjson.GetBytes(b, `messages.#(tool_calls).tool_calls.0`)
+	msg := gjson.GetBytes(b, `messages.#(tool_calls)`)
+	if msg.Get("reasoning_content").String() != "I should look for a chat tool." ||
+		asked.Get("extra_content.google.thought_signature").String() != "sig-1" {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"message":"The reasoning_content in the thinking mode must be passed back to the API.","type":"invalid_request_error","code":"invalid_request_error"}}`)
+		return
+	}
+	if u.stream {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, sseEvents(
+			`{"id":"c2","object":"chat.completion.chunk","created":2,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Posted."},"finish_reason":null}]}`,
+			`{"id":"c2","object":"chat.completion.chunk","created":2,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+		))
+		return
+	}
+	_, _ = io.WriteString(w, `{"id":"c2","object":"chat.completion","created":2,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Posted."},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`)
+}
+
+// sseEvents frames each chunk as a data event and ends with [DONE].
+func sseEvents(chunks ...string) string {
+	var b strings.Builder
+	for _, c := range chunks {
+		fmt.Fprintf(&b, "data: %s\n\n", c)
+	}
+	b.WriteString("data: [DONE]\n\n")
+	return b.String()
+}
+
+func TestAProvidersReasoningAndSignaturesGoBackWithTheSearchRound(t *testing.T) {
+	const chunk = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		first  string
+	}{
+		{
+			name: "a non-streamed reply's message goes back with its reasoning and its call's signature",
+			first: `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,` +
+				`"reasoning_content":"I should look for a chat tool.","tool_calls":[{"id":"call_s","type":"function",` +
+				`"function":{"name":"tool_search","arguments":"{\"query\":\"send chat message\"}"},"extra_content":{"google":{"thought_signature":"sig-1"}}}]},` +
+				`"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`,
+		},
+		{
+			name:   "a streamed reply's message is assembled from its deltas, reasoning and signature included",
+			stream: true,
+			first: sseEvents(
+				fmt.Sprintf(chunk, `{"role":"assistant","content":null,"reasoning_content":"I should look "}`, "null"),
+				fmt.Sprintf(chunk, `{"reasoning_content":"for a chat tool."}`, "null"),
+				fmt.Sprintf(chunk, `{"tool_calls":[{"index":0,"id":"call_s","type":"function","function":{"name":"tool_search","arguments":""},"extra_content":{"google":{"thought_signature":"sig-1"}}}]}`, "null"),
+				fmt.Sprintf(chunk, `{"tool_calls":[{"index":0,"function":{"arguments":"{\"query\":\"send chat message\"}"}}]}`, "null"),
+				fmt.Sprintf(chunk, `{}`, `"tool_calls"`),
+			),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &strictThinker{first: tc.first, stream: tc.stream}
+			base := newTestGateway(t, up)
+			msgs := []map[string]any{{"role": "user", "content": "Tell the team the deploy is done."}}
+			resp := post(t, base, chatRequest(t, msgs, testCatalog(30), tc.stream, nil), nil)
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b, _ := io.ReadAll(resp.Body)
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			var content string
+			if tc.stream {
+				rep := readStream(t, resp.Body)
+				content = rep.content
+				if rep.errorEvent {
+					t.Errorf("the stream carried an error event: %v", rep.raw)
+				}
+			} else {
+				b, _ := io.ReadAll(resp.Body)
+				content = gjson.GetBytes(b, "choices.0.message.content").String()
+			}
+			if content != "Posted." {
+				t.Errorf("client content = %q, want the second round's answer", content)
+			}
+			if len(up.bodies) != 2 {
+				t.Fatalf("upstream saw %d requests, want 2", len(up.bodies))
+			}
+			msg := up.bodies[1].Get(`messages.#(tool_calls)`)
+			if got := msg.Get("tool_calls.0.function.name").String(); got != "tool_search" {
+				t.Errorf("the round's call = %q, want tool_search; message %s", got, msg.Raw)
+			}
+			if got := msg.Get("tool_calls.#").Int(); got != 1 {
+				t.Errorf("the round's message has %d calls, want 1: %s", got, msg.Raw)
+			}
+			if msg.Get("tool_calls.0.index").Exists() {
+				t.Errorf("a stream's fragment index leaked into the request's call: %s", msg.Raw)
+			}
+		})
+	}
+}
+
+func TestCallsWithoutDistinctIndexesReachTheClientAsSeparateCalls(t *testing.T) {
+	const chunk = `{"id":"g1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`
+	whole := func(index, id, name, args string) string {
+		return fmt.Sprintf(`{%s"id":%q,"type":"function","function":{"name":%q,"arguments":%q}}`, index, id, name, args)
+	}
+	for _, tc := range []struct {
+		name   string
+		events string
+	}{
+		{
+			name: "two whole calls without an index in one chunk (Gemini) stay two",
+			events: sseEvents(
+				fmt.Sprintf(chunk, `{"role":"assistant","tool_calls":[`+whole("", "a1", "chat_post_message", `{"id":"eng"}`)+`,`+whole("", "a2", "repo_create_issue", `{"id":"web"}`)+`]}`, "null"),
+				fmt.Sprintf(chunk, `{}`, `"stop"`),
+			),
+		},
+		{
+			name: "two whole calls each numbered 0 in their own chunk stay two",
+			events: sseEvents(
+				fmt.Sprintf(chunk, `{"role":"assistant","tool_calls":[`+whole(`"index":0,`, "a1", "chat_post_message", `{"id":"eng"}`)+`]}`, "null"),
+				fmt.Sprintf(chunk, `{"tool_calls":[`+whole(`"index":0,`, "a2", "repo_create_issue", `{"id":"web"}`)+`]}`, "null"),
+				fmt.Sprintf(chunk, `{}`, `"tool_calls"`),
+			),
+		},
+		{
+			name: "a call split over fragments without an index stays one",
+			events: sseEvents(
+				fmt.Sprintf(chunk, `{"role":"assistant","tool_calls":[{"id":"a1","type":"function","function":{"name":"chat_post_message","arguments":"{\"id\":"}}]}`, "null"),
+				fmt.Sprintf(chunk, `{"tool_calls":[{"function":{"arguments":"\"eng\"}"}}]}`, "null"),
+				fmt.Sprintf(chunk, `{"tool_calls":[`+whole("", "a2", "repo_create_issue", `{"id":"web"}`)+`]}`, "null"),
+				fmt.Sprintf(chunk, `{}`, `"stop"`),
+			),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, tc.events)
+			})
+			base := newTestGateway(t, up)
+			msgs := []map[string]any{{"role": "user", "content": "Tell the team and file the bug."}}
+			resp := post(t, base, chatRequest(t, msgs, testCatalog(30), true, nil), nil)
+			defer resp.Body.Close()
+			rep := readStream(t, resp.Body)
+			want := []struct{ id, name, args string }{{"a1", "chat_post_message", `{"id":"eng"}`}, {"a2", "repo_create_issue", `{"id":"web"}`}}
+			if len(rep.calls) != len(want) {
+				t.Fatalf("client got %d calls, want %d: %v", len(rep.calls), len(want), rep.raw)
+			}
+			for i, w := range want {
+				c := rep.calls[i]
+				if c.Get("id").String() != w.id || c.Get("name").String() != w.name || c.Get("arguments").String() != w.args {
+					t.Errorf("call %d = %s, want %+v", i, c.Raw, w)
+				}
+			}
+			for _, ev := range rep.raw {
+				gjson.Get(ev, "choices.0.delta.tool_calls").ForEach(func(_, c gjson.Result) bool {
+					if i := c.Get("index"); i.Type != gjson.Number || i.Int() < 0 || i.Int() > 1 {
+						t.Errorf("client saw a fragment with index %s, want 0 or 1: %s", i.Raw, c.Raw)
+					}
+					return true
+				})
+			}
+		})
+	}
+}
