@@ -198,3 +198,49 @@ func TestCallsWithoutDistinctIndexesReachTheClientAsSeparateCalls(t *testing.T) 
 		})
 	}
 }
+
+// TestARunningUsageTotalIsCountedOncePerRound: Gemini's compatible endpoint
+// sends the running usage total with every chunk. A round counts its last
+// one, and the client's usage is the sum over rounds.
+func TestARunningUsageTotalIsCountedOncePerRound(t *testing.T) {
+	const chunk = `{"id":"g1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":%s,"finish_reason":%s}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`
+	rounds := []string{
+		sseEvents(
+			fmt.Sprintf(chunk, `{"role":"assistant","content":"Let me look."}`, "null", 100, 3, 103),
+			fmt.Sprintf(chunk, `{"tool_calls":[{"id":"s1","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"chat message\"}"}}]}`, "null", 100, 9, 109),
+			fmt.Sprintf(chunk, `{}`, `"stop"`, 100, 9, 109),
+		),
+		sseEvents(
+			fmt.Sprintf(chunk, `{"role":"assistant","content":"Done"}`, "null", 150, 1, 151),
+			fmt.Sprintf(chunk, `{"content":" now."}`, "null", 150, 2, 152),
+			fmt.Sprintf(chunk, `{}`, `"stop"`, 150, 2, 152),
+		),
+	}
+	var mu sync.Mutex
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		next := rounds[0]
+		rounds = rounds[1:]
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, next)
+	})
+	base := newTestGateway(t, up)
+	msgs := []map[string]any{{"role": "user", "content": "Tell the team the deploy is done."}}
+	extra := map[string]any{"stream_options": map[string]any{"include_usage": true}}
+	resp := post(t, base, chatRequest(t, msgs, testCatalog(30), true, extra), nil)
+	defer resp.Body.Close()
+	rep := readStream(t, resp.Body)
+	if rep.content != "Let me look.Done now." {
+		t.Errorf("content = %q, want both rounds' text", rep.content)
+	}
+	if len(rep.usage) != 1 {
+		t.Fatalf("client got %d usage objects, want 1: %v", len(rep.usage), rep.raw)
+	}
+	for path, want := range map[string]int64{"prompt_tokens": 250, "completion_tokens": 11, "total_tokens": 261} {
+		if got := rep.usage[0].Get(path).Int(); got != want {
+			t.Errorf("usage %s = %d, want %d (each round's last total, summed)", path, got, want)
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/toolgate/toolgate/rewrite"
 )
 
@@ -168,7 +170,9 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 		order   []*callState         // every call, in the order they began
 		states  map[int64]*callState // the call each upstream index is on; made at the first fragment
 		ended   bool                 // this round's upstream sent its finish
+		usage   []byte               // this stream's: its last usage chunk stands for the earlier ones
 	)
+	defer func() { t.usage = rewrite.AddUsage(t.usage, gjson.ParseBytes(usage)) }()
 	for {
 		data, err := sse.Next()
 		if err != nil {
@@ -202,7 +206,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 			s.model = strings.Clone(ev.Model)
 		}
 		if ev.Usage.IsObject() {
-			t.usage = rewrite.AddUsage(t.usage, ev.Usage)
+			usage = rewrite.LatestUsage(usage, ev.Usage)
 		}
 		if ev.Choice < 0 {
 			continue // the usage chunk: the client gets one summed at the end

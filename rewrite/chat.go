@@ -351,8 +351,23 @@ func ClientResponse(r *Response, keep func(Call) bool, usage []byte, id string, 
 
 // AddUsage adds every number in u to the same path of acc and returns the
 // sum; acc nil starts from u. Fields only one side has are kept, so the sum
-// keeps whatever detail objects the upstream reports.
+// keeps whatever detail objects the upstream reports. It sums rounds.
 func AddUsage(acc []byte, u gjson.Result) []byte {
+	return mergeUsage(acc, u, func(prev, v int64) int64 { return prev + v })
+}
+
+// LatestUsage sets every number in u at the same path of acc: within one
+// stream, a later usage chunk stands for the earlier ones. OpenAI sends one;
+// Gemini's compatible endpoint (and vLLM's continuous usage stats) send the
+// running total with every chunk, which summing would count once per chunk.
+func LatestUsage(acc []byte, u gjson.Result) []byte {
+	return mergeUsage(acc, u, func(_, v int64) int64 { return v })
+}
+
+// mergeUsage combines each number of u with the number at its path in acc
+// (a number acc lacks is taken as it is) and returns acc; acc nil starts
+// from u.
+func mergeUsage(acc []byte, u gjson.Result, combine func(prev, v int64) int64) []byte {
 	if !u.IsObject() {
 		return acc
 	}
@@ -369,7 +384,7 @@ func AddUsage(acc []byte, u gjson.Result) []byte {
 			case v.Type == gjson.Number:
 				prev := gjson.GetBytes(acc, p)
 				if prev.Type == gjson.Number {
-					acc, _ = sjson.SetBytes(acc, p, prev.Int()+v.Int())
+					acc, _ = sjson.SetBytes(acc, p, combine(prev.Int(), v.Int()))
 				} else if !prev.Exists() || prev.Type == gjson.Null {
 					acc, _ = sjson.SetRawBytes(acc, p, []byte(strconv.FormatInt(v.Int(), 10)))
 				}

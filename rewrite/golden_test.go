@@ -140,6 +140,16 @@ func TestAddUsageSumsEveryNumber(t *testing.T) {
 	}
 }
 
+func TestLatestUsageTakesEachNumbersLastValue(t *testing.T) {
+	acc := LatestUsage(nil, gjson.Parse(`{"prompt_tokens":10,"completion_tokens":1,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":4}}`))
+	acc = LatestUsage(acc, gjson.Parse(`{"prompt_tokens":10,"completion_tokens":6,"total_tokens":16,"completion_tokens_details":{"reasoning_tokens":3}}`))
+	for path, want := range map[string]int64{"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16, "prompt_tokens_details.cached_tokens": 4, "completion_tokens_details.reasoning_tokens": 3} {
+		if got := gjson.GetBytes(acc, path).Int(); got != want {
+			t.Errorf("%s = %d, want %d (%s)", path, got, want, acc)
+		}
+	}
+}
+
 func TestClientResponseStripsInternalCalls(t *testing.T) {
 	body := []byte(`{"id":"r2","created":2,"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"s","type":"function","function":{"name":"tool_search","arguments":"{}"}},{"id":"x","type":"function","function":{"name":"real","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1}}`)
 	r, err := ParseResponse(body)
