@@ -46,6 +46,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			t.id, t.created = out.ID, out.Created
 		}
 		t.usage = rewrite.AddUsage(t.usage, out.Usage)
+		identify(out.Calls, round)
 		internal, real := t.split(out.Calls)
 		results := t.answer(ctx, out.Calls)
 		last := len(internal) == 0 || len(real) > 0 || !t.canContinue(round)

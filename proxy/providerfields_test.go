@@ -244,3 +244,61 @@ func TestARunningUsageTotalIsCountedOncePerRound(t *testing.T) {
 		}
 	}
 }
+
+func TestACallWithoutAnIDIsGivenOneBeforeTheGatewayAnswersIt(t *testing.T) {
+	const chunk = `{"id":"k1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		first  string
+	}{
+		{
+			name:  "a non-streamed call with an empty id",
+			first: `{"id":"k1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"chat\"}"}}]},"finish_reason":"tool_calls"}]}`,
+		},
+		{
+			name:   "a streamed call with no id at all",
+			stream: true,
+			first: sseEvents(
+				fmt.Sprintf(chunk, `{"role":"assistant","tool_calls":[{"index":0,"type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"chat\"}"}}]}`, "null"),
+				fmt.Sprintf(chunk, `{}`, `"tool_calls"`),
+			),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var bodies []gjson.Result
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				bodies = append(bodies, gjson.ParseBytes(b))
+				n := len(bodies)
+				mu.Unlock()
+				if tc.stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+				}
+				switch {
+				case n == 1:
+					_, _ = io.WriteString(w, tc.first)
+				case tc.stream:
+					_, _ = io.WriteString(w, sseEvents(fmt.Sprintf(chunk, `{"content":"ok"}`, `"stop"`)))
+				default:
+					_, _ = io.WriteString(w, `{"id":"k2","object":"chat.completion","created":2,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+				}
+			})
+			base := newTestGateway(t, up)
+			msgs := []map[string]any{{"role": "user", "content": "Tell the team."}}
+			resp := post(t, base, chatRequest(t, msgs, testCatalog(30), tc.stream, nil), nil)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if len(bodies) != 2 {
+				t.Fatalf("upstream saw %d requests, want 2", len(bodies))
+			}
+			id := bodies[1].Get(`messages.#(tool_calls).tool_calls.0.id`).String()
+			answer := bodies[1].Get(`messages.#(role=="tool").tool_call_id`).String()
+			if id == "" || id != answer {
+				t.Errorf("the round's call id %q and its answer's tool_call_id %q: want the same, not empty", id, answer)
+			}
+		})
+	}
+}

@@ -58,6 +58,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 			s.fail(g, r, err)
 			return
 		}
+		identify(res.calls, round)
 		internal, real := t.split(res.calls)
 		g.logger().Debug("stream round", "round", round, "calls", len(res.calls), "internal", len(internal), "real", len(real))
 		more := len(internal) > 0 && len(real) == 0 && t.canContinue(round)

@@ -527,6 +527,20 @@ func (t *turn) save(ctx context.Context) {
 	}
 }
 
+// identify gives each call of round that came without an id one of its
+// own. Some servers send calls without ids (StepFun, some Kimi hosts;
+// Gemini's compatible endpoint did), and the gateway's answer to a call
+// must name it: a tool message with an empty tool_call_id is refused. The
+// client's own calls reach it as the upstream sent them; only the rounds
+// the gateway answers carry these ids.
+func identify(calls []rewrite.Call, round int) {
+	for i := range calls {
+		if calls[i].ID == "" {
+			calls[i].ID = fmt.Sprintf("call_toolgate_%d_%d", round, i)
+		}
+	}
+}
+
 // split separates a round's calls into those the gateway answers and those
 // the client gets.
 func (t *turn) split(calls []rewrite.Call) (internal, real []rewrite.Call) {
