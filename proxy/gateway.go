@@ -79,6 +79,7 @@ type Gateway struct {
 	searchDefs *lru.Cache[string, string]        // tool_search definitions by catalog
 	tables     *lru.Cache[string, *catalogRules] // policy decisions by catalog
 	shapes     *lru.Cache[uint64, arrayShape]    // what passthrough asks of a tools array, by its key
+	noUsage    *lru.Cache[string, struct{}]      // models whose upstream refused stream_options
 	chat       rewrite.Dialect                   // the dialect of /chat/completions
 }
 
@@ -91,6 +92,7 @@ func (g *Gateway) init() {
 		g.searchDefs, _ = lru.New[string, string](256) // errors only on size <= 0
 		g.tables, _ = lru.New[string, *catalogRules](256)
 		g.shapes, _ = lru.New[uint64, arrayShape](256)
+		g.noUsage, _ = lru.New[string, struct{}](256)
 		g.chat = rewrite.Chat{}
 		g.Metrics.bind(g)
 		g.handler = g.routes()

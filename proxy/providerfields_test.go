@@ -302,3 +302,55 @@ func TestACallWithoutAnIDIsGivenOneBeforeTheGatewayAnswersIt(t *testing.T) {
 		})
 	}
 }
+
+func TestAnUpstreamThatRefusesStreamOptionsStreamsWithout(t *testing.T) {
+	var mu sync.Mutex
+	var seen []bool // whether each upstream request carried stream_options
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		has := gjson.GetBytes(b, "stream_options").Exists()
+		mu.Lock()
+		seen = append(seen, has)
+		mu.Unlock()
+		if has {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"error":{"message":"Unknown parameter: 'stream_options'.","type":"invalid_request_error","param":"stream_options","code":"unknown_parameter"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, sseEvents(
+			`{"id":"s1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello."},"finish_reason":null}]}`,
+			`{"id":"s1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+		))
+	})
+	base := newTestGateway(t, up)
+	msgs := []map[string]any{{"role": "user", "content": "Say hello."}}
+	turn := func(extra map[string]any) (int, streamReply) {
+		resp := post(t, base, chatRequest(t, msgs, testCatalog(30), true, extra), nil)
+		defer resp.Body.Close()
+		return resp.StatusCode, readStream(t, resp.Body)
+	}
+	t.Run("the first turn is sent again without the member the gateway added", func(t *testing.T) {
+		status, rep := turn(nil)
+		if status != http.StatusOK || rep.content != "Hello." {
+			t.Errorf("status %d, content %q; want 200 and the answer", status, rep.content)
+		}
+		if len(seen) != 2 || !seen[0] || seen[1] {
+			t.Errorf("upstream requests carried stream_options: %v, want [true false]", seen)
+		}
+	})
+	t.Run("later turns go without it from the start", func(t *testing.T) {
+		seen = nil
+		status, rep := turn(nil)
+		if status != http.StatusOK || rep.content != "Hello." || len(seen) != 1 || seen[0] {
+			t.Errorf("status %d, content %q, upstream requests with stream_options %v; want 200, the answer, [false]", status, rep.content, seen)
+		}
+	})
+	t.Run("a client that asks for usage itself gets the upstream's refusal", func(t *testing.T) {
+		seen = nil
+		status, _ := turn(map[string]any{"stream_options": map[string]any{"include_usage": true}})
+		if status != http.StatusBadRequest || len(seen) != 1 {
+			t.Errorf("status %d after %d upstream requests; want the upstream's 400 after 1", status, len(seen))
+		}
+	})
+}

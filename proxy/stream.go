@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -34,8 +35,12 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		return
 	}
 	s := &relay{w: w, rc: http.NewResponseController(w), t: t, ew: ew}
+	if !t.req.IncludeUsage && g.noUsage.Contains(t.req.Model) {
+		t.req.NoUsageRequest = true
+	}
 	for round := 0; ; round++ {
-		body, err := t.d.Build(t.req, t.roundTools(round), t.rounds)
+		tools := t.roundTools(round)
+		body, err := t.d.Build(t.req, tools, t.rounds)
 		if err != nil {
 			s.fail(g, r, err)
 			return
@@ -45,7 +50,13 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 			retries = g.retries(t.snap)
 		}
 		rctx, cancel := context.WithCancel(ctx)
-		resp, err := t.send(rctx, r, sendOptions{rest: rest, body: body, stream: true, retries: retries})
+		o := sendOptions{rest: rest, body: body, stream: true, retries: retries}
+		resp, err := t.send(rctx, r, o)
+		if err != nil && g.refusedUsageRequest(t.req, err) {
+			if o.body, err = t.d.Build(t.req, tools, t.rounds); err == nil {
+				resp, err = t.send(rctx, r, o)
+			}
+		}
 		if err != nil {
 			cancel()
 			s.fail(g, r, err)
@@ -82,6 +93,26 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		closeStream(resp.Body, res.drained, cancel)
 		return
 	}
+}
+
+// refusedUsageRequest reports whether err is the upstream refusing the
+// stream_options member that Build added to req (some OpenAI-compatible
+// servers answer 400 "Unknown parameter: 'stream_options'"); if so, req is
+// marked to be built without it and the model remembered, so the turn can
+// be sent again and later turns go without. The client's own
+// stream_options are its to keep: a refusal of those is the client's
+// error. The turn's usage then comes from whatever the upstream reports
+// unasked.
+func (g *Gateway) refusedUsageRequest(req *rewrite.Request, err error) bool {
+	var se *statusError
+	if req.IncludeUsage || req.NoUsageRequest || !errors.As(err, &se) ||
+		se.resp.StatusCode != http.StatusBadRequest || !bytes.Contains(se.body, []byte("stream_options")) {
+		return false
+	}
+	req.NoUsageRequest = true
+	g.noUsage.Add(strings.Clone(req.Model), struct{}{}) // req.Model aliases the body
+	g.logger().Warn("the upstream refuses stream_options; streaming without usage for this model", "model", req.Model)
+	return true
 }
 
 // closeStream ends a round's upstream response. Reading a body to its end

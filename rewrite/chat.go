@@ -55,14 +55,14 @@ type Response struct {
 // Build returns the upstream body for req: its tools array replaced by tools
 // (raw JSON objects, in order; none removes tools and tool_choice), the
 // gateway's own rounds appended to messages, and, for streams, usage
-// requested so every round can be counted. Everything else passes through
-// byte for byte.
+// requested so every round can be counted (unless NoUsageRequest).
+// Everything else passes through byte for byte.
 func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 	body := req.Body
 	var err error
 	// A stream without stream_options gets the member appended to the
 	// body this call copies anyway, instead of a copy of its own.
-	addUsage := req.Stream && !req.IncludeUsage
+	addUsage := req.Stream && !req.IncludeUsage && !req.NoUsageRequest
 	appendUsage := addUsage && !req.hasStreamOptions
 	owned := false // body is this call's copy, free to append to
 	// Tools first: the parse located them in req.Body, so the splice needs

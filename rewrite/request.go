@@ -48,8 +48,11 @@ type Request struct {
 	Model        string
 	Stream       bool
 	IncludeUsage bool
-	N            int64
-	HasFunctions bool // legacy "functions": passed through untouched
+	// NoUsageRequest makes Build leave a stream's stream_options as the
+	// client sent them, for an upstream that refuses the member.
+	NoUsageRequest bool
+	N              int64
+	HasFunctions   bool // legacy "functions": passed through untouched
 
 	// Tools is nil when the request has no tools array. Their Params are
 	// not read (the request path never needs them); ToolsWithParams reads
