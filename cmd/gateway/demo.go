@@ -33,6 +33,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		"name (the needed tool's name as words: an upper bound) or prompt (the task's text: a lower bound)")
 	agentTools := fs.Int("agent-tools", 0, "with --queries: replay over an agent of this many of the catalog's tools (every tool the tasks call, "+
 		"the rest drawn with a fixed seed) instead of the whole catalog")
+	decisionLog := fs.String("decision-log", "", "append the gateway's decision record of every request (active set and why, searches) to FILE as JSON lines, \"-\" for stderr")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -73,6 +74,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	}
+	decisions, closeDecisions, err := openDecisionLog(*decisionLog, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeDecisions()
+	o.DecisionLog = decisions
 	if isTerminal(stderr) {
 		o.Progress = progress.Bar(stderr, "replaying tasks")
 	}
