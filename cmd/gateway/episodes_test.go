@@ -157,7 +157,8 @@ func TestDemoReplaysEvalQueriesAsEpisodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	args := []string{"demo", "--queries", queries, "--catalog", filepath.Join("..", "..", "testdata", "catalog.json")}
+	decisions := filepath.Join(dir, "decisions.jsonl")
+	args := []string{"demo", "--queries", queries, "--catalog", filepath.Join("..", "..", "testdata", "catalog.json"), "--decision-log", decisions}
 	if err := run(context.Background(), args, &out, &errOut); err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())
 	}
@@ -168,6 +169,26 @@ func TestDemoReplaysEvalQueriesAsEpisodes(t *testing.T) {
 	if steps[1] != "3" {
 		t.Errorf("through the gateway %s of 3 steps completed with the tools' names as step queries:\n%s", steps[1], out.String())
 	}
+	t.Run("the decision log has a record of every request through the gateway", func(t *testing.T) {
+		b, err := os.ReadFile(decisions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agent := regexp.MustCompile(`agent requests\s+(\d+)\s+(\d+)`).FindStringSubmatch(out.String())
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if agent == nil || fmt.Sprint(len(lines)) != agent[2] {
+			t.Fatalf("%d decision records, want one per agent request through the gateway (%v):\n%s", len(lines), agent, out.String())
+		}
+		var rec struct {
+			Msg    string `json:"msg"`
+			Active []struct {
+				Name, Reason string
+			} `json:"active"`
+		}
+		if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil || rec.Msg != "decision" || len(rec.Active) == 0 || rec.Active[0].Reason == "" {
+			t.Errorf("first record %s: want a decision naming its active tools and why (err %v)", lines[0], err)
+		}
+	})
 }
 
 func TestDemoAgentToolsNeedsEvalQueries(t *testing.T) {
