@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -352,22 +353,34 @@ func ClientResponse(r *Response, keep func(Call) bool, usage []byte, id string, 
 // AddUsage adds every number in u to the same path of acc and returns the
 // sum; acc nil starts from u. Fields only one side has are kept, so the sum
 // keeps whatever detail objects the upstream reports. It sums rounds.
-func AddUsage(acc []byte, u gjson.Result) []byte {
-	return mergeUsage(acc, u, func(prev, v int64) int64 { return prev + v })
-}
+func AddUsage(acc []byte, u gjson.Result) []byte { return mergeUsage(acc, u, addNumbers) }
 
 // LatestUsage sets every number in u at the same path of acc: within one
 // stream, a later usage chunk stands for the earlier ones. OpenAI sends one;
 // Gemini's compatible endpoint (and vLLM's continuous usage stats) send the
 // running total with every chunk, which summing would count once per chunk.
 func LatestUsage(acc []byte, u gjson.Result) []byte {
-	return mergeUsage(acc, u, func(_, v int64) int64 { return v })
+	return mergeUsage(acc, u, func(_, v gjson.Result) string { return v.Raw })
 }
+
+// addNumbers returns the JSON text of prev + v: a whole number for token
+// counts, a decimal when either is fractional (OpenRouter's cost in
+// dollars), rounded to 15 significant digits so a sum of two decimals
+// reads 0.00034, not 0.00034000000000000003.
+func addNumbers(prev, v gjson.Result) string {
+	if isWhole(prev.Raw) && isWhole(v.Raw) {
+		return strconv.FormatInt(prev.Int()+v.Int(), 10)
+	}
+	return strconv.FormatFloat(prev.Float()+v.Float(), 'g', 15, 64)
+}
+
+// isWhole reports whether a JSON number's text is an integer literal.
+func isWhole(raw string) bool { return !strings.ContainsAny(raw, ".eE") }
 
 // mergeUsage combines each number of u with the number at its path in acc
 // (a number acc lacks is taken as it is) and returns acc; acc nil starts
-// from u.
-func mergeUsage(acc []byte, u gjson.Result, combine func(prev, v int64) int64) []byte {
+// from u. combine returns the JSON text of the merged number.
+func mergeUsage(acc []byte, u gjson.Result, combine func(prev, v gjson.Result) string) []byte {
 	if !u.IsObject() {
 		return acc
 	}
@@ -384,9 +397,9 @@ func mergeUsage(acc []byte, u gjson.Result, combine func(prev, v int64) int64) [
 			case v.Type == gjson.Number:
 				prev := gjson.GetBytes(acc, p)
 				if prev.Type == gjson.Number {
-					acc, _ = sjson.SetBytes(acc, p, combine(prev.Int(), v.Int()))
+					acc, _ = sjson.SetRawBytes(acc, p, []byte(combine(prev, v)))
 				} else if !prev.Exists() || prev.Type == gjson.Null {
-					acc, _ = sjson.SetRawBytes(acc, p, []byte(strconv.FormatInt(v.Int(), 10)))
+					acc, _ = sjson.SetRawBytes(acc, p, []byte(v.Raw))
 				}
 			}
 			return true

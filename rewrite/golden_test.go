@@ -140,6 +140,33 @@ func TestAddUsageSumsEveryNumber(t *testing.T) {
 	}
 }
 
+func TestUsageKeepsFractionalNumbers(t *testing.T) {
+	// OpenRouter reports what a call cost in dollars next to the token
+	// counts; a sum of whole numbers made a two-round turn cost nothing.
+	first := gjson.Parse(`{"prompt_tokens":10,"cost":0.00014,"cost_details":{"upstream_inference_cost":0.0001}}`)
+	second := gjson.Parse(`{"prompt_tokens":20,"cost":0.0002,"cost_details":{"upstream_inference_cost":2e-4}}`)
+	for _, tc := range []struct {
+		name  string
+		merge func([]byte, gjson.Result) []byte
+		want  map[string]string
+	}{
+		{"a sum of rounds adds the fractions", AddUsage, map[string]string{"prompt_tokens": "30", "cost": "0.00034", "cost_details.upstream_inference_cost": "0.0003"}},
+		{"a stream's latest usage takes the later fraction", LatestUsage, map[string]string{"prompt_tokens": "20", "cost": "0.0002", "cost_details.upstream_inference_cost": "2e-4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acc := tc.merge(tc.merge(nil, first), second)
+			if !gjson.ValidBytes(acc) {
+				t.Fatalf("invalid JSON %s", acc)
+			}
+			for path, want := range tc.want {
+				if got := gjson.GetBytes(acc, path).Raw; got != want {
+					t.Errorf("%s = %s, want %s (%s)", path, got, want, acc)
+				}
+			}
+		})
+	}
+}
+
 func TestLatestUsageTakesEachNumbersLastValue(t *testing.T) {
 	acc := LatestUsage(nil, gjson.Parse(`{"prompt_tokens":10,"completion_tokens":1,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":4}}`))
 	acc = LatestUsage(acc, gjson.Parse(`{"prompt_tokens":10,"completion_tokens":6,"total_tokens":16,"completion_tokens_details":{"reasoning_tokens":3}}`))
