@@ -47,6 +47,7 @@ func compile(doc Document, env compileEnv) (*Snapshot, error) {
 			Preselect:                g.Preselect,
 			Explore:                  g.Explore,
 			FollowUp:                 g.FollowUp,
+			SearchRound:              g.SearchRound,
 			PassthroughHistoryTokens: g.PassthroughHistoryTokens,
 			BodyLimit:                g.BodyLimit,
 			ConnectTimeout:           g.Timeouts.Connect,

@@ -118,6 +118,11 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{"2:13: gateway.upstream: want an http:// or https:// URL"},
 		},
 		{
+			name: "an unknown search_round is an error naming the choices",
+			src:  "gateway:\n  search_round: some\n",
+			want: []string{"2:17: gateway.search_round: unknown search round \"some\"; want found or all"},
+		},
+		{
 			name: "a negative follow_up is an error",
 			src:  "gateway:\n  follow_up: -1\n",
 			want: []string{"2:14: gateway.follow_up: must be >= 0"},
@@ -202,7 +207,7 @@ func TestDefaults(t *testing.T) {
 		g := Default().Gateway
 		want := Gateway{
 			Listen: "127.0.0.1:8080", Upstream: "https://api.openai.com/v1", Mode: ModeHybrid,
-			MinTools: 12, MaxRounds: 4, MaxActive: 32, Preselect: 7, FollowUp: 2, BodyLimit: 32 << 20,
+			MinTools: 12, MaxRounds: 4, MaxActive: 32, Preselect: 7, FollowUp: 2, SearchRound: SearchRoundFound, BodyLimit: 32 << 20,
 			ConnectTimeout: 10 * time.Second, HeaderTimeout: 120 * time.Second,
 			IdleTimeout: 120 * time.Second, RequestTimeout: 10 * time.Minute, Retries: 1,
 		}

@@ -24,6 +24,15 @@ const (
 	ModePassthrough Mode = "passthrough" // forward tools unchanged
 )
 
+// SearchRound is what the round answering a tool_search offers.
+type SearchRound string
+
+// Search rounds.
+const (
+	SearchRoundFound SearchRound = "found" // what the search found, and core, tool_choice and called tools (default)
+	SearchRoundAll   SearchRound = "all"   // every active tool
+)
+
 // Gateway holds the gateway settings of tools.yaml, defaults applied. Flags
 // and environment variables override Listen and Upstream in cmd/gateway;
 // policy does not read them.
@@ -38,6 +47,7 @@ type Gateway struct {
 	Preselect   int  // tools preselected per user turn in hybrid/preselect mode
 	Explore     bool // preselect mode: one preselected slot samples below the cut
 	FollowUp    int  // tools joining after a user turn's first tool result in hybrid/preselect mode
+	SearchRound SearchRound
 	// PassthroughHistoryTokens: conversations longer than this go upstream
 	// unchanged (0: never).
 	PassthroughHistoryTokens int
