@@ -7,8 +7,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-
-	"github.com/tidwall/gjson"
 )
 
 // toolRecorder answers every request in text and records the tool names
@@ -20,11 +18,7 @@ type toolRecorder struct {
 
 func (r *toolRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
-	var names []string
-	gjson.GetBytes(body, "tools.#.function.name").ForEach(func(_, v gjson.Result) bool {
-		names = append(names, v.String())
-		return true
-	})
+	names := toolNames(body)
 	r.mu.Lock()
 	r.seen = append(r.seen, names)
 	r.mu.Unlock()

@@ -129,6 +129,16 @@ func post(t *testing.T, base string, body []byte, hdr map[string]string) *http.R
 	return resp
 }
 
+// toolNames lists the function names of a request body's tools, in order.
+func toolNames(body []byte) []string {
+	var names []string
+	gjson.GetBytes(body, "tools.#.function.name").ForEach(func(_, n gjson.Result) bool {
+		names = append(names, n.String())
+		return true
+	})
+	return names
+}
+
 // streamReply is what a client assembled from one streamed response.
 type streamReply struct {
 	content    string

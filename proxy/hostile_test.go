@@ -153,8 +153,7 @@ type searcher struct {
 
 func (s *searcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
-	var names []string
-	gjson.GetBytes(b, "tools.#.function.name").ForEach(func(_, n gjson.Result) bool { names = append(names, n.String()); return true })
+	names := toolNames(b)
 	s.mu.Lock()
 	s.tools = append(s.tools, names)
 	s.mu.Unlock()

@@ -25,11 +25,7 @@ type onceSearcher struct {
 
 func (s *onceSearcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	var names []string
-	gjson.GetBytes(body, "tools.#.function.name").ForEach(func(_, v gjson.Result) bool {
-		names = append(names, v.String())
-		return true
-	})
+	names := toolNames(body)
 	last := gjson.GetBytes(body, "messages.@reverse.0")
 	s.mu.Lock()
 	s.offered = append(s.offered, names)

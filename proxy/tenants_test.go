@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/toolgate/toolgate/selector"
 )
 
@@ -27,8 +25,7 @@ type scripted struct {
 
 func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
-	var names []string
-	gjson.GetBytes(b, "tools.#.function.name").ForEach(func(_, n gjson.Result) bool { names = append(names, n.String()); return true })
+	names := toolNames(b)
 	s.mu.Lock()
 	n := len(s.offered)
 	s.offered = append(s.offered, names)
