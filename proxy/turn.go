@@ -302,12 +302,13 @@ func (t *turn) exploreDraw(n int) int {
 }
 
 // query builds a selector query that skips what is hidden or already
-// active; a search query (text not "") skips fewer (see skipped).
+// active; a search query (text not "") skips fewer when search rounds
+// offer only what they find (see skipped).
 func (t *turn) query(text string, limit int) selector.Query {
 	return selector.Query{
 		Text:    text,
 		Limit:   limit,
-		Skip:    t.skipped(text != ""),
+		Skip:    t.skipped(text != "" && t.trimsSearchRounds()),
 		Focus:   t.st.Focus,
 		Last:    t.st.Last,
 		Recent:  t.st.Recent,
@@ -358,8 +359,12 @@ func (t *turn) offered(name string) bool {
 	if !t.isActive(name) {
 		return false
 	}
-	return len(t.found) == 0 || t.snap.Gateway.SearchRound == policy.SearchRoundAll || t.found[name] || kept(t.reasons[name])
+	return len(t.found) == 0 || !t.trimsSearchRounds() || t.found[name] || kept(t.reasons[name])
 }
+
+// trimsSearchRounds reports whether a round answering a search offers only
+// what it found (gateway.search_round: found, the default).
+func (t *turn) trimsSearchRounds() bool { return t.snap.Gateway.SearchRound != policy.SearchRoundAll }
 
 // bound keeps the active set within max_active. Tools from earlier turns
 // go first: those not used recently, oldest first, then the least recently
@@ -534,7 +539,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	// it did when it skipped every active one.
 	guesses := 0
 	for name, reason := range t.reasons {
-		if reason != "" && !kept(reason) && !t.searched[name] {
+		if t.trimsSearchRounds() && reason != "" && !kept(reason) && !t.searched[name] {
 			guesses++
 		}
 	}
