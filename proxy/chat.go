@@ -105,22 +105,38 @@ func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request)
 		return "a custom tool"
 	case shape.kind != "":
 		return "a tool of an unknown type"
-	case shape.searchName && snap.Decider(req.LastUser)(SearchToolName).Visible:
-		// The client's own tool_search, shown to the model: the gateway
-		// would send the upstream two tools of that name (a request
-		// providers refuse) and answer the model's calls of the client's
-		// tool itself. A policy that hides it gives the name back.
-		return "a client tool is named " + SearchToolName
+	case searchName(snap, req, shape) == "":
+		return "client tools take both search names"
+	}
+	return ""
+}
+
+// searchName is the name the gateway's search tool takes in req:
+// tool_search, or AltSearchToolName when one of the client's own tools
+// shown to the model has that name (a policy that hides it gives the name
+// back), or "" when both are taken, and the request passes through.
+func searchName(snap *policy.Snapshot, req *rewrite.Request, shape arrayShape) string {
+	if !shape.searchName && !shape.altName {
+		return SearchToolName
+	}
+	visible := snap.Decider(req.LastUser)
+	for _, n := range [...]struct {
+		name  string
+		taken bool
+	}{{SearchToolName, shape.searchName}, {AltSearchToolName, shape.altName}} {
+		if !n.taken || !visible(n.name).Visible {
+			return n.name
+		}
 	}
 	return ""
 }
 
 // arrayShape is what passthroughReason asks of a tools array beyond its
 // length: the first tool that is not a function (its type), and whether
-// one is named tool_search.
+// one takes a name of the gateway's search tool.
 type arrayShape struct {
-	kind       string
-	searchName bool
+	kind                string
+	searchName, altName bool
 }
 
 // shapeOf reads a tools array's shape once per array: agents resend
@@ -138,6 +154,7 @@ func (g *Gateway) shapeOf(req *rewrite.Request) arrayShape {
 			s.kind = t.Kind // its own string, never the body's
 		}
 		s.searchName = s.searchName || t.Name == SearchToolName
+		s.altName = s.altName || t.Name == AltSearchToolName
 	}
 	if req.ToolsKey != 0 {
 		g.shapes.Add(req.ToolsKey, s)

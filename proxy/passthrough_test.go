@@ -222,34 +222,44 @@ func TestLongConversationsPassThroughWhenConfigured(t *testing.T) {
 	}
 }
 
-// registrySearch is a client tool that happens to be named tool_search.
-func registrySearch() map[string]any {
+// registrySearch is a client tool that happens to be named name.
+func registrySearch(name string) map[string]any {
 	return map[string]any{"type": "function", "function": map[string]any{
-		"name": SearchToolName, "description": "Search the internal registry of command-line tools by keyword.",
+		"name": name, "description": "Search the internal registry of command-line tools by keyword.",
 		"parameters": map[string]any{"type": "object", "properties": map[string]any{"query": map[string]any{"type": "string"}}}}}
 }
 
 func TestAClientToolNamedToolSearchIsNeverShadowed(t *testing.T) {
-	tools := testCatalog(40)
-	tools[20] = registrySearch()
 	task := fakellm.Task{
 		Name:   "registry lookup",
 		Prompt: "Search the registry for a command-line tool that resizes images.",
-		Steps:  []fakellm.Step{{Tool: SearchToolName, Query: "resize images", Args: json.RawMessage(`{"query":"resize images"}`)}},
+		Steps: []fakellm.Step{{Tool: SearchToolName, Query: "search registry command-line tools",
+			Args: json.RawMessage(`{"query":"resize images"}`)}},
 		Answer: "Found one.",
 	}
 	msgs := []map[string]any{{"role": "user", "content": task.Prompt}}
 	for _, tc := range []struct {
 		name   string
 		policy string
-		// passthrough: the upstream gets the client's body byte for byte
-		// and the client its own call; otherwise the gateway's search runs.
-		passthrough bool
+		taken  []string // the client's tools with a search tool's name
+		// gateway is the name the gateway's search tool takes, "" for a
+		// request that passes through byte for byte.
+		gateway string
+		// clientCall: the client gets the call of its own tool_search.
+		clientCall bool
 	}{
-		{"the client gets the call of its own tool_search, the request unchanged", "", true},
-		{"a policy that denies the client's tool_search gives the name to the gateway", "deny: [tool_search]\n", false},
+		{"the gateway's search takes another name, and the client gets the call of its own tool_search",
+			"", []string{SearchToolName}, AltSearchToolName, true},
+		{"a policy that denies the client's tool_search gives the name back to the gateway",
+			"deny: [tool_search]\n", []string{SearchToolName}, SearchToolName, false},
+		{"a client that takes both names passes through unchanged, with its call",
+			"", []string{SearchToolName, AltSearchToolName}, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			tools := testCatalog(40)
+			for i, n := range tc.taken {
+				tools[20+i] = registrySearch(n)
+			}
 			model := &fakellm.Model{Tasks: []fakellm.Task{task}, Keep: true}
 			base := newTestGateway(t, model, withPolicy(loadPolicy(t, tc.policy)))
 			body := chatRequest(t, msgs, tools, false, nil)
@@ -264,32 +274,22 @@ func TestAClientToolNamedToolSearchIsNeverShadowed(t *testing.T) {
 				t.Fatal("the upstream saw no request")
 			}
 			for i, rec := range recs {
-				named := 0
-				gjson.GetBytes(rec.Body, "tools.#.function.name").ForEach(func(_, n gjson.Result) bool {
-					if n.String() == SearchToolName {
-						named++
+				names := toolNames(rec.Body)
+				for _, n := range []string{SearchToolName, AltSearchToolName} {
+					if c := strings.Count(" "+strings.Join(names, " ")+" ", " "+n+" "); c > 1 {
+						t.Errorf("upstream request %d offers %d tools named %s; want at most one", i, c, n)
 					}
-					return true
-				})
-				if named > 1 {
-					t.Errorf("upstream request %d offers %d tools named %s; want at most one", i, named, SearchToolName)
 				}
+			}
+			switch first := toolNames(recs[0].Body); {
+			case tc.gateway == "" && !bytes.Equal(recs[0].Body, body):
+				t.Errorf("the upstream got a rewritten request; want the client's bytes")
+			case tc.gateway != "" && (len(first) == 0 || first[0] != tc.gateway || len(recs[0].Body) >= len(body)):
+				t.Errorf("the upstream got tools %v (%d bytes of %d); want the gateway's smaller request, %s first", first, len(recs[0].Body), len(body), tc.gateway)
 			}
 			call := gjson.GetBytes(got, "choices.0.message.tool_calls.0.function.name").String()
-			if tc.passthrough {
-				if !bytes.Equal(recs[0].Body, body) {
-					t.Errorf("the upstream got a rewritten request; want the client's bytes")
-				}
-				if call != SearchToolName {
-					t.Errorf("the client got %s; want the call of its own %s", got, SearchToolName)
-				}
-				return
-			}
-			if len(recs[0].Body) >= len(body) {
-				t.Errorf("the upstream got %d bytes of a %d-byte request; want the gateway's smaller one", len(recs[0].Body), len(body))
-			}
-			if call == SearchToolName {
-				t.Errorf("the client got a call of a tool the policy denies: %s", got)
+			if tc.clientCall != (call == SearchToolName) {
+				t.Errorf("the client got %s; want its own %s call: %v", got, SearchToolName, tc.clientCall)
 			}
 		})
 	}

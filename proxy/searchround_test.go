@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 // upstream call offered and what each search returned.
 type onceSearcher struct {
 	query string
+	tool  string // the search tool to call; "" means tool_search
 
 	mu      sync.Mutex
 	offered [][]string
@@ -35,9 +37,10 @@ func (s *onceSearcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	msg := `{"role":"assistant","content":"ok"}`
 	if last.Get("role").String() == "user" {
+		tool := cmp.Or(s.tool, SearchToolName)
 		args, _ := json.Marshal(map[string]string{"query": s.query})
 		call, _ := json.Marshal(map[string]any{"id": "s1", "type": "function",
-			"function": map[string]string{"name": "tool_search", "arguments": string(args)}})
+			"function": map[string]string{"name": tool, "arguments": string(args)}})
 		msg = `{"role":"assistant","content":null,"tool_calls":[` + string(call) + `]}`
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -144,4 +147,23 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+func TestTheSearchToolUnderItsOtherNameIsAnsweredByTheGateway(t *testing.T) {
+	tools := testCatalog(40)
+	tools[20] = registrySearch(SearchToolName)
+	model := &onceSearcher{query: "send email recipients", tool: AltSearchToolName}
+	base := newTestGateway(t, model, withPolicy(loadPolicy(t, "gateway: {mode: search}\n")))
+	resp := post(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "Email the team."}}, tools, false, nil), nil)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || gjson.GetBytes(got, "choices.0.message.content").String() != "ok" {
+		t.Fatalf("status %d: %s; want the model's answer after the gateway's search", resp.StatusCode, got)
+	}
+	if len(model.results) != 1 || !slices.Contains(foundTools(model.results[0]), "mail_send") {
+		t.Errorf("search results %q; want one search that found mail_send", model.results)
+	}
+	if first := model.offered[0]; first[0] != AltSearchToolName || slices.Contains(first, SearchToolName) {
+		t.Errorf("first upstream call offered %v; want %s first and the client's tool_search not yet found", first, AltSearchToolName)
+	}
 }

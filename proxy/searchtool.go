@@ -13,12 +13,20 @@ import (
 // SearchToolName is the name of the tool the gateway answers itself.
 const SearchToolName = "tool_search"
 
+// AltSearchToolName names the gateway's search tool in a request whose
+// client shows the model a tool of its own named tool_search: the gateway
+// never shadows a client's tool (the upstream would get two tools of one
+// name, which providers refuse, and the client would never get its calls),
+// and passing such a request through unchanged gave up every saving.
+const AltSearchToolName = "toolgate_search"
+
 // maxSearchLimit bounds the limit a model may ask of one search.
 const maxSearchLimit = 10
 
-// searchTool returns the tool_search definition for a catalog: its
-// description names the catalog's areas so the model knows what it can find.
-func searchTool(total, limit int, areas []string) string {
+// searchTool returns the search tool's definition for a catalog, under
+// name: its description names the catalog's areas so the model knows what
+// it can find.
+func searchTool(name string, total, limit int, areas []string) string {
 	desc := fmt.Sprintf("Search the %d tools available to you and make the best matches callable. "+
 		"Only a few tools are loaded; call this whenever you need a capability that is not in your tool list, "+
 		"then call the tools it returns directly. Write the query as short English keywords naming the action "+
@@ -31,7 +39,7 @@ func searchTool(total, limit int, areas []string) string {
 	def := map[string]any{
 		"type": "function",
 		"function": map[string]any{
-			"name":        SearchToolName,
+			"name":        name,
 			"description": desc,
 			"parameters": map[string]any{
 				"type": "object",
@@ -51,12 +59,12 @@ func searchTool(total, limit int, areas []string) string {
 // searchDefinition returns the tool_search definition for a compiled
 // catalog, built once per catalog and limit: it is the same bytes on every
 // turn that resends the catalog.
-func (g *Gateway) searchDefinition(catKey string, total, limit int, cat *selector.Catalog) string {
-	key := catKey + "/" + strconv.Itoa(limit)
+func (g *Gateway) searchDefinition(catKey, name string, total, limit int, cat *selector.Catalog) string {
+	key := catKey + "/" + strconv.Itoa(limit) + "/" + name
 	if def, ok := g.searchDefs.Get(key); ok {
 		return def
 	}
-	def := searchTool(total, limit, cat.Areas(8))
+	def := searchTool(name, total, limit, cat.Areas(8))
 	g.searchDefs.Add(key, def)
 	return def
 }

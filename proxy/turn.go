@@ -57,15 +57,16 @@ type turn struct {
 	shown   []bool            // by catalog position: what the policy shows this message
 	learned *selector.Transitions
 
-	searchDef string
-	rounds    []rewrite.Round
-	usage     []byte
-	id        string
-	created   int64
-	searches  int
-	asked     map[string]int // normalised search queries -> times asked this turn
-	misses    int
-	dropped   []string // earlier turns' guesses never called, dropped by this user turn
+	searchName string // the gateway's search tool: tool_search, unless a client tool has the name
+	searchDef  string
+	rounds     []rewrite.Round
+	usage      []byte
+	id         string
+	created    int64
+	searches   int
+	asked      map[string]int // normalised search queries -> times asked this turn
+	misses     int
+	dropped    []string // earlier turns' guesses never called, dropped by this user turn
 
 	// found holds the tools the latest round's searches returned; while
 	// it is not empty, the next round is a search round's answer and
@@ -112,7 +113,8 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	rules := g.decisions(key, snap, req.Tools, cat)
 	t.policy = rules.table.For(req.LastUser)
 	t.shown = rules.shownFor(t.policy)
-	t.searchDef = g.searchDefinition(key, len(req.Tools), t.searchLimit(), cat)
+	t.searchName = searchName(snap, req, g.shapeOf(req))
+	t.searchDef = g.searchDefinition(key, t.searchName, len(req.Tools), t.searchLimit(), cat)
 
 	tenant := session.Tenant(credential(in))
 	t.key = session.Key(tenant, in.Header.Get("X-Session-ID"), req.System, req.FirstUser)
@@ -474,10 +476,11 @@ func (t *turn) maxRounds() int {
 	return 4
 }
 
-// internal reports whether the gateway answers call c itself: tool_search,
-// and calls of tools the policy hides (which must never reach the client).
+// internal reports whether the gateway answers call c itself: its search
+// tool, and calls of tools the policy hides (which must never reach the
+// client).
 func (t *turn) internal(c rewrite.Call) bool {
-	if c.Name == SearchToolName {
+	if c.Name == t.searchName {
 		return true
 	}
 	_, known := t.policy.Position(c.Name)
@@ -492,10 +495,10 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolR
 	searched := 0
 	for _, c := range calls {
 		switch {
-		case c.Name == SearchToolName && searched >= maxSearchesPerRound:
+		case c.Name == t.searchName && searched >= maxSearchesPerRound:
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
 				"Error: too many searches in one step (at most %d); use the tools already found, or search again in your next step.", maxSearchesPerRound)})
-		case c.Name == SearchToolName:
+		case c.Name == t.searchName:
 			searched++
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: t.search(ctx, c.Arguments)})
 		case t.internal(c):
@@ -523,7 +526,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	t.searches++
 	a := parseSearchArgs(raw)
 	if a.Query == "" {
-		return "Error: tool_search needs a non-empty \"query\" of English keywords."
+		return "Error: " + t.searchName + " needs a non-empty \"query\" of English keywords."
 	}
 	limit := a.Limit
 	if limit <= 0 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/toolgate/toolgate/internal/fakellm"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/selector"
@@ -142,25 +143,22 @@ func (m *searchOnceModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := gjson.ParseBytes(body)
-	canSearch := false
-	var names []string
+	var all []string
 	req.Get("tools.#.function.name").ForEach(func(_, v gjson.Result) bool {
-		if n := v.String(); n == "tool_search" {
-			canSearch = true
-		} else {
-			names = append(names, n)
-		}
+		all = append(all, v.String())
 		return true
 	})
+	search := fakellm.SearchTool(all)
+	names := slices.DeleteFunc(all, func(n string) bool { return n == search })
 	m.mu.Lock()
 	m.requests = append(m.requests, names)
 	m.mu.Unlock()
 	last := req.Get("messages.@reverse.0")
 	msg := `{"role":"assistant","content":"done"}`
-	if canSearch && last.Get("role").String() == "user" {
+	if search != "" && last.Get("role").String() == "user" {
 		args, _ := json.Marshal(map[string]string{"query": last.Get("content").String()})
 		call, _ := json.Marshal(map[string]any{"id": "call_1", "type": "function",
-			"function": map[string]string{"name": "tool_search", "arguments": string(args)}})
+			"function": map[string]string{"name": search, "arguments": string(args)}})
 		msg = `{"role":"assistant","content":null,"tool_calls":[` + string(call) + `]}`
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -128,6 +128,7 @@ func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
 		avail[n] = true
 		rec.Names = append(rec.Names, n)
 	}
+	search := SearchTool(rec.Names)
 	if m.Keep {
 		rec.Body = body
 	}
@@ -135,7 +136,7 @@ func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
 	m.records = append(m.records, rec)
 	m.mu.Unlock()
 
-	reply := m.decide(req, avail)
+	reply := m.decide(req, avail, search)
 	reply.promptTokens = int64(len(body) / 4)
 	if rec.Stream {
 		m.stream(w, r, reply, req.Get("stream_options.include_usage").Bool())
@@ -146,8 +147,24 @@ func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(reply.json(m))
 }
 
-// decide plays the model's turn from the conversation so far.
-func (m *Model) decide(req gjson.Result, avail map[string]bool) reply {
+// SearchTool returns the name of the gateway's search tool among a
+// request's tool names: toolgate_search where the gateway took that name
+// (the client has a tool_search of its own), else tool_search, else "".
+// A real model reads the tools' descriptions; a scripted one goes by name.
+func SearchTool(names []string) string {
+	for _, want := range [...]string{"toolgate_search", "tool_search"} {
+		for _, n := range names {
+			if n == want {
+				return want
+			}
+		}
+	}
+	return ""
+}
+
+// decide plays the model's turn from the conversation so far; search is
+// the gateway's search tool, "" if the request has none.
+func (m *Model) decide(req gjson.Result, avail map[string]bool, search string) reply {
 	msgs := req.Get("messages").Array()
 	// The task is the latest user message's; only what happened after it
 	// counts, so a conversation can go through several tasks in turn.
@@ -161,7 +178,7 @@ func (m *Model) decide(req gjson.Result, avail map[string]bool) reply {
 		case "assistant":
 			msg.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
 				n := c.Get("function.name").String()
-				if n == "tool_search" {
+				if n == search {
 					searches++
 				} else {
 					called = append(called, n)
@@ -196,9 +213,9 @@ func (m *Model) decide(req gjson.Result, avail map[string]bool) reply {
 			args = "{}"
 		}
 		return reply{call: &call{name: step.Tool, args: args}}
-	case avail["tool_search"] && searches < limit:
+	case search != "" && searches < limit:
 		q, _ := json.Marshal(map[string]string{"query": step.Query})
-		return reply{call: &call{name: "tool_search", args: string(q)}}
+		return reply{call: &call{name: search, args: string(q)}}
 	default:
 		return reply{content: "I could not find a tool to " + step.Query + "."}
 	}
