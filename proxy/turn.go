@@ -310,7 +310,7 @@ func (t *turn) query(text string, limit int) selector.Query {
 	return selector.Query{
 		Text:    text,
 		Limit:   limit,
-		Skip:    t.skipped(text != "" && t.trimsSearchRounds()),
+		Skip:    t.skipped(text != ""),
 		Focus:   t.st.Focus,
 		Last:    t.st.Last,
 		Recent:  t.st.Recent,
@@ -320,9 +320,7 @@ func (t *turn) query(text string, limit int) selector.Query {
 
 // skipped returns what a ranking must not return, by catalog position:
 // the tools the policy hides from this message, and those already active,
-// or, for a search (see search), only the kept ones (core, tool_choice,
-// called), which every round offers, and what this turn's searches
-// returned, which the model had in hand when it searched again. It is a
+// but for what a search may return again (see searchable). It is a
 // snapshot: callers rank right away.
 func (t *turn) skipped(search bool) func(int) bool {
 	skip := make([]bool, len(t.shown))
@@ -330,7 +328,7 @@ func (t *turn) skipped(search bool) func(int) bool {
 		skip[p] = !shown
 	}
 	for name, reason := range t.reasons {
-		if reason == "" || search && !kept(reason) && !t.searched[name] {
+		if reason == "" || search && t.searchable(name) {
 			continue
 		}
 		if p, ok := t.cat.Position(name); ok {
@@ -362,6 +360,16 @@ func (t *turn) offered(name string) bool {
 		return false
 	}
 	return len(t.found) == 0 || !t.trimsSearchRounds() || t.found[name] || kept(t.reasons[name])
+}
+
+// searchable reports whether a search may return the tool name: one not
+// active yet, or, where a search round offers only what it finds, a guess
+// (see search). Never a kept tool, which every round offers, nor one an
+// earlier search of this turn returned, which the model had in hand when
+// it searched again.
+func (t *turn) searchable(name string) bool {
+	reason := t.reasons[name]
+	return reason == "" || t.trimsSearchRounds() && !kept(reason) && !t.searched[name]
 }
 
 // trimsSearchRounds reports whether a round answering a search offers only
@@ -542,7 +550,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	// it did when it skipped every active one.
 	guesses := 0
 	for name, reason := range t.reasons {
-		if t.trimsSearchRounds() && reason != "" && !kept(reason) && !t.searched[name] {
+		if reason != "" && t.searchable(name) {
 			guesses++
 		}
 	}
@@ -650,7 +658,7 @@ func (t *turn) withBundles(query string, items []selector.Result) []selector.Res
 			if len(out) >= maxSearchLimit {
 				break
 			}
-			if b.Match(tool.Name) && !seen[tool.Name] && !kept(t.reasons[tool.Name]) && t.isVisible(tool.Name) {
+			if b.Match(tool.Name) && !seen[tool.Name] && t.searchable(tool.Name) && t.isVisible(tool.Name) {
 				seen[tool.Name] = true
 				res := selector.Result{Name: tool.Name, Description: tool.Description, Score: 1}
 				if st, ok := t.cat.Tool(tool.Name); ok {
