@@ -135,7 +135,8 @@ func TestASearchRoundOffersWhatTheSearchFound(t *testing.T) {
 func foundTools(result string) []string {
 	var out []string
 	for _, line := range strings.Split(result, "\n") {
-		if name, _, ok := strings.Cut(strings.TrimPrefix(line, "- "), ":"); ok && strings.HasPrefix(line, "- ") {
+		if rest, ok := strings.CutPrefix(line, "- "); ok {
+			name, _, _ := strings.Cut(rest, " ")
 			out = append(out, name)
 		}
 	}

@@ -1,0 +1,120 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/tiktoken-go/tokenizer"
+
+	"github.com/toolgate/toolgate/selector"
+)
+
+// The search tool's definition rides along in every upstream call of
+// every rewritten turn, so its size is a cost paid on each of them: this
+// budget keeps a reworded description from quietly growing it back (it
+// was 203 o200k tokens at 120 tools and eight areas before it was
+// tightened to 148).
+func TestTheSearchToolDefinitionStaysWithinItsTokenBudget(t *testing.T) {
+	const budget = 155
+	enc, err := tokenizer.Get(tokenizer.O200kBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	areas := []string{"files", "browser automation", "charts", "maps", "github", "notes", "search", "finance"}
+	for _, tc := range []struct {
+		name  string
+		total int
+	}{
+		{"a 120-tool catalog", 120},
+		{"a 1000-tool catalog", 1000},
+	} {
+		t.Run(tc.name+" gets a definition of at most the budget", func(t *testing.T) {
+			def := searchTool(SearchToolName, tc.total, 3, areas)
+			n, err := enc.Count(def)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > budget {
+				t.Errorf("tool_search definition is %d tokens, budget %d: %s", n, budget, def)
+			}
+			var parsed struct {
+				Function struct {
+					Description string `json:"description"`
+					Parameters  struct {
+						Properties map[string]json.RawMessage `json:"properties"`
+						Required   []string                  `json:"required"`
+					} `json:"parameters"`
+				} `json:"function"`
+			}
+			if err := json.Unmarshal([]byte(def), &parsed); err != nil {
+				t.Fatalf("definition is not JSON: %v", err)
+			}
+			f := parsed.Function
+			if _, ok := f.Parameters.Properties["query"]; !ok || len(f.Parameters.Required) != 1 || f.Parameters.Required[0] != "query" {
+				t.Errorf("parameters %v, required %v; want query required", f.Parameters.Properties, f.Parameters.Required)
+			}
+			if _, ok := f.Parameters.Properties["limit"]; !ok {
+				t.Errorf("parameters %v; want the optional limit", f.Parameters.Properties)
+			}
+			for _, want := range []string{"Areas: files, browser automation", "English keywords", "the same query again returns the next matches"} {
+				if !strings.Contains(f.Description, want) {
+					t.Errorf("description %q does not say %q", f.Description, want)
+				}
+			}
+		})
+	}
+}
+
+// A search's answer names the tools it found, with their hints, but not
+// their descriptions: the round that reads it carries each found tool's
+// whole definition, so a description in the message would be paid twice.
+func TestSearchResultsNameTheToolsWithoutRepeatingTheirDefinitions(t *testing.T) {
+	items := []selector.Result{
+		{Name: "mail_send", Description: "Send an email to one or more recipients with a subject and body.", Category: "mail"},
+		{Name: "chat_post_message", Description: "Post a message to a chat channel.", Hint: "channel names start with #"},
+	}
+	hints := func(c string) string {
+		if c == "mail" {
+			return "Draft first, then send."
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		name       string
+		confidence float64
+		want       []string
+		not        []string
+	}{
+		{"a confident match lists the tools, their hints and guidance, and no advice", 0.8,
+			[]string{"Found 2 tool(s) for \"send email\"", "- mail_send\n", "- chat_post_message (hint: channel names start with #)\n", "Guidance for mail:\nDraft first, then send."},
+			[]string{"Send an email", "Post a message", "search again"}},
+		{"a middling match says to search again if none fits", 0.4,
+			[]string{"- mail_send\n", "If none of these fits, search again"}, []string{"Weak matches"}},
+		{"a weak match says so", 0.1,
+			[]string{"- mail_send\n", "Weak matches: if none fits, search again"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := formatResults("send email", selector.Results{Items: items, Confidence: tc.confidence}, hints)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("result %q lacks %q", got, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(got, n) {
+					t.Errorf("result %q has %q", got, n)
+				}
+			}
+			if names := foundTools(got); !sameSet(names, []string{"mail_send", "chat_post_message"}) {
+				t.Errorf("found tools parsed as %v", names)
+			}
+		})
+	}
+	t.Run("no match says how to search instead", func(t *testing.T) {
+		got := formatResults("quantum", selector.Results{}, nil)
+		if !strings.HasPrefix(got, "No new tools matched \"quantum\".") {
+			t.Errorf("result %q", got)
+		}
+	})
+}
