@@ -43,7 +43,7 @@ func TestTheSearchToolDefinitionStaysWithinItsTokenBudget(t *testing.T) {
 					Description string `json:"description"`
 					Parameters  struct {
 						Properties map[string]json.RawMessage `json:"properties"`
-						Required   []string                  `json:"required"`
+						Required   []string                   `json:"required"`
 					} `json:"parameters"`
 				} `json:"function"`
 			}
