@@ -67,7 +67,7 @@ transitions:
 	})
 	t.Run("weights come from search.weights with defaults", func(t *testing.T) {
 		if cfg.Weights.Lexical != 2 || cfg.Weights.Recency != 0 || cfg.Weights.Semantic != selector.DefaultWeights().Semantic ||
-			cfg.Weights.DocNeighbours != selector.DefaultWeights().DocNeighbours {
+			cfg.Weights.DocNeighbours != selector.DefaultWeights().DocNeighbours || cfg.Weights.Habit != selector.DefaultWeights().Habit {
 			t.Errorf("weights %+v", cfg.Weights)
 		}
 	})

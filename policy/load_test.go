@@ -138,6 +138,11 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{"3:11: search.weights.done: must be between 0 and 1"},
 		},
 		{
+			name: "a negative habit weight is an error",
+			src:  "search:\n  weights:\n    habit: -1\n",
+			want: []string{"3:12: search.weights.habit: must be a number >= 0"},
+		},
+		{
 			name: "two documents in one file are an error",
 			src:  "core: [a]\n---\ncore: [b]\n",
 			want: []string{"3:"},

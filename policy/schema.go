@@ -162,6 +162,9 @@ type WeightsSpec struct {
 	// DocNeighbours is the weight of each tool's word-vector neighbours
 	// (words its text lacks) as lexical matches. Default 0.3; 0 = off.
 	DocNeighbours float64 `yaml:"doc_neighbours"`
+	// Habit is the weight of what the tenant's earlier requests with the
+	// same words went on to call, learned online. Default 1; 0 = off.
+	Habit float64 `yaml:"habit"`
 }
 
 // EmbeddingsSpec is search.embeddings.

@@ -77,6 +77,7 @@ func (v *validator) document(doc *Document, prefix string, bundles map[string]bo
 		"lexical": w.Lexical, "semantic": w.Semantic, "focus": w.Focus, "transition": w.Transition,
 		"recency": w.Recency, "anchor": w.Anchor, "avoid": w.Avoid, "related": w.Related,
 		"decompose": w.Decompose, "done": w.Done, "doc_neighbours": w.DocNeighbours,
+		"habit": w.Habit,
 	} {
 		v.check(p("search.weights."+name), x >= 0 && !math.IsInf(x, 0) && !math.IsNaN(x), "must be a number >= 0")
 	}

@@ -6,34 +6,60 @@ import (
 	"github.com/toolgate/toolgate/selector"
 )
 
-// Learned holds the tool transitions observed online, one table per
-// tenant, so one tenant's habits never shape another's rankings.
+// Learned holds what the gateway learns online, per tenant, so one
+// tenant's habits never shape another's rankings: the tool transitions
+// observed, and the tools its requests' words went on to call.
 type Learned struct {
-	tables   *lru.Cache[string, *selector.Transitions]
+	trans    *lru.Cache[string, *selector.Transitions]
+	habits   *lru.Cache[string, *selector.Habits]
 	maxTools int
+	maxWords int
 }
 
-// NewLearned keeps transition tables for at most tenants tenants.
+// maxHabitTenants bounds the tenants whose habits are kept (about 120 KB
+// each at most, so 30 MB in all), the least recently active going first:
+// fewer than the transitions' tenants, which cost a few KB each.
+const maxHabitTenants = 256
+
+// NewLearned keeps transitions for at most tenants tenants, and habits
+// for at most 256 of them.
 func NewLearned(tenants int) *Learned {
 	if tenants <= 0 {
 		tenants = 1024
 	}
-	c, _ := lru.New[string, *selector.Transitions](tenants) // errors only on size <= 0
-	return &Learned{tables: c, maxTools: 4096}
+	// lru.New errors only on a size <= 0.
+	trans, _ := lru.New[string, *selector.Transitions](tenants)
+	habits, _ := lru.New[string, *selector.Habits](min(tenants, maxHabitTenants))
+	return &Learned{trans: trans, habits: habits, maxTools: 4096, maxWords: 512}
 }
 
-// For returns the tenant's table, creating it on first use; nil l gives nil
-// (searches then use only the policy's seeded transitions).
+// For returns the tenant's transitions, creating them on first use; nil l
+// gives nil (searches then use only the policy's seeded transitions).
 func (l *Learned) For(tenant string) *selector.Transitions {
 	if l == nil {
 		return nil
 	}
-	if t, ok := l.tables.Get(tenant); ok {
-		return t
+	return getOrAdd(l.trans, tenant, func() *selector.Transitions { return selector.NewTransitions(l.maxTools) })
+}
+
+// Habits returns the tenant's habits, creating them on first use; nil l
+// gives nil (nothing is learned or lifted).
+func (l *Learned) Habits(tenant string) *selector.Habits {
+	if l == nil {
+		return nil
 	}
-	t := selector.NewTransitions(l.maxTools)
-	if prev, ok, _ := l.tables.PeekOrAdd(tenant, t); ok {
+	return getOrAdd(l.habits, tenant, func() *selector.Habits { return selector.NewHabits(l.maxWords) })
+}
+
+// getOrAdd returns c's value for key, adding fresh() when there is none;
+// of two concurrent first uses, both get the one that was added.
+func getOrAdd[V any](c *lru.Cache[string, V], key string, fresh func() V) V {
+	if v, ok := c.Get(key); ok {
+		return v
+	}
+	v := fresh()
+	if prev, ok, _ := c.PeekOrAdd(key, v); ok {
 		return prev
 	}
-	return t
+	return v
 }

@@ -56,6 +56,7 @@ type turn struct {
 	policy  policy.Bound      // the catalog's policy decisions, for this turn's message
 	shown   []bool            // by catalog position: what the policy shows this message
 	learned *selector.Transitions
+	habits  *selector.Habits
 
 	searchName string // the gateway's search tool: tool_search, unless a client tool has the name
 	searchDef  string
@@ -119,6 +120,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	tenant := session.Tenant(credential(in))
 	t.key = session.Key(tenant, in.Header.Get("X-Session-ID"), req.System, req.FirstUser)
 	t.learned = g.Learned.For(tenant)
+	t.habits = g.Learned.Habits(tenant)
 	st, err := g.Sessions.Get(ctx, t.key)
 	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		// The session is a cache: losing it costs a search, not the request.
@@ -213,6 +215,7 @@ func (t *turn) seedActive(ctx context.Context) {
 	for _, n := range t.req.CalledTail {
 		t.st.Touch(t.own(n), recentKeep)
 	}
+	t.observe(fp)
 	for _, n := range slices.Clone(t.st.Active) {
 		t.join(n, reasonSession)
 	}
@@ -228,6 +231,27 @@ func (t *turn) seedActive(ctx context.Context) {
 		}
 	}
 	t.bound()
+}
+
+// observe teaches the tenant's habits what the turn's latest step called
+// (the tools it had not called before), by the words of the user's
+// request; the turn's first step also counts the turn. A retried request
+// (the same fingerprint fp) is not counted again. Only where preselection
+// would use what it learns.
+func (t *turn) observe(fp string) {
+	g := t.snap.Gateway
+	if t.req.UserTurn || t.req.TurnSteps == 0 || t.req.LastUser == "" || t.st.Observed == fp ||
+		t.snap.Search.Weights.Habit <= 0 || g.Mode != policy.ModeHybrid && g.Mode != policy.ModePreselect {
+		return
+	}
+	var called []string
+	for _, n := range t.req.TailNew {
+		if name, ok := t.policy.Own(n); ok {
+			called = append(called, name)
+		}
+	}
+	t.cat.Observe(t.habits, t.req.LastUser, called, t.req.TurnSteps == 1)
+	t.st.Observed = fp
 }
 
 // preselect joins the n best tools for the conversation that are not
@@ -252,6 +276,7 @@ func (t *turn) preselect(ctx context.Context, fp string, n int, explore bool, re
 	}
 	q := t.query("", limit)
 	q.Done = done
+	q.Habits = t.habits
 	res, err := t.cat.Preselect(ctx, t.req.Recent, limit, q)
 	if err != nil {
 		t.g.logger().Warn("preselecting tools", "err", err)

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,6 +89,34 @@ func TestParseRequestReadsTheConversation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.got != tc.want {
 				t.Errorf("got %v, want %v", tc.got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTheTailsNewCallsAreThoseTheTurnHadNotMade(t *testing.T) {
+	step := func(id string, names ...string) string {
+		var calls []string
+		for i, n := range names {
+			calls = append(calls, fmt.Sprintf(`{"id":"%s%d","type":"function","function":{"name":%q,"arguments":"{}"}}`, id, i, n))
+		}
+		return `{"role":"assistant","tool_calls":[` + strings.Join(calls, ",") + `]},{"role":"tool","tool_call_id":"` + id + `0","content":"ok"}`
+	}
+	for _, tc := range []struct {
+		name, msgs, want string
+	}{
+		{"the turn's first step: all its calls are new", `{"role":"user","content":"go"},` + step("x", "a", "b"), "a,b"},
+		{"a later step: only the tools not called before in the turn", `{"role":"user","content":"go"},` + step("x", "a") + `,` + step("y", "a", "c", "c"), "c"},
+		{"a tool called in an earlier turn is new to this one", `{"role":"user","content":"one"},` + step("x", "a") + `,{"role":"user","content":"two"},` + step("y", "a"), "a"},
+		{"a user turn has no tail of its own", `{"role":"user","content":"one"},` + step("x", "a") + `,{"role":"user","content":"two"}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ParseRequest([]byte(`{"model":"m","messages":[` + tc.msgs + `]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(r.TailNew, ","); got != tc.want {
+				t.Errorf("TailNew %q, want %q", got, tc.want)
 			}
 		})
 	}

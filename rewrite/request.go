@@ -104,6 +104,9 @@ type Request struct {
 	// CalledTail lists the function names of the last assistant message that
 	// made tool calls, the most recent signal of what the agent is doing.
 	CalledTail []string
+	// TailNew lists the names of CalledTail that the turn had not called
+	// before it, each once: what the latest step added to the task.
+	TailNew []string
 }
 
 // view returns a string that shares b's memory, so gjson results alias the
@@ -248,6 +251,7 @@ func readMessages(r *Request, msgs gjson.Result) {
 			r.LastUser = t
 			r.Recent = appendBounded(r.Recent, t, 4)
 			r.TurnCalled = r.TurnCalled[:0]
+			r.TailNew = r.TailNew[:0]
 			r.TurnSteps = 0
 		case "assistant":
 			if t := Text(m.Get("content")); t != "" {
@@ -256,6 +260,7 @@ func readMessages(r *Request, msgs gjson.Result) {
 			calls := m.Get("tool_calls")
 			if calls.IsArray() && len(calls.Array()) > 0 {
 				r.CalledTail = r.CalledTail[:0]
+				r.TailNew = r.TailNew[:0]
 				r.TurnSteps++
 			}
 			calls.ForEach(func(_, c gjson.Result) bool {
@@ -266,6 +271,7 @@ func readMessages(r *Request, msgs gjson.Result) {
 				r.CalledTail = append(r.CalledTail, name)
 				if !slices.Contains(r.TurnCalled, name) {
 					r.TurnCalled = append(r.TurnCalled, name)
+					r.TailNew = append(r.TailNew, name)
 				}
 				if _, ok := seen[name]; !ok {
 					seen[name] = struct{}{}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"slices"
@@ -50,6 +51,8 @@ func DefaultWeights() Weights {
 		Done:       0.5,
 		// DocNeighbours: see docexpand.go for the measurements.
 		DocNeighbours: 0.3,
+		// Habit: see habits.go for the measurements.
+		Habit: 1.0,
 	}
 }
 
@@ -152,6 +155,7 @@ const (
 	sigAnchor
 	sigAvoid
 	sigRelated
+	sigHabit
 	nSignals
 )
 
@@ -178,6 +182,8 @@ func (s signal) String() string {
 		return "avoid"
 	case sigRelated:
 		return "related"
+	case sigHabit:
+		return "habit"
 	}
 	return "unknown"
 }
@@ -204,6 +210,7 @@ type fusion struct {
 	margin                   float64
 	focus                    string
 	trans, recent, anchored  map[int32]float64
+	habits                   map[int32]float64
 	qwords                   map[string]bool
 }
 
@@ -257,6 +264,9 @@ func (f *fusion) signals(d int32, s *sum) {
 	}
 	if a := f.anchored[d]; a > 0 {
 		s.put(sigAnchor, w.Anchor*a)
+	}
+	if h := f.habits[d]; h > 0 {
+		s.put(sigHabit, w.Habit*h)
 	}
 	if f.qwords != nil && f.c.avoids(&f.c.tools[d], f.qwords) {
 		s.put(sigAvoid, -w.Avoid)
@@ -381,6 +391,17 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 			}
 		}
 	}
+	var habits map[int32]float64
+	if w.Habit > 0 && q.Habits.learned() && lq != nil {
+		for name, h := range q.Habits.scores(slices.Sorted(maps.Keys(lq.terms))) {
+			if d, ok := addCand(name); ok {
+				if habits == nil {
+					habits = map[int32]float64{}
+				}
+				habits[d] = h
+			}
+		}
+	}
 	var qwords map[string]bool
 	if w.Avoid > 0 && c.hasAvoid {
 		qwords = map[string]bool{}
@@ -407,7 +428,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		}
 	}()
 	f := fusion{c: c, w: w, lexRank: lexRank, semRank: semRank, msRank: msRank,
-		focus: focus, trans: trans, recent: recent, anchored: anchored, qwords: qwords}
+		focus: focus, trans: trans, recent: recent, anchored: anchored, habits: habits, qwords: qwords}
 	f.lexTop, f.margin = lexLead(lex)
 	list := sc.list[:0]
 	for _, d := range cands {

@@ -59,6 +59,9 @@ type Weights struct {
 	// (docexpand.go): each tool's words' word-vector neighbours that its
 	// text lacks, matched against the query next to bleve (0 = off).
 	DocNeighbours float64
+	// Habit is the weight of what a tenant's earlier requests with the
+	// same words went on to call (Query.Habits; Preselect only).
+	Habit float64
 }
 
 // Anchor boosts tools when the query matches Pattern.
@@ -97,6 +100,10 @@ type Query struct {
 	// Learned holds the transitions observed online; nil means only the
 	// Config's seeded transitions count.
 	Learned *Transitions
+	// Habits holds what the tenant's earlier turns called, by their
+	// words; Preselect lifts those tools for a request with the same
+	// words. nil means no habits.
+	Habits *Habits
 	// Explain fills each Result's Signals, the per-signal view `gateway
 	// search` prints. The request path leaves it off: a map per result
 	// was a tenth of a preselection's allocations, read by nothing.

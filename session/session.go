@@ -44,8 +44,11 @@ type State struct {
 	// Guesses lists the active tools that joined as the gateway's guesses
 	// for a turn (preselected, follow-up, explored) and have not been
 	// called since: a new user turn drops them (DropGuesses).
-	Guesses []string  `json:"guesses,omitempty"`
-	Updated time.Time `json:"updated"`
+	Guesses []string `json:"guesses,omitempty"`
+	// Observed fingerprints the latest request whose calls the tenant's
+	// habits learned from, so a retried request is not counted twice.
+	Observed string    `json:"observed,omitempty"`
+	Updated  time.Time `json:"updated"`
 }
 
 // Clone returns a deep copy of s.
