@@ -40,6 +40,12 @@ const habitTools = 6
 // preselection's slots (the reversed demo order lost 0.03x calls).
 const habitMinTurns = 2
 
+// habitMaxRequestWords bounds the distinct words of a request that teach:
+// a longer one (a pasted document, a long log) would push the tenant's
+// useful words out of the table for words that say little about the tool
+// a step called, so it teaches nothing.
+const habitMaxRequestWords = 64
+
 // habitWord is one word's record: the turns that had it and the tools
 // they called.
 type habitWord struct {
@@ -66,7 +72,7 @@ func NewHabits(maxWords int) *Habits {
 // tools named in called (each once per turn); newTurn counts the turn
 // itself, which the first observation of a turn does.
 func (h *Habits) observe(words []string, called []string, newTurn bool) {
-	if h == nil || len(words) == 0 || !newTurn && len(called) == 0 {
+	if h == nil || len(words) == 0 || len(words) > habitMaxRequestWords || !newTurn && len(called) == 0 {
 		return
 	}
 	h.mu.Lock()

@@ -98,6 +98,21 @@ func TestHabitsStayWithinTheirBounds(t *testing.T) {
 			t.Errorf("the first word was not evicted: %v", s)
 		}
 	})
+	t.Run("a request of more words than a request may teach teaches nothing", func(t *testing.T) {
+		h := NewHabits(0)
+		words := make([]string, habitMaxRequestWords+1)
+		for i := range words {
+			words[i] = fmt.Sprintf("word%d", i)
+		}
+		h.observe(words, []string{"a"}, true)
+		if h.Len() != 0 {
+			t.Errorf("%d words kept from a %d-word request, want none", h.Len(), len(words))
+		}
+		h.observe(words[:habitMaxRequestWords], []string{"a"}, true)
+		if h.Len() != habitMaxRequestWords {
+			t.Errorf("%d words kept from a %d-word request, want all", h.Len(), habitMaxRequestWords)
+		}
+	})
 	t.Run("a word keeps its most called tools", func(t *testing.T) {
 		h := NewHabits(0)
 		// Two turns call "steady"; then more tools than a word remembers
