@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/blevesearch/bleve/v2"
@@ -187,7 +186,8 @@ func (c *Catalog) Names() []string {
 }
 
 // Areas returns up to max short labels that summarise what the catalog
-// covers (its most common categories, else server or name prefixes), for
+// covers (its most common categories, else server or name prefixes, or
+// the word after a prefix that is a verb: see areaLabel), for
 // the tool_search description. It does not describe individual tools.
 func (c *Catalog) Areas(max int) []string {
 	if max <= 0 || max >= len(c.areas) {
@@ -205,8 +205,8 @@ func computeAreas(tools []Tool) []string {
 			count[t.Meta.Category]++
 			continue
 		}
-		if p := namePrefix(t.Name); p != "" {
-			count[strings.ToLower(p)]++
+		if p := areaLabel(t.Name); p != "" {
+			count[p]++
 		}
 	}
 	type kv struct {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/toolgate/toolgate/rewrite"
@@ -319,7 +320,7 @@ func TestAreasSummariseTheCatalog(t *testing.T) {
 	for _, a := range areas {
 		n := 0
 		for _, name := range c.Names() {
-			if namePrefix(name) == a {
+			if areaLabel(name) == a {
 				n++
 			}
 		}
@@ -327,6 +328,35 @@ func TestAreasSummariseTheCatalog(t *testing.T) {
 			t.Errorf("area %q covers %d tools, want a shared prefix", a, n)
 		}
 	}
+}
+
+func TestAnAreaIsAPrefixOrTheWordAfterAVerb(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"playwright_click", "playwright"},
+		{"desktop-commander__read_file", "desktop-commander"},
+		{"get_stock_price_global_market", "stock"},
+		{"list_notifications", "notifications"},
+		{"Search_Repositories", "repositories"},
+		{"get__weather", "weather"},
+		{"getBaziDetail", ""},
+		{"create-research-plan", ""},
+	} {
+		t.Run(tc.name+" counts for "+strconv.Quote(tc.want), func(t *testing.T) {
+			if got := areaLabel(tc.name); got != tc.want {
+				t.Errorf("areaLabel(%q) = %q, want %q", tc.name, got, tc.want)
+			}
+		})
+	}
+	t.Run("a catalog of verbs and objects is summed up by its objects", func(t *testing.T) {
+		var tools []Tool
+		for _, n := range []string{"get_stock_price", "list_stock_alerts", "get_weather", "search_weather_alerts", "create_issue", "get_issue"} {
+			tools = append(tools, Tool{Name: n, Description: "A tool."})
+		}
+		got := compileTest(t, tools, Config{}).Areas(5)
+		if !slices.Equal(got, []string{"issue", "stock", "weather"}) {
+			t.Errorf("areas %v, want [issue stock weather]", got)
+		}
+	})
 }
 
 func TestLexLeadFindsTheWinnerAndItsMargin(t *testing.T) {
