@@ -100,3 +100,33 @@ func TestRepeatedSearchWidens(t *testing.T) {
 		}
 	})
 }
+
+// A larger catalog gets wider searches by default
+// (gateway.scale_with_catalog).
+func TestALargerCatalogsSearchReturnsMore(t *testing.T) {
+	found := regexp.MustCompile(`^Found (\d+) tool`)
+	for _, tc := range []struct {
+		name   string
+		policy string
+		tools  int
+		want   string
+	}{
+		{"a 60-tool catalog's search returns the configured 3", "gateway: {mode: search}\n", 60, "3"},
+		{"a 210-tool catalog's returns 6", "gateway: {mode: search}\n", 210, "6"},
+		{"with scale_with_catalog: false, 3", "gateway: {mode: search, scale_with_catalog: false}\n", 210, "3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &repeatSearcher{queries: []string{"quantum flux gadget"}}
+			base := newTestGateway(t, model, withPolicy(loadPolicy(t, tc.policy)))
+			body := chatRequest(t, []map[string]any{{"role": "user", "content": "Help me with the gadgets."}}, testCatalog(tc.tools), false, nil)
+			resp := post(t, base, body, nil)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || len(model.results) != 1 {
+				t.Fatalf("status %d, %d search results", resp.StatusCode, len(model.results))
+			}
+			if m := found.FindStringSubmatch(model.results[0]); m == nil || m[1] != tc.want {
+				t.Errorf("search result %q; want %s tools", model.results[0], tc.want)
+			}
+		})
+	}
+}

@@ -224,10 +224,10 @@ func (t *turn) seedActive(ctx context.Context) {
 		switch {
 		case t.req.UserTurn && g.Preselect > 0:
 			t.preselect(ctx, fp, g.Preselect, g.Mode == policy.ModePreselect && g.Explore, reasonPreselect, nil)
-		case !t.req.UserTurn && len(t.req.CalledTail) > 0 && t.req.TurnSteps == 1 && g.FollowUp > 0:
+		case !t.req.UserTurn && len(t.req.CalledTail) > 0 && t.req.TurnSteps == 1 && t.snap.FollowUpFor(len(t.req.Tools)) > 0:
 			// Ranked like the user turn, with the call just made feeding
 			// the transition, focus and recency signals.
-			t.preselect(ctx, fp, g.FollowUp, false, reasonFollowUp, t.req.TurnCalled)
+			t.preselect(ctx, fp, t.snap.FollowUpFor(len(t.req.Tools)), false, reasonFollowUp, t.req.TurnCalled)
 		}
 	}
 	t.bound()
@@ -491,7 +491,7 @@ func (t *turn) withSearch(round int) bool {
 // searchLimit is how many tools a search returns when the model does not
 // say.
 func (t *turn) searchLimit() int {
-	if n := t.snap.Search.Limit; n > 0 {
+	if n := t.snap.SearchLimitFor(len(t.req.Tools)); n > 0 {
 		return min(n, maxSearchLimit)
 	}
 	return 5
