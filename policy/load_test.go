@@ -212,7 +212,7 @@ func TestDefaults(t *testing.T) {
 		g := Default().Gateway
 		want := Gateway{
 			Listen: "127.0.0.1:8080", Upstream: "https://api.openai.com/v1", Mode: ModeHybrid,
-			MinTools: 12, MaxRounds: 4, MaxActive: 32, Preselect: 7, FollowUp: 2, SearchRound: SearchRoundFound, ScaleWithCatalog: true, BodyLimit: 32 << 20,
+			MinTools: 12, MaxRounds: 4, MaxActive: 32, Preselect: 6, FollowUp: 2, SearchRound: SearchRoundFound, ScaleWithCatalog: true, BodyLimit: 32 << 20,
 			ConnectTimeout: 10 * time.Second, HeaderTimeout: 120 * time.Second,
 			IdleTimeout: 120 * time.Second, RequestTimeout: 10 * time.Minute, Retries: 1,
 		}
@@ -222,7 +222,7 @@ func TestDefaults(t *testing.T) {
 		if s := Default().Sessions; s.TTL != time.Hour || s.MaxEntries != 10000 || s.Store != "memory" {
 			t.Errorf("sessions %+v", s)
 		}
-		if s := Default().Search; s.Limit != 3 || s.Weights.Lexical != 1 || s.Embeddings.Provider != "offline" {
+		if s := Default().Search; s.Limit != 4 || s.Weights.Lexical != 1 || s.Embeddings.Provider != "offline" {
 			t.Errorf("search %+v", s)
 		}
 	})

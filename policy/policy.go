@@ -48,8 +48,9 @@ type Gateway struct {
 	Explore     bool // preselect mode: one preselected slot samples below the cut
 	FollowUp    int  // tools joining after a user turn's first tool result in hybrid/preselect mode
 	SearchRound SearchRound
-	// ScaleWithCatalog widens FollowUp and the search limit for catalogs
-	// above 120 tools (see FollowUpFor and SearchLimitFor).
+	// ScaleWithCatalog widens Preselect, FollowUp and the search limit
+	// for catalogs of 150 tools or more (see PreselectFor, FollowUpFor and
+	// SearchLimitFor).
 	ScaleWithCatalog bool
 	// PassthroughHistoryTokens: conversations longer than this go upstream
 	// unchanged (0: never).

@@ -111,9 +111,9 @@ func TestALargerCatalogsSearchReturnsMore(t *testing.T) {
 		tools  int
 		want   string
 	}{
-		{"a 60-tool catalog's search returns the configured 3", "gateway: {mode: search}\n", 60, "3"},
+		{"a 60-tool catalog's search returns the configured 4", "gateway: {mode: search}\n", 60, "4"},
 		{"a 210-tool catalog's returns 6", "gateway: {mode: search}\n", 210, "6"},
-		{"with scale_with_catalog: false, 3", "gateway: {mode: search, scale_with_catalog: false}\n", 210, "3"},
+		{"with scale_with_catalog: false, 4", "gateway: {mode: search, scale_with_catalog: false}\n", 210, "4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			model := &repeatSearcher{queries: []string{"quantum flux gadget"}}

@@ -222,8 +222,8 @@ func (t *turn) seedActive(ctx context.Context) {
 	g := t.snap.Gateway
 	if g.Mode == policy.ModeHybrid || g.Mode == policy.ModePreselect {
 		switch {
-		case t.req.UserTurn && g.Preselect > 0:
-			t.preselect(ctx, fp, g.Preselect, g.Mode == policy.ModePreselect && g.Explore, reasonPreselect, nil)
+		case t.req.UserTurn && t.snap.PreselectFor(len(t.req.Tools)) > 0:
+			t.preselect(ctx, fp, t.snap.PreselectFor(len(t.req.Tools)), g.Mode == policy.ModePreselect && g.Explore, reasonPreselect, nil)
 		case !t.req.UserTurn && len(t.req.CalledTail) > 0 && t.req.TurnSteps == 1 && t.snap.FollowUpFor(len(t.req.Tools)) > 0:
 			// Ranked like the user turn, with the call just made feeding
 			// the transition, focus and recency signals.

@@ -33,7 +33,7 @@ func runEvalCmd(t *testing.T, args ...string) (string, []string) {
 }
 
 // maxOffered is how many tools the gateway offers a query of the catalog
-// at path at most, with the default policy: 7 preselected, then one
+// at path at most, with the default policy: the preselected, then one
 // search's results, whose default limit grows with the catalog
 // (gateway.scale_with_catalog). R@10 counts the first 10 either way.
 func maxOffered(t *testing.T, path string) int {
@@ -47,7 +47,7 @@ func maxOffered(t *testing.T, path string) int {
 		most = max(most, len(tools))
 	}
 	snap := policy.Default()
-	return snap.Gateway.Preselect + snap.SearchLimitFor(most)
+	return snap.PreselectFor(most) + snap.SearchLimitFor(most)
 }
 
 func TestEval(t *testing.T) {
