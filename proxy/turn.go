@@ -221,13 +221,16 @@ func (t *turn) seedActive(ctx context.Context) {
 	}
 	g := t.snap.Gateway
 	if g.Mode == policy.ModeHybrid || g.Mode == policy.ModePreselect {
+		// How many: the policy's values, widened for a large catalog
+		// (gateway.scale_with_catalog).
+		pre, follow := t.snap.PreselectFor(len(t.req.Tools)), t.snap.FollowUpFor(len(t.req.Tools))
 		switch {
-		case t.req.UserTurn && t.snap.PreselectFor(len(t.req.Tools)) > 0:
-			t.preselect(ctx, fp, t.snap.PreselectFor(len(t.req.Tools)), g.Mode == policy.ModePreselect && g.Explore, reasonPreselect, nil)
-		case !t.req.UserTurn && len(t.req.CalledTail) > 0 && t.req.TurnSteps == 1 && t.snap.FollowUpFor(len(t.req.Tools)) > 0:
+		case t.req.UserTurn && pre > 0:
+			t.preselect(ctx, fp, pre, g.Mode == policy.ModePreselect && g.Explore, reasonPreselect, nil)
+		case !t.req.UserTurn && len(t.req.CalledTail) > 0 && t.req.TurnSteps == 1 && follow > 0:
 			// Ranked like the user turn, with the call just made feeding
 			// the transition, focus and recency signals.
-			t.preselect(ctx, fp, t.snap.FollowUpFor(len(t.req.Tools)), false, reasonFollowUp, t.req.TurnCalled)
+			t.preselect(ctx, fp, follow, false, reasonFollowUp, t.req.TurnCalled)
 		}
 	}
 	t.bound()
@@ -489,7 +492,7 @@ func (t *turn) withSearch(round int) bool {
 }
 
 // searchLimit is how many tools a search returns when the model does not
-// say.
+// say: search.limit, widened for a large catalog.
 func (t *turn) searchLimit() int {
 	if n := t.snap.SearchLimitFor(len(t.req.Tools)); n > 0 {
 		return min(n, maxSearchLimit)
