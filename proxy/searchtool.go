@@ -26,9 +26,9 @@ const maxSearchLimit = 10
 // name: its description names the catalog's areas so the model knows what
 // it can find. The definition rides along in every round of every turn, so
 // each word in it is paid for on every upstream call: it says what to do,
-// how to write a query and what a repeat does, and no more (203 -> 137
-// o200k tokens at 120 tools; the scripted episodes' input tokens fell
-// 0.5 points of direct).
+// how to write a query and what a repeat does, and no more (203 -> 148
+// o200k tokens at 120 tools and eight areas; the scripted episodes' input
+// tokens fell 0.4 points of direct).
 func searchTool(name string, total, limit int, areas []string) string {
 	desc := fmt.Sprintf("Only a few of your %d tools are loaded. To use one not in your list, search for it, "+
 		"then call what it finds. Query: short English keywords, action and object (\"create issue\", "+

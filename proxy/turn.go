@@ -215,12 +215,12 @@ func (t *turn) seedActive(ctx context.Context) {
 	for _, n := range t.req.CalledTail {
 		t.st.Touch(t.own(n), recentKeep)
 	}
-	t.observe(fp)
 	for _, n := range slices.Clone(t.st.Active) {
 		t.join(n, reasonSession)
 	}
 	g := t.snap.Gateway
 	if g.Mode == policy.ModeHybrid || g.Mode == policy.ModePreselect {
+		t.observe(fp)
 		// How many: the policy's values, widened for a large catalog
 		// (gateway.scale_with_catalog).
 		pre, follow := t.snap.PreselectFor(len(t.req.Tools)), t.snap.FollowUpFor(len(t.req.Tools))
@@ -239,12 +239,11 @@ func (t *turn) seedActive(ctx context.Context) {
 // observe teaches the tenant's habits what the turn's latest step called
 // (the tools it had not called before), by the words of the user's
 // request; the turn's first step also counts the turn. A retried request
-// (the same fingerprint fp) is not counted again. Only where preselection
-// would use what it learns.
+// (the same fingerprint fp) is not counted again. seedActive calls it
+// only in the modes that preselect, the only ones that use what it learns.
 func (t *turn) observe(fp string) {
-	g := t.snap.Gateway
 	if t.req.UserTurn || t.req.TurnSteps == 0 || t.req.LastUser == "" || t.st.Observed == fp ||
-		t.snap.Search.Weights.Habit <= 0 || g.Mode != policy.ModeHybrid && g.Mode != policy.ModePreselect {
+		t.snap.Search.Weights.Habit <= 0 {
 		return
 	}
 	var called []string

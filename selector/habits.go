@@ -1,7 +1,9 @@
 package selector
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -75,6 +77,12 @@ func (h *Habits) observe(words []string, called []string, newTurn bool) {
 	if h == nil || len(words) == 0 || len(words) > habitMaxRequestWords || !newTurn && len(called) == 0 {
 		return
 	}
+	// One copy of each name for every word that records it: names may
+	// alias a request body, which the habits outlive.
+	names := make([]string, len(called))
+	for i, n := range called {
+		names[i] = strings.Clone(n)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if newTurn {
@@ -89,7 +97,7 @@ func (h *Habits) observe(words []string, called []string, newTurn bool) {
 		if newTurn {
 			rec.turns++
 		}
-		for _, name := range called {
+		for _, name := range names {
 			rec.add(name)
 		}
 	}
@@ -109,15 +117,15 @@ func (r *habitWord) add(name string) {
 			least = i
 		}
 	}
-	r.tools[least] = habitCount{name: strings.Clone(name), turns: 1}
+	r.tools[least] = habitCount{name: name, turns: 1}
 }
 
 // scores returns, by tool name, how strongly the words point at each tool
 // (0..1): the sum over the words of P(tool called | word) weighted by the
 // word's rarity among the turns observed (an idf), capped at 1. Only tools
 // called in habitMinTurns turns with a word count for it. nil when no word
-// points anywhere.
-// words come sorted, so the sums (and so ties) do not depend on map order.
+// points anywhere. words come sorted, so the sums (and so ties) do not
+// depend on map order.
 func (h *Habits) scores(words []string) map[string]float64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -173,9 +181,5 @@ func (c *Catalog) Observe(h *Habits, text string, called []string, newTurn bool)
 		return
 	}
 	q, _ := c.analyzeQuery(text, 1)
-	words := make([]string, 0, len(q.terms))
-	for t := range q.terms {
-		words = append(words, t)
-	}
-	h.observe(words, called, newTurn)
+	h.observe(slices.Collect(maps.Keys(q.terms)), called, newTurn)
 }
