@@ -19,7 +19,12 @@ const maxResponseBody = 64 << 20
 // and the usage of every round.
 func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest string, t *turn) {
 	ctx := r.Context()
-	defer t.save(context.WithoutCancel(ctx))
+	saved := false
+	defer func() {
+		if !saved {
+			t.save(context.WithoutCancel(ctx))
+		}
+	}()
 	for round := 0; ; round++ {
 		body, err := t.d.Build(t.req, t.roundTools(round), t.rounds)
 		if err != nil {
@@ -63,8 +68,16 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		setToolgateHeaders(w.Header(), t)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(final)))
+		// The session is saved before the client can read the answer (a
+		// client that sends its next turn at once must find this one's
+		// state), and the answer is flushed before the handler returns:
+		// the metrics and the decision log are written after the client
+		// has what it asked for, not before.
+		t.save(context.WithoutCancel(ctx))
+		saved = true
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(final)
+		_ = http.NewResponseController(w).Flush()
 		return
 	}
 }

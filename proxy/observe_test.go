@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -613,6 +614,68 @@ func TestUpstreamCacheHitsAreReported(t *testing.T) {
 			metric := metricValue(t, scrape(t, base), "toolgate_input_tokens_cached_total")
 			if want := max(tc.want, 0); metric != want {
 				t.Errorf("toolgate_input_tokens_cached_total = %v, want %v", metric, want)
+			}
+		})
+	}
+}
+
+// heldWriter is a decision-log sink that holds every write until the test
+// releases it, or gives up after a while and says so.
+type heldWriter struct {
+	release  chan struct{}
+	gaveUp   chan struct{} // closed when a write stopped waiting
+	once     sync.Once
+	received syncBuffer
+}
+
+func (h *heldWriter) Write(p []byte) (int, error) {
+	select {
+	case <-h.release:
+	case <-time.After(time.Second):
+		h.once.Do(func() { close(h.gaveUp) })
+	}
+	return h.received.Write(p)
+}
+
+func TestTheClientHasItsAnswerBeforeTheDecisionIsLogged(t *testing.T) {
+	// An upstream that answers at once, the whole stream in one write: the
+	// gateway has the turn in hand before it first waits.
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, fakellm.TextStream("chatcmpl-1", "gpt-4o", "Done.", " Nothing", " to do."))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Done."},"finish_reason":"stop"}],"usage":{"prompt_tokens":900,"completion_tokens":2,"total_tokens":902}}`)
+	})
+	for _, tc := range []struct {
+		name   string
+		stream bool
+	}{
+		{"a JSON answer reaches the client while the decision record is still being written", false},
+		{"a streamed answer the gateway had whole reaches the client while the decision record is still being written", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := &heldWriter{release: make(chan struct{}), gaveUp: make(chan struct{})}
+			base := newTestGateway(t, upstream, func(g *Gateway) {
+				g.DecisionLog = slog.New(slog.NewJSONHandler(log, nil))
+			})
+			msgs := []map[string]any{{"role": "user", "content": "Create an issue about the crash."}}
+			resp := post(t, base, chatRequest(t, msgs, testCatalog(60), tc.stream, nil), nil)
+			body := mustRead(t, resp)
+			close(log.release)
+			if !strings.Contains(string(body), "Done.") {
+				t.Fatalf("answer %s, want the upstream's text", body)
+			}
+			select {
+			case <-log.gaveUp:
+				t.Fatal("the client got its answer only after the decision log's write gave up waiting for it")
+			default:
+			}
+			if recs := log.received.waitLines(t, 1); len(recs) != 1 {
+				t.Errorf("%d decision records, want 1", len(recs))
 			}
 		})
 	}

@@ -82,10 +82,14 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, Extra: res.extra, Calls: internal, Results: results})
 			continue
 		}
-		s.end()
-		if !res.drained {
+		whole := s.end()
+		if !res.drained || whole {
 			// The client gets the turn before the gateway waits for the
-			// upstream stream's end.
+			// upstream stream's end, and a whole answer (sent with its
+			// length: flushing it costs no write) before the metrics
+			// and the decision log are written. A chunked stream that
+			// is drained keeps its end events for the handler's return,
+			// which writes them with the chunked body's end in one write.
 			t.save(context.WithoutCancel(ctx))
 			saved = true
 			s.flush()
@@ -455,8 +459,10 @@ func (f flushFirst) Read(p []byte) (int, error) {
 // not flush them: streamTurn saves the session first, and the handler's
 // return sends them with the chunked body's end in one write. A client
 // that sends its next turn as soon as it reads [DONE] then finds this
-// turn's state, and the turn costs one write to the client less.
-func (s *relay) end() {
+// turn's state, and the turn costs one write to the client less. It
+// reports whether the turn went out whole, with final headers and a
+// length (commit).
+func (s *relay) end() (whole bool) {
 	t := s.t
 	finish := ""
 	if !s.finished {
@@ -468,14 +474,15 @@ func (s *relay) end() {
 	}
 	for _, ev := range s.ew.EndEvents(t.id, t.created, s.model, finish, usage) {
 		if err := s.emit(nil, ev); err != nil {
-			return
+			return false
 		}
 	}
 	if !s.started {
 		s.commit(true)
-		return
+		return true
 	}
 	setToolgateFields(s.w.Header(), t, true) // the declared trailers, final
+	return false
 }
 
 // fail reports err: before the stream started, as a real status; after,
