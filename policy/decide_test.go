@@ -78,6 +78,37 @@ func TestTableListsCoreToolsByWriteIntent(t *testing.T) {
 	}
 }
 
+func TestTableListsHiddenToolsAsSnapshotDecideDoes(t *testing.T) {
+	s := mustLoad(t, "deny: [\"*_delete\"]\ntools:\n  repo_merge: {risk: destructive}\n", nil)
+	names := []string{"repo_delete", "repo_merge", "repo_list", "repo_delete", "fs_read"}
+	tab := s.Table(names)
+	tests := []struct {
+		name, user string
+		want       []string // hidden, in catalog order
+	}{
+		{"a question hides the denied tool at both its positions and the destructive one", "what is open?",
+			[]string{"repo_delete", "repo_merge", "repo_delete"}},
+		{"a request to change shows the destructive tool, not the denied one", "merge the branch",
+			[]string{"repo_delete", "repo_delete"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := tab.For(tt.user)
+			var got []string
+			for _, i := range b.Hidden() {
+				name, d := b.At(i)
+				if want := s.Decide(name, tt.user); d != want {
+					t.Errorf("At(%d) = %s %+v, Snapshot.Decide says %+v", i, name, d, want)
+				}
+				got = append(got, name)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("Hidden() names %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestDecideWithAllowAndGates(t *testing.T) {
 	tests := []struct {
 		name, src, tool, user string

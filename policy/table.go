@@ -12,6 +12,11 @@ type Table struct {
 	// decided[0] without write intent, decided[1] with it; by tool position.
 	decided [2][]Decision
 	core    [2][]string // Core tools, in catalog order
+	// hidden lists, for each write intent, the positions whose tool the
+	// policy hides (a repeated name at each of its positions, as the
+	// client sent it), so a record of what a request hid reads a list
+	// instead of deciding every name again.
+	hidden [2][]int32
 	// gated is true when write intent changes some decision, so a request
 	// needs the intent pattern run on its message only then.
 	gated bool
@@ -42,6 +47,14 @@ func (s *Snapshot) Table(names []string) *Table {
 			t.gated = true
 		}
 	}
+	for i, n := range names {
+		first := t.byName[n]
+		for k := range t.decided {
+			if !t.decided[k][first].Visible {
+				t.hidden[k] = append(t.hidden[k], int32(i))
+			}
+		}
+	}
 	return t
 }
 
@@ -69,6 +82,17 @@ func (b Bound) Decide(name string) Decision {
 		return b.t.decided[b.k][i]
 	}
 	return b.t.snap.Decide(name, b.text)
+}
+
+// Hidden returns the positions of the catalog's tools the bound message
+// does not see, in catalog order. It is shared: callers must not modify it.
+func (b Bound) Hidden() []int32 { return b.t.hidden[b.k] }
+
+// At returns the name at position i of the catalog and its decision for
+// the bound message.
+func (b Bound) At(i int32) (string, Decision) {
+	n := b.t.names[i]
+	return n, b.t.decided[b.k][b.t.byName[n]]
 }
 
 // Intent reports which of the table's two decision sets the bound message

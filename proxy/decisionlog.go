@@ -62,14 +62,11 @@ func turnAttrs(t *turn, total time.Duration) []slog.Attr {
 		active = append(active, a)
 	}
 	var hidden []hiddenTool
-	hiddenN := 0
-	for _, tool := range t.req.Tools {
-		if d := t.policy.Decide(tool.Name); !d.Visible {
-			hiddenN++
-			if len(hidden) < hiddenLogged {
-				hidden = append(hidden, hiddenTool{Name: tool.Name, Rule: d.Rule})
-			}
-		}
+	at := t.policy.Hidden()
+	hiddenN := len(at)
+	for _, i := range at[:min(len(at), hiddenLogged)] {
+		name, d := t.policy.At(i)
+		hidden = append(hidden, hiddenTool{Name: name, Rule: d.Rule})
 	}
 	upTokens := make([]int, 0, len(rep.rounds))
 	upTools := make([]int, 0, len(rep.rounds))
