@@ -16,7 +16,8 @@ import (
 func TestFollowUpsJoinAtATurnsFirstToolResultOnly(t *testing.T) {
 	const (
 		ask  = "Create an issue in the repository about the login crash and tell the team in the chat channel."
-		next = "Now take a screenshot of the browser page."
+		next = "Take a screenshot of the browser page, publish the draft page of the website, email it to the team and create a calendar event for the review."
+		done = "Now take a screenshot of the browser page."
 	)
 	tools := testCatalog(40)
 	call := func(id, name string) []map[string]any {
@@ -76,6 +77,17 @@ func TestFollowUpsJoinAtATurnsFirstToolResultOnly(t *testing.T) {
 		got := send(t, m)
 		if extra := added(got, append(slices.Clone(turn2), "browser_screenshot")); len(extra) != 2 {
 			t.Errorf("the new turn's first tool result added %v; want two follow-ups (turn %v, then %v)", extra, turn2, got)
+		}
+	})
+
+	t.Run("a first tool result that leaves nothing of the request to find brings no follow-ups", func(t *testing.T) {
+		m := append(slices.Clone(msgs), map[string]any{"role": "assistant", "content": "Filed and posted."},
+			map[string]any{"role": "user", "content": done})
+		turn3 := send(t, m)
+		m = append(m, call("c10", "browser_screenshot")...)
+		got := send(t, m)
+		if extra := added(got, append(slices.Clone(turn3), "browser_screenshot")); len(extra) != 0 {
+			t.Errorf("after the screenshot the request asks nothing more, yet %v joined (turn %v, then %v)", extra, turn3, got)
 		}
 	})
 }

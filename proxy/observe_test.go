@@ -361,7 +361,7 @@ func (s *syncBuffer) lines(t *testing.T) []gjson.Result {
 func TestDecisionLogSaysWhyEachToolIsActive(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tools.yaml")
-	if err := os.WriteFile(cfg, []byte("core: [\"chat_list_channels\"]\ndeny: [\"*delete*\"]\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte("core: [\"chat_list_channels\"]\ndeny: [\"*delete*\"]\ngateway: {preselect: 1}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := policy.Load(cfg)
