@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/toolgate/toolgate/internal/demo"
 	"github.com/toolgate/toolgate/internal/progress"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
 )
 
@@ -31,34 +34,33 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	subset := fs.String("subset", "", "with --queries: only queries whose subset starts with this")
 	stepQuery := fs.String("step-query", stepName, "with --queries: what the scripted model searches for a step it is not offered: "+
 		"name (the needed tool's name as words: an upper bound) or prompt (the task's text: a lower bound)")
-	agentTools := fs.Int("agent-tools", 0, "with --queries: replay over an agent of this many of the catalog's tools (every tool the tasks call, "+
-		"the rest drawn with a fixed seed) instead of the whole catalog")
+	agentTools := fs.String("agent-tools", "", "with --queries: replay over an agent of this many of the catalog's tools (every tool the tasks call, "+
+		"the rest drawn with a fixed seed) instead of the whole catalog; several sizes, comma-separated (120,150,180), print one row each")
 	decisionLog := fs.String("decision-log", "", "append the gateway's decision record of every request (active set and why, searches) to FILE as JSON lines, \"-\" for stderr")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if *agentTools < 0 || (*agentTools > 0 && *queries == "") {
-		return fmt.Errorf("%w: --agent-tools %d: want a number of tools, with --queries", errUsage, *agentTools)
+	sizes, err := agentSizes(*agentTools)
+	if err != nil || (len(sizes) > 0 && *queries == "") {
+		return fmt.Errorf("%w: --agent-tools %q: want numbers of tools, comma-separated, with --queries", errUsage, *agentTools)
 	}
 	if *cacheRate <= 0 || *cacheRate > 1 {
 		return fmt.Errorf("%w: --cache-rate %v: want a share of the input price, above 0 and at most 1", errUsage, *cacheRate)
 	}
 	o := demo.Options{Stream: *stream, Model: *model, OneSession: *oneSession, CacheRate: *cacheRate}
-	var err error
+	var (
+		qs   []selector.EvalQuery
+		defs map[string][]rewrite.Tool
+	)
 	switch {
 	case *queries != "":
 		if *catalog == "" || *tasks != "" {
 			return fmt.Errorf("%w: --queries needs --catalog (the eval catalog) and replaces --tasks", errUsage)
 		}
-		qs, err := selector.LoadQueries(*queries)
-		if err != nil {
+		if qs, err = selector.LoadQueries(*queries); err != nil {
 			return err
 		}
-		defs, err := readCatalog(*catalog)
-		if err != nil {
-			return err
-		}
-		if o.Tasks, o.Catalog, err = episodes(qs, defs, *subset, *stepQuery, *agentTools); err != nil {
+		if defs, err = readCatalog(*catalog); err != nil {
 			return err
 		}
 	default:
@@ -80,14 +82,58 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer closeDecisions()
 	o.DecisionLog = decisions
-	if isTerminal(stderr) {
-		o.Progress = progress.Bar(stderr, "replaying tasks")
+	if qs == nil {
+		if isTerminal(stderr) {
+			o.Progress = progress.Bar(stderr, "replaying tasks")
+		}
+		res, err := demo.Run(ctx, o)
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		return res.Print(stdout)
 	}
-	res, err := demo.Run(ctx, o)
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+	if len(sizes) == 0 {
+		sizes = []int{0} // the whole catalog
 	}
-	return res.Print(stdout)
+	runs := make([]*demo.Result, 0, len(sizes))
+	for i, n := range sizes {
+		if o.Tasks, o.Catalog, err = episodes(qs, defs, *subset, *stepQuery, n); err != nil {
+			return err
+		}
+		if isTerminal(stderr) {
+			label := "replaying tasks"
+			if len(sizes) > 1 {
+				label = fmt.Sprintf("agent of %d tools (%d of %d)", n, i+1, len(sizes))
+			}
+			o.Progress = progress.Bar(stderr, label)
+		}
+		res, err := demo.Run(ctx, o)
+		if err != nil {
+			return fmt.Errorf("demo over %d tools: %w", n, err)
+		}
+		runs = append(runs, res)
+	}
+	if len(runs) == 1 {
+		return runs[0].Print(stdout)
+	}
+	return demo.PrintSweep(stdout, runs)
+}
+
+// agentSizes parses --agent-tools: "" (the whole catalog) or positive
+// numbers of tools, comma-separated.
+func agentSizes(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad agent size %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func readOptional(path string) ([]byte, error) {

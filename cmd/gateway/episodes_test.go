@@ -191,6 +191,57 @@ func TestDemoReplaysEvalQueriesAsEpisodes(t *testing.T) {
 	})
 }
 
+func TestDemoSweepsAgentSizesOneRowEach(t *testing.T) {
+	dir := t.TempDir()
+	queries := filepath.Join(dir, "q.jsonl")
+	lines := `{"id":"q1","query":"Create an issue about the crash, then post a message in the chat channel.","gold":["repo_create_issue","chat_post_message"],"subset":"multi"}
+{"id":"q2","query":"Take a screenshot of the web page.","gold":["browser_screenshot"],"subset":"single"}
+`
+	if err := os.WriteFile(queries, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	catalog := filepath.Join("..", "..", "testdata", "catalog.json")
+	sweep := func(t *testing.T, sizes string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		args := []string{"demo", "--queries", queries, "--catalog", catalog, "--agent-tools", sizes}
+		if err := run(context.Background(), args, &out, &errOut); err != nil {
+			t.Fatalf("%v\n%s", err, errOut.String())
+		}
+		return out.String()
+	}
+	out := sweep(t, "40, 90,150")
+	row := regexp.MustCompile(`(?m)^\s+(\d+)\s+[\d.]+\s+(\d)/3\s+([\d.]+)x\s+([-+][\d.]+)%\s+([-+][\d.]+)%\s*$`)
+	rows := row.FindAllStringSubmatch(out, -1)
+	t.Run("each size gets its own row, in the order given", func(t *testing.T) {
+		var got []string
+		for _, r := range rows {
+			got = append(got, r[1])
+		}
+		if !slices.Equal(got, []string{"40", "90", "150"}) {
+			t.Fatalf("rows for %v, want 40, 90, 150:\n%s", got, out)
+		}
+	})
+	t.Run("every row completes every step", func(t *testing.T) {
+		for _, r := range rows {
+			if r[2] != "3" {
+				t.Errorf("agent of %s tools: %s/3 steps:\n%s", r[1], r[2], out)
+			}
+		}
+	})
+	t.Run("a row is the run of that size alone", func(t *testing.T) {
+		alone := sweep(t, "90")
+		calls := regexp.MustCompile(`upstream calls\s+\d+\s+\d+\s+([\d.]+)x`).FindStringSubmatch(alone)
+		tokens := regexp.MustCompile(`input tokens, all calls\s+[\d,]+\s+[\d,]+\s+([-+][\d.]+)%`).FindStringSubmatch(alone)
+		if calls == nil || tokens == nil || len(rows) < 2 {
+			t.Fatalf("no calls or tokens in the single run:\n%s", alone)
+		}
+		if rows[1][3] != calls[1] || rows[1][4] != tokens[1] {
+			t.Errorf("the sweep's 90-tool row says %sx and %s%%, the run alone %sx and %s%%", rows[1][3], rows[1][4], calls[1], tokens[1])
+		}
+	})
+}
+
 func TestDemoAgentToolsNeedsEvalQueries(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -198,6 +249,8 @@ func TestDemoAgentToolsNeedsEvalQueries(t *testing.T) {
 	}{
 		{"an agent size without --queries is a usage error", []string{"demo", "--agent-tools", "120"}},
 		{"a negative agent size is a usage error", []string{"demo", "--agent-tools", "-1", "--queries", "q.jsonl", "--catalog", "c.json"}},
+		{"a list with a size that is not a number is a usage error", []string{"demo", "--agent-tools", "120,many", "--queries", "q.jsonl", "--catalog", "c.json"}},
+		{"a list with an empty size is a usage error", []string{"demo", "--agent-tools", "120,,150", "--queries", "q.jsonl", "--catalog", "c.json"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
