@@ -456,12 +456,13 @@ func (f flushFirst) Read(p []byte) (int, error) {
 
 // end closes a successful turn: a finish chunk if none reached the client,
 // the summed usage chunk when the client asked for it, and [DONE]. It does
-// not flush them: streamTurn saves the session first, and the handler's
-// return sends them with the chunked body's end in one write. A client
-// that sends its next turn as soon as it reads [DONE] then finds this
-// turn's state, and the turn costs one write to the client less. It
-// reports whether the turn went out whole, with final headers and a
-// length (commit).
+// not flush them: streamTurn saves the session first, then flushes a
+// whole answer (which costs no extra write) or leaves a drained chunked
+// stream's end events to the handler's return, which sends them with the
+// chunked body's end in one write. A client that sends its next turn as
+// soon as it reads [DONE] then finds this turn's state. It reports
+// whether the turn went out whole, with final headers and a length
+// (commit).
 func (s *relay) end() (whole bool) {
 	t := s.t
 	finish := ""
