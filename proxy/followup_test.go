@@ -69,25 +69,28 @@ func TestFollowUpsJoinAtATurnsFirstToolResultOnly(t *testing.T) {
 		}
 	})
 
-	t.Run("the next user turn's first tool result brings follow-ups again", func(t *testing.T) {
+	// newTurnAdds starts a user turn with ask after the first turn, calls
+	// the screenshot tool, and returns what that first tool result added
+	// to the turn's tools, and both offers.
+	newTurnAdds := func(t *testing.T, ask, id string) (extra, turn, got []string) {
+		t.Helper()
 		m := append(slices.Clone(msgs), map[string]any{"role": "assistant", "content": "Filed and posted."},
-			map[string]any{"role": "user", "content": next})
-		turn2 := send(t, m)
-		m = append(m, call("c9", "browser_screenshot")...)
-		got := send(t, m)
-		if extra := added(got, append(slices.Clone(turn2), "browser_screenshot")); len(extra) != 2 {
-			t.Errorf("the new turn's first tool result added %v; want two follow-ups (turn %v, then %v)", extra, turn2, got)
-		}
-	})
-
-	t.Run("a first tool result that leaves nothing of the request to find brings no follow-ups", func(t *testing.T) {
-		m := append(slices.Clone(msgs), map[string]any{"role": "assistant", "content": "Filed and posted."},
-			map[string]any{"role": "user", "content": done})
-		turn3 := send(t, m)
-		m = append(m, call("c10", "browser_screenshot")...)
-		got := send(t, m)
-		if extra := added(got, append(slices.Clone(turn3), "browser_screenshot")); len(extra) != 0 {
-			t.Errorf("after the screenshot the request asks nothing more, yet %v joined (turn %v, then %v)", extra, turn3, got)
-		}
-	})
+			map[string]any{"role": "user", "content": ask})
+		turn = send(t, m)
+		got = send(t, append(m, call(id, "browser_screenshot")...))
+		return added(got, append(slices.Clone(turn), "browser_screenshot")), turn, got
+	}
+	for _, tc := range []struct {
+		name, ask, id string
+		want          int
+	}{
+		{"the next user turn's first tool result brings follow-ups again", next, "c9", 2},
+		{"a first tool result that leaves nothing of the request to find brings no follow-ups", done, "c10", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if extra, turn, got := newTurnAdds(t, tc.ask, tc.id); len(extra) != tc.want {
+				t.Errorf("the first tool result added %v; want %d follow-ups (turn %v, then %v)", extra, tc.want, turn, got)
+			}
+		})
+	}
 }

@@ -147,8 +147,10 @@ func TestAgentCatalogKeepsTheCalledToolsAndDrawsTheRest(t *testing.T) {
 	})
 }
 
-func TestDemoReplaysEvalQueriesAsEpisodes(t *testing.T) {
-	dir := t.TempDir()
+// writeEpisodeQueries writes two eval queries over the bundled catalog's
+// tools (three steps in all) to a file in dir and returns its path.
+func writeEpisodeQueries(t *testing.T, dir string) string {
+	t.Helper()
 	queries := filepath.Join(dir, "q.jsonl")
 	lines := `{"id":"q1","query":"Create an issue about the crash, then post a message in the chat channel.","gold":["repo_create_issue","chat_post_message"],"subset":"multi"}
 {"id":"q2","query":"Take a screenshot of the web page.","gold":["browser_screenshot"],"subset":"single"}
@@ -156,6 +158,12 @@ func TestDemoReplaysEvalQueriesAsEpisodes(t *testing.T) {
 	if err := os.WriteFile(queries, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return queries
+}
+
+func TestDemoReplaysEvalQueriesAsEpisodes(t *testing.T) {
+	dir := t.TempDir()
+	queries := writeEpisodeQueries(t, dir)
 	var out, errOut bytes.Buffer
 	decisions := filepath.Join(dir, "decisions.jsonl")
 	args := []string{"demo", "--queries", queries, "--catalog", filepath.Join("..", "..", "testdata", "catalog.json"), "--decision-log", decisions}
@@ -192,14 +200,7 @@ func TestDemoReplaysEvalQueriesAsEpisodes(t *testing.T) {
 }
 
 func TestDemoSweepsAgentSizesOneRowEach(t *testing.T) {
-	dir := t.TempDir()
-	queries := filepath.Join(dir, "q.jsonl")
-	lines := `{"id":"q1","query":"Create an issue about the crash, then post a message in the chat channel.","gold":["repo_create_issue","chat_post_message"],"subset":"multi"}
-{"id":"q2","query":"Take a screenshot of the web page.","gold":["browser_screenshot"],"subset":"single"}
-`
-	if err := os.WriteFile(queries, []byte(lines), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	queries := writeEpisodeQueries(t, t.TempDir())
 	catalog := filepath.Join("..", "..", "testdata", "catalog.json")
 	sweep := func(t *testing.T, sizes string) string {
 		t.Helper()
