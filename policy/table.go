@@ -33,22 +33,20 @@ func (s *Snapshot) Table(names []string) *Table {
 	}
 	no, yes := func() bool { return false }, func() bool { return true }
 	for i, n := range names {
-		if _, dup := t.byName[n]; dup {
-			continue
-		}
-		t.byName[n] = i
-		t.decided[0][i], t.decided[1][i] = s.decide(n, no), s.decide(n, yes)
-		for k := range t.decided {
-			if t.decided[k][i].Core {
-				t.core[k] = append(t.core[k], n)
+		first, dup := t.byName[n]
+		if !dup {
+			first = i
+			t.byName[n] = i
+			t.decided[0][i], t.decided[1][i] = s.decide(n, no), s.decide(n, yes)
+			for k := range t.decided {
+				if t.decided[k][i].Core {
+					t.core[k] = append(t.core[k], n)
+				}
+			}
+			if t.decided[0][i] != t.decided[1][i] {
+				t.gated = true
 			}
 		}
-		if t.decided[0][i] != t.decided[1][i] {
-			t.gated = true
-		}
-	}
-	for i, n := range names {
-		first := t.byName[n]
 		for k := range t.decided {
 			if !t.decided[k][first].Visible {
 				t.hidden[k] = append(t.hidden[k], int32(i))
