@@ -82,34 +82,27 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer closeDecisions()
 	o.DecisionLog = decisions
-	if qs == nil {
-		if isTerminal(stderr) {
-			o.Progress = progress.Bar(stderr, "replaying tasks")
-		}
-		res, err := demo.Run(ctx, o)
-		if err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
-		return res.Print(stdout)
-	}
 	if len(sizes) == 0 {
-		sizes = []int{0} // the whole catalog
+		sizes = []int{0} // the bundled tasks, or the whole eval catalog
 	}
 	runs := make([]*demo.Result, 0, len(sizes))
 	for i, n := range sizes {
-		if o.Tasks, o.Catalog, err = episodes(qs, defs, *subset, *stepQuery, n); err != nil {
-			return err
+		label, what := "replaying tasks", "demo"
+		if len(sizes) > 1 {
+			label = fmt.Sprintf("agent of %d tools (%d of %d)", n, i+1, len(sizes))
+			what = fmt.Sprintf("demo over %d tools", n)
+		}
+		if qs != nil {
+			if o.Tasks, o.Catalog, err = episodes(qs, defs, *subset, *stepQuery, n); err != nil {
+				return err
+			}
 		}
 		if isTerminal(stderr) {
-			label := "replaying tasks"
-			if len(sizes) > 1 {
-				label = fmt.Sprintf("agent of %d tools (%d of %d)", n, i+1, len(sizes))
-			}
 			o.Progress = progress.Bar(stderr, label)
 		}
 		res, err := demo.Run(ctx, o)
 		if err != nil {
-			return fmt.Errorf("demo over %d tools: %w", n, err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		runs = append(runs, res)
 	}

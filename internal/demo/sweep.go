@@ -16,15 +16,8 @@ func PrintSweep(w io.Writer, runs []*Result) error {
 		return errors.New("no runs to print")
 	}
 	first := runs[0]
-	mode := "non-streamed"
-	if first.Stream {
-		mode = "streamed"
-	}
-	if first.OneSession {
-		mode += ", one conversation"
-	}
 	fmt.Fprintf(w, "toolgate demo: %d scripted agent tasks (%d tool steps) over agents of %d sizes, %s, offline\n\n",
-		first.Tasks, first.Steps, len(runs), mode)
+		first.Tasks, first.Steps, len(runs), first.mode())
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "agent tools\ttools per call\tsteps completed\tupstream calls\tinput tokens\tinput billed, hits at %.0f%%\t\n", first.CacheRate*100)
 	for _, r := range runs {

@@ -11,16 +11,9 @@ import (
 // the gateway's tool_search rounds included: the saving shown is net of
 // the gateway's own cost.
 func (r *Result) Print(w io.Writer) error {
-	mode := "non-streamed"
-	if r.Stream {
-		mode = "streamed"
-	}
-	if r.OneSession {
-		mode += ", one conversation"
-	}
 	d, g := r.Direct, r.Gateway
 	fmt.Fprintf(w, "toolgate demo: %d scripted agent tasks (%d tool steps) over a %d-tool catalog, %s, offline\n\n",
-		r.Tasks, r.Steps, r.CatalogTools, mode)
+		r.Tasks, r.Steps, r.CatalogTools, r.mode())
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "\tdirect\tvia toolgate\tchange\t\n")
 	fmt.Fprintf(tw, "tools per upstream call\t%.1f\t%.1f\t%s\t\n", per(d.Tools, d.Calls), per(g.Tools, g.Calls),
@@ -46,6 +39,18 @@ func (r *Result) Print(w io.Writer) error {
 		"%d tools in the direct run; a real OpenAI model refuses more than 128. Took %s.\n",
 		group(cacheMinTokens), cacheStep, DirectMaxTools, r.Elapsed.Round(1e6))
 	return nil
+}
+
+// mode says how the run replayed its tasks, for a table's heading.
+func (r *Result) mode() string {
+	mode := "non-streamed"
+	if r.Stream {
+		mode = "streamed"
+	}
+	if r.OneSession {
+		mode += ", one conversation"
+	}
+	return mode
 }
 
 func per(a, b int) float64 {
