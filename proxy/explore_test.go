@@ -32,6 +32,28 @@ func (r *toolRecorder) last() []string {
 	return r.seen[len(r.seen)-1]
 }
 
+// offer sends msgs with tools to the gateway at base (in front of r) with
+// the headers hdr and returns the tool names the upstream was offered.
+func (r *toolRecorder) offer(t *testing.T, base string, tools, msgs []map[string]any, hdr map[string]string) []string {
+	t.Helper()
+	resp := post(t, base, chatRequest(t, msgs, tools, false, nil), hdr)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	return r.last()
+}
+
+// toolStep is one step of a conversation: the assistant's call of name
+// with args, and the tool's result.
+func toolStep(id, name, args, result string) []map[string]any {
+	return []map[string]any{
+		{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{"id": id, "type": "function",
+			"function": map[string]any{"name": name, "arguments": args}}}},
+		{"role": "tool", "tool_call_id": id, "content": result},
+	}
+}
+
 func TestExplorationSlot(t *testing.T) {
 	const ask = "Create an issue, merge the pull request, delete the branch, read the file, post in the chat channel and send an email."
 	tools := testCatalog(40)
@@ -39,13 +61,7 @@ func TestExplorationSlot(t *testing.T) {
 		t.Helper()
 		rec := &toolRecorder{}
 		base := newTestGateway(t, rec, withPolicy(loadPolicy(t, policyText)))
-		body := chatRequest(t, []map[string]any{{"role": "user", "content": ask}}, tools, false, nil)
-		resp := post(t, base, body, map[string]string{"X-Session-ID": session})
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("status %d", resp.StatusCode)
-		}
-		return rec.last()
+		return rec.offer(t, base, tools, []map[string]any{{"role": "user", "content": ask}}, map[string]string{"X-Session-ID": session})
 	}
 	ranked := offered(t, "gateway: {mode: preselect, preselect: 6}\n", "s")
 	if len(ranked) != 6 {

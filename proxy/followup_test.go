@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"net/http"
 	"slices"
 	"testing"
 )
@@ -20,23 +19,12 @@ func TestFollowUpsJoinAtATurnsFirstToolResultOnly(t *testing.T) {
 		done = "Now take a screenshot of the browser page."
 	)
 	tools := testCatalog(40)
-	call := func(id, name string) []map[string]any {
-		return []map[string]any{
-			{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{"id": id, "type": "function",
-				"function": map[string]any{"name": name, "arguments": "{}"}}}},
-			{"role": "tool", "tool_call_id": id, "content": "done"},
-		}
-	}
+	call := func(id, name string) []map[string]any { return toolStep(id, name, "{}", "done") }
 	rec := &toolRecorder{}
 	base := newTestGateway(t, rec, withPolicy(loadPolicy(t, "gateway: {mode: hybrid, preselect: 3, follow_up: 2}\n")))
 	send := func(t *testing.T, msgs []map[string]any) []string {
 		t.Helper()
-		resp := post(t, base, chatRequest(t, msgs, tools, false, nil), map[string]string{"X-Session-ID": "task"})
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("status %d", resp.StatusCode)
-		}
-		return rec.last()
+		return rec.offer(t, base, tools, msgs, map[string]string{"X-Session-ID": "task"})
 	}
 	// added is what offer holds beyond before.
 	added := func(offer, before []string) []string {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
 	"testing"
 )
@@ -24,13 +23,7 @@ func TestTheGatewayLearnsWhatATenantsRequestsCall(t *testing.T) {
 		base := newTestGateway(t, rec, withPolicy(loadPolicy(t, policyText)), func(g *Gateway) { g.Learned = NewLearned(8) })
 		return func(key, session string, msgs []map[string]any) []string {
 			t.Helper()
-			resp := post(t, base, chatRequest(t, msgs, tools, false, nil),
-				map[string]string{"Authorization": "Bearer " + key, "X-Session-ID": session})
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d", resp.StatusCode)
-			}
-			return rec.last()
+			return rec.offer(t, base, tools, msgs, map[string]string{"Authorization": "Bearer " + key, "X-Session-ID": session})
 		}
 	}
 	// conversation plays one task: the request, then the result of the
@@ -41,10 +34,7 @@ func TestTheGatewayLearnsWhatATenantsRequestsCall(t *testing.T) {
 		if first := send(key, session, msgs); slices.Contains(first, tool) {
 			t.Fatalf("the first request was offered %s (%v); the test needs a request the ranking misses", tool, first)
 		}
-		msgs = append(msgs,
-			map[string]any{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{"id": "c1", "type": "function",
-				"function": map[string]any{"name": tool, "arguments": `{"id":"landlord@example.com"}`}}}},
-			map[string]any{"role": "tool", "tool_call_id": "c1", "content": "sent"})
+		msgs = append(msgs, toolStep("c1", tool, `{"id":"landlord@example.com"}`, "sent")...)
 		for range times {
 			send(key, session, msgs)
 		}

@@ -21,12 +21,7 @@ func TestRetriedTurnOffersTheSameTools(t *testing.T) {
 		base := newTestGateway(t, rec, withPolicy(loadPolicy(t, "gateway: {mode: "+mode+", preselect: 3, explore: true}\n")))
 		send := func(t *testing.T, msgs []map[string]any) []string {
 			t.Helper()
-			resp := post(t, base, chatRequest(t, msgs, tools, false, nil), map[string]string{"X-Session-ID": "conv"})
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d", resp.StatusCode)
-			}
-			return rec.last()
+			return rec.offer(t, base, tools, msgs, map[string]string{"X-Session-ID": "conv"})
 		}
 		turn := []map[string]any{{"role": "user", "content": ask}}
 		first := send(t, turn)
