@@ -77,8 +77,8 @@ func (h *Habits) observe(words []string, called []string, newTurn bool) {
 	if h == nil || len(words) == 0 || len(words) > habitMaxRequestWords || !newTurn && len(called) == 0 {
 		return
 	}
-	// One copy of each name for every word that records it: names may
-	// alias a request body, which the habits outlive.
+	// One copy of each name, shared by every word that records it: names
+	// may alias a request body, which the habits outlive.
 	names := make([]string, len(called))
 	for i, n := range called {
 		names[i] = strings.Clone(n)
