@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
 )
 
@@ -80,4 +81,25 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		_ = http.NewResponseController(w).Flush()
 		return
 	}
+}
+
+// withSearch reports whether round i offers tool_search: never in preselect
+// mode, and not in the last round the bound allows.
+func (t *turn) withSearch(round int) bool {
+	if t.snap.Gateway.Mode == policy.ModePreselect {
+		return false
+	}
+	return round < t.maxRounds()
+}
+
+// canContinue reports whether the gateway may answer round i's internal
+// calls and ask the upstream again: rounds 0..max_rounds-1 may; the round
+// after them (without tool_search) is the last.
+func (t *turn) canContinue(round int) bool { return round < t.maxRounds() }
+
+func (t *turn) maxRounds() int {
+	if n := t.snap.Gateway.MaxRounds; n > 0 {
+		return n
+	}
+	return 4
 }

@@ -1,10 +1,15 @@
 package proxy
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
+	"unicode"
+
+	"encoding/json"
 
 	"github.com/toolgate/toolgate/selector"
 )
@@ -129,4 +134,126 @@ func formatResults(query string, res selector.Results, hints func(category strin
 		b.WriteString("\nIf none of these fits, search again with different keywords.")
 	}
 	return b.String()
+}
+
+// searchLimit is how many tools a search returns when the model does not
+// say: search.limit, widened for a large catalog.
+func (t *turn) searchLimit() int {
+	if n := t.snap.SearchLimitFor(len(t.req.Tools)); n > 0 {
+		return min(n, maxSearchLimit)
+	}
+	return 5
+}
+
+func (t *turn) search(ctx context.Context, raw string) string {
+	t.searches++
+	a := parseSearchArgs(raw)
+	if a.Query == "" {
+		return "Error: " + t.searchName + " needs a non-empty \"query\" of English keywords."
+	}
+	limit := a.Limit
+	if limit <= 0 {
+		// Asking again what was asked this turn means the tools found did
+		// not do: each repeat widens the default by another batch.
+		limit = t.searchLimit() * (1 + t.repeats(a.Query))
+	}
+	limit = min(limit, maxSearchLimit)
+	// The round that answers this search offers what it finds, not the
+	// turn's other guesses (see offered), so guesses are ranked too: one
+	// the model overlooked must be findable. They come on top of the limit,
+	// which counts new tools only, so a search finds as many new tools as
+	// it did when it skipped every active one.
+	guesses := 0
+	for name, reason := range t.reasons {
+		if reason != "" && t.searchable(name) {
+			guesses++
+		}
+	}
+	start := time.Now()
+	res, err := t.cat.Search(ctx, t.query(a.Query, limit+guesses))
+	if err == nil {
+		res.Items = t.newUpTo(res.Items, limit)
+	}
+	t.noteSearch(a.Query, res, time.Since(start))
+	if err != nil {
+		t.g.logger().Warn("searching tools", "query", a.Query, "err", err)
+		return "Error: the search failed; try again with other keywords."
+	}
+	res.Items = t.withBundles(a.Query, res.Items)
+	for _, it := range res.Items {
+		t.join(it.Name, reasonDiscovered)
+		if t.found == nil {
+			t.found = map[string]bool{}
+		}
+		if t.searched == nil {
+			t.searched = map[string]bool{}
+		}
+		t.found[it.Name], t.searched[it.Name] = true, true
+	}
+	return formatResults(a.Query, res, t.snap.Hints)
+}
+
+// newUpTo cuts ranked search results after their limit-th tool that is not
+// active yet; the active guesses ranked above it stay.
+func (t *turn) newUpTo(items []selector.Result, limit int) []selector.Result {
+	fresh := 0
+	for i, it := range items {
+		if fresh == limit {
+			return items[:i]
+		}
+		if !t.isActive(it.Name) {
+			fresh++
+		}
+	}
+	return items
+}
+
+// repeats counts the earlier searches of this turn with the same query
+// (case and spacing aside) and records this one.
+func (t *turn) repeats(query string) int {
+	if t.asked == nil {
+		t.asked = map[string]int{}
+	}
+	k := strings.Join(strings.Fields(strings.ToLower(query)), " ")
+	n := t.asked[k]
+	t.asked[k] = n + 1
+	return n
+}
+
+// withBundles puts the tools of every bundle the query names (by its name,
+// as a word) ahead of the ranked results: asking for "browser" tools gets
+// the browser bundle whole, up to maxSearchLimit tools in all.
+func (t *turn) withBundles(query string, items []selector.Result) []selector.Result {
+	words := strings.FieldsFunc(strings.ToLower(query), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' && r != '-'
+	})
+	var out []selector.Result
+	seen := map[string]bool{}
+	for _, b := range t.snap.Bundles() {
+		if !slices.Contains(words, strings.ToLower(b.Name)) {
+			continue
+		}
+		for _, tool := range t.req.Tools {
+			if len(out) >= maxSearchLimit {
+				break
+			}
+			if b.Match(tool.Name) && !seen[tool.Name] && t.searchable(tool.Name) && t.isVisible(tool.Name) {
+				seen[tool.Name] = true
+				res := selector.Result{Name: tool.Name, Description: tool.Description, Score: 1}
+				if st, ok := t.cat.Tool(tool.Name); ok {
+					res.Category, res.Hint = st.Meta.Category, st.Meta.Hint
+				}
+				out = append(out, res)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return items
+	}
+	for _, it := range items {
+		if len(out) < maxSearchLimit && !seen[it.Name] {
+			out = append(out, it)
+		}
+	}
+	return out
 }

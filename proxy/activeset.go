@@ -1,0 +1,159 @@
+package proxy
+
+import (
+	"slices"
+
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/selector"
+)
+
+// query builds a selector query that skips what is hidden or already
+// active; a search query (text not "") skips fewer when search rounds
+// offer only what they find (see skipped).
+func (t *turn) query(text string, limit int) selector.Query {
+	return selector.Query{
+		Text:    text,
+		Limit:   limit,
+		Skip:    t.skipped(text != ""),
+		Focus:   t.st.Focus,
+		Last:    t.st.Last,
+		Recent:  t.st.Recent,
+		Learned: t.learned,
+	}
+}
+
+// skipped returns what a ranking must not return, by catalog position:
+// the tools the policy hides from this message, and those already active,
+// but for what a search may return again (see searchable). It is a
+// snapshot: callers rank right away.
+func (t *turn) skipped(search bool) func(int) bool {
+	skip := make([]bool, len(t.shown))
+	for p, shown := range t.shown {
+		skip[p] = !shown
+	}
+	for name, reason := range t.reasons {
+		if reason == "" || search && t.searchable(name) {
+			continue
+		}
+		if p, ok := t.cat.Position(name); ok {
+			skip[p] = true
+		}
+	}
+	return func(p int) bool { return skip[p] }
+}
+
+// kept reports whether a tool with this reason is offered in every round:
+// the policy's core tools, the tool_choice target and the tools the
+// conversation has called. The rest (preselected, follow-up, discovered,
+// the session's) are guesses.
+func kept(reason string) bool {
+	return reason == reasonCore || reason == reasonChoice || reason == reasonHistory
+}
+
+// offered reports whether the next round's tools include the active tool
+// name. A round that answers the model's searches offers the tools they
+// found and the kept ones, not the turn's other guesses: the model has just
+// said, by searching, that none of them fits the step at hand, and each
+// one costs its tokens in every round it rides along. They are still
+// active and come back with the client's next request, when the next step
+// may need them. Measured on the demo's episodes (selector/README.md,
+// round 18): about three points more input tokens saved at the same
+// upstream calls and steps.
+func (t *turn) offered(name string) bool {
+	if !t.isActive(name) {
+		return false
+	}
+	return len(t.found) == 0 || !t.trimsSearchRounds() || t.found[name] || kept(t.reasons[name])
+}
+
+// searchable reports whether a search may return the tool name: one not
+// active yet, or, where a search round offers only what it finds, a guess
+// (see search). Never a kept tool, which every round offers, nor one an
+// earlier search of this turn returned, which the model had in hand when
+// it searched again.
+func (t *turn) searchable(name string) bool {
+	reason := t.reasons[name]
+	return reason == "" || t.trimsSearchRounds() && !kept(reason) && !t.searched[name]
+}
+
+// trimsSearchRounds reports whether a round answering a search offers only
+// what it found (gateway.search_round: found, the default).
+func (t *turn) trimsSearchRounds() bool { return t.snap.Gateway.SearchRound != policy.SearchRoundAll }
+
+// bound keeps the active set within max_active. Tools from earlier turns
+// go first: those not used recently, oldest first, then the least recently
+// used; then this turn's own picks (preselected, follow-up, explored,
+// discovered), oldest first. Pinned tools stay.
+func (t *turn) bound() {
+	max := t.snap.Gateway.MaxActive
+	if max <= 0 {
+		return
+	}
+	excess := t.count() - max
+	if excess <= 0 {
+		return
+	}
+	evictable := func(n string) bool { return !t.pinned[n] && t.isActive(n) }
+	// This turn's own picks answer the request at hand: they go last.
+	earlier := func(n string) bool {
+		switch t.reasons[n] {
+		case reasonPreselect, reasonExplore, reasonFollowUp, reasonDiscovered:
+			return false
+		}
+		return true
+	}
+	victims := make([]string, 0, excess)
+	take := func(names []string, ok func(string) bool) {
+		for _, n := range names {
+			if len(victims) < excess && evictable(n) && ok(n) && !slices.Contains(victims, n) {
+				victims = append(victims, n)
+			}
+		}
+	}
+	take(t.st.Active, func(n string) bool { return earlier(n) && !slices.Contains(t.st.Recent, n) })
+	take(t.st.Recent, earlier)
+	take(t.st.Active, func(string) bool { return true })
+	for _, n := range victims {
+		delete(t.reasons, n)
+	}
+	t.st.Remove(victims)
+}
+
+func (t *turn) count() int {
+	n := 0
+	for _, name := range t.st.Active {
+		if t.isActive(name) {
+			n++
+		}
+	}
+	return n
+}
+
+// tools returns the upstream tools array: tool_search first (unless
+// withSearch is false), then the offered tools in the order they joined;
+// pos holds each item's position in the client's tools (-1 for
+// tool_search), by which the round's tokens are counted.
+func (t *turn) tools(withSearch bool) (raws []string, pos []int) {
+	raws = make([]string, 0, len(t.st.Active)+1)
+	pos = make([]int, 0, len(t.st.Active)+1)
+	if withSearch {
+		raws, pos = append(raws, t.searchDef), append(pos, -1)
+	}
+	for _, n := range t.st.Active {
+		if i, ok := t.policy.Position(n); ok && t.offered(n) {
+			raws, pos = append(raws, t.req.Tools[i].Raw), append(pos, i)
+		}
+	}
+	return raws, pos
+}
+
+// activeNames lists the active tools in upstream order.
+func (t *turn) activeNames() []string {
+	var out []string
+	for _, n := range t.st.Active {
+		if t.isActive(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}

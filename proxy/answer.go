@@ -1,0 +1,86 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/toolgate/toolgate/rewrite"
+)
+
+// maxSearchesPerRound bounds the tool_search calls answered in one upstream
+// round; the calls past it get a short refusal instead of a search, so a
+// model that fans out cannot make one round cost unbounded work.
+const maxSearchesPerRound = 4
+
+// internal reports whether the gateway answers call c itself: its search
+// tool, and calls of tools the policy hides (which must never reach the
+// client).
+func (t *turn) internal(c rewrite.Call) bool {
+	if c.Name == t.searchName {
+		return true
+	}
+	_, known := t.policy.Position(c.Name)
+	return known && !t.isVisible(c.Name)
+}
+
+// answer runs the internal calls of a round and returns their results; the
+// tools found join the active set. Real calls are recorded for recency.
+func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolResult {
+	var results []rewrite.ToolResult
+	clear(t.found)
+	searched := 0
+	for _, c := range calls {
+		switch {
+		case c.Name == t.searchName && searched >= maxSearchesPerRound:
+			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
+				"Error: too many searches in one step (at most %d); use the tools already found, or search again in your next step.", maxSearchesPerRound)})
+		case c.Name == t.searchName:
+			searched++
+			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: t.search(ctx, c.Arguments)})
+		case t.internal(c):
+			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
+				"Error: the tool %q is not available (blocked by policy). Do not call it again; use another tool or answer without it.", c.Name)})
+		default:
+			if _, known := t.policy.Position(c.Name); known && !t.isActive(c.Name) {
+				t.misses++
+			}
+			name := t.own(c.Name)
+			if t.st.Last != "" {
+				t.learned.Observe(t.st.Last, name)
+			}
+			t.st.Touch(name, recentKeep)
+			if e := t.cat.Entity(name); e != "" {
+				t.st.Focus = e
+			}
+		}
+	}
+	t.bound()
+	return results
+}
+
+// identify gives each call of round that came without an id one of its
+// own. Some servers send calls without ids (StepFun, some Kimi hosts;
+// Gemini's compatible endpoint did), and the gateway's answer to a call
+// must name it: a tool message with an empty tool_call_id is refused. The
+// client's own calls reach it as the upstream sent them; only the rounds
+// the gateway answers carry these ids.
+func identify(calls []rewrite.Call, round int) {
+	for i := range calls {
+		if calls[i].ID == "" {
+			calls[i].ID = fmt.Sprintf("call_toolgate_%d_%d", round, i)
+		}
+	}
+}
+
+// split separates a round's calls into those the gateway answers and those
+// the client gets.
+func (t *turn) split(calls []rewrite.Call) (internal, real []rewrite.Call) {
+	for _, c := range calls {
+		if t.internal(c) {
+			internal = append(internal, c)
+		} else {
+			real = append(real, c)
+		}
+	}
+	return internal, real
+}
