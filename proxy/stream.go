@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -140,13 +139,6 @@ const (
 	drainMax  = 64 << 10
 	drainWait = 100 * time.Millisecond
 )
-
-func idle(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 2 * time.Minute
-	}
-	return d
-}
 
 // relay is the client side of one streamed turn.
 type relay struct {
@@ -533,40 +525,3 @@ func truncate(b []byte, n int) string {
 type inBandError struct{ data []byte }
 
 func (e *inBandError) Error() string { return "upstream stream error: " + truncate(e.data, 200) }
-
-// idleReader cancels the upstream request when no data arrives for d.
-type idleReader struct {
-	r       io.Reader
-	d       time.Duration
-	timer   *time.Timer
-	fired   atomic.Bool
-	stopped atomic.Bool
-	sawEOF  bool // a read returned io.EOF
-}
-
-func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelFunc) *idleReader {
-	ir := &idleReader{r: r, d: d}
-	ir.timer = time.AfterFunc(d, func() {
-		if !ir.stopped.Load() {
-			ir.fired.Store(true)
-			cancel()
-		}
-	})
-	return ir
-}
-
-func (ir *idleReader) Read(p []byte) (int, error) {
-	n, err := ir.r.Read(p)
-	if n > 0 {
-		ir.timer.Reset(ir.d)
-	}
-	ir.sawEOF = ir.sawEOF || err == io.EOF
-	return n, err
-}
-
-func (ir *idleReader) expired() bool { return ir.fired.Load() }
-
-func (ir *idleReader) stop() {
-	ir.stopped.Store(true)
-	ir.timer.Stop()
-}
