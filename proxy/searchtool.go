@@ -2,14 +2,13 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
-
-	"encoding/json"
 
 	"github.com/toolgate/toolgate/selector"
 )
