@@ -151,6 +151,8 @@ type streamReply struct {
 	indexes    []int64
 	raw        []string
 	errorEvent bool
+	roles      []string // every delta.role, in order
+	lateRole   bool     // content or a call came before the first role
 }
 
 func readStream(t *testing.T, r io.Reader) streamReply {
@@ -185,6 +187,11 @@ func readStream(t *testing.T, r io.Reader) streamReply {
 			rep.usage = append(rep.usage, u)
 		}
 		ch := ev.Get("choices.0")
+		if r := ch.Get("delta.role"); r.Exists() {
+			rep.roles = append(rep.roles, r.String())
+		} else if len(rep.roles) == 0 && (ch.Get("delta.content").String() != "" || ch.Get("delta.tool_calls").Exists()) {
+			rep.lateRole = true
+		}
 		rep.content += ch.Get("delta.content").String()
 		if f := ch.Get("finish_reason").String(); f != "" {
 			rep.finishes = append(rep.finishes, f)

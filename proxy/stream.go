@@ -151,7 +151,7 @@ type relay struct {
 	pending  bool           // events written but not flushed
 	held     []byte         // events framed before the headers were written
 	resp     *http.Response // the first event's upstream response
-	role     []byte         // the first role-only chunk, held until something follows
+	role     []byte         // the first chunk with the role and nothing else to send, held until something follows
 	sentRole bool
 	finished bool // a finish chunk reached the client
 	next     int  // the next tool-call index the client sees
@@ -315,7 +315,13 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 			}
 		}
 		if !ev.Text && len(calls) == 0 && !emitFinish {
-			if !s.sentRole && s.role == nil && len(ev.Calls) == 0 {
+			// Nothing for the client, but the role: OpenAI sends it in
+			// the first chunk, with the first call's start when the
+			// model calls tool_search first. The first chunk that has it
+			// (its internal calls cut) is held and goes out before the
+			// first event that is sent; later rounds' roles are
+			// dropped, so the client sees one.
+			if !s.sentRole && s.role == nil && ev.Delta.Get("role").Exists() {
 				s.role, _ = s.ew.EditEvent(append([]byte(nil), data...), edit)
 			}
 			continue

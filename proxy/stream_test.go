@@ -383,3 +383,41 @@ func TestStreamedTurnsKeepTheUpstreamConnection(t *testing.T) {
 		})
 	}
 }
+
+// withRole gives a chunk made by textChunk or callChunk the assistant's
+// role, as OpenAI sends it in a stream's first chunk.
+func withRole(chunk string) string {
+	return strings.Replace(chunk, `"delta":{`, `"delta":{"role":"assistant",`, 1)
+}
+
+// TestTheClientGetsTheRoleOnceBeforeAnythingElse: the openai SDK's stream
+// helpers refuse a stream whose first delta has no role ("missing role
+// for choice 0"). OpenAI sends the role in the first chunk, with the
+// first call's start when the model calls a tool first, and the gateway
+// cuts tool_search out of that chunk.
+func TestTheClientGetsTheRoleOnceBeforeAnythingElse(t *testing.T) {
+	search := callChunk(0, "call_s1", SearchToolName, `{"query":"create issue repository"}`)
+	answer := withRole(textChunk("")) + textChunk("Filed.") + finishChunk("stop") + doneEvent
+	tests := []struct {
+		name   string
+		rounds []string
+	}{
+		{"the role rides with the search call, as OpenAI sends it", []string{withRole(search) + finishChunk("tool_calls") + doneEvent, answer}},
+		{"the role comes in a chunk of its own before the search call", []string{withRole(textChunk("")) + search + finishChunk("tool_calls") + doneEvent, answer}},
+		{"the role rides with a search call that a client's call follows", []string{
+			withRole(search) + callChunk(1, "call_r1", "repo_create_issue", `{}`) + finishChunk("tool_calls") + doneEvent}},
+		{"an answer without a search keeps its role", []string{answer}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			base := newTestGateway(t, sseHandler(&calls, tt.rounds...))
+			x := send(t, base, bigRequest(t, true), nil)
+			rep := readStream(t, bytes.NewReader(x.body))
+			if len(rep.roles) != 1 || rep.roles[0] != "assistant" || rep.lateRole || rep.errorEvent || rep.dones != 1 {
+				t.Errorf("roles %q (late: %v), error event %v, [DONE] %d; want one assistant role before any content or call, no error, one [DONE]:\n%s",
+					rep.roles, rep.lateRole, rep.errorEvent, rep.dones, x.body)
+			}
+		})
+	}
+}
