@@ -57,8 +57,11 @@ func (rs *sseReaders) put(s *sseReader) {
 }
 
 // Next returns the data of the next event (multi-line data joined with
-// "\n"). It returns io.EOF at a clean end, io.ErrUnexpectedEOF when the
-// stream ends inside an event. The slice is valid until the next call.
+// "\n"), and io.EOF once the stream has ended. An event the stream ends
+// inside (no blank line after it, or no newline) is returned as it
+// stands: servers that end with "data: [DONE]\n" exist, and the openai
+// SDKs accept them; a chunk cut short fails to parse as JSON instead. The
+// slice is valid until the next call.
 func (s *sseReader) Next() ([]byte, error) {
 	s.data = s.data[:0]
 	have := false
@@ -66,7 +69,7 @@ func (s *sseReader) Next() ([]byte, error) {
 		line, err := s.line()
 		if err != nil {
 			if err == io.EOF && have {
-				return nil, io.ErrUnexpectedEOF
+				return s.data, nil
 			}
 			return nil, err
 		}
@@ -97,7 +100,8 @@ func (s *sseReader) Next() ([]byte, error) {
 	}
 }
 
-// line returns one line without its terminator (\n, \r\n or \r\n).
+// line returns one line without its terminator (\n or \r\n); the
+// stream's last line may have none.
 func (s *sseReader) line() ([]byte, error) {
 	var long []byte
 	for {
@@ -109,11 +113,7 @@ func (s *sseReader) line() ([]byte, error) {
 			long = append(long, frag...)
 			continue
 		}
-		if err != nil {
-			if err == io.EOF && len(frag)+len(long) > 0 {
-				// A last line without a newline ends the event it is in.
-				return nil, io.ErrUnexpectedEOF
-			}
+		if err != nil && (err != io.EOF || len(frag)+len(long) == 0) {
 			return nil, err
 		}
 		if long != nil {

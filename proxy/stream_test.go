@@ -421,3 +421,43 @@ func TestTheClientGetsTheRoleOnceBeforeAnythingElse(t *testing.T) {
 		})
 	}
 }
+
+// TestAStreamEndingWithoutItsLastBlankLineIsComplete: some servers end
+// with "data: [DONE]\n" or no newline at all; the openai SDKs read such a
+// stream as complete, and so must the gateway, in an answer and in a
+// search round it continues.
+func TestAStreamEndingWithoutItsLastBlankLineIsComplete(t *testing.T) {
+	answer := textChunk("It is sunny.") + finishChunk("stop")
+	search := callChunk(0, "call_s1", SearchToolName, `{"query":"create issue repository"}`) + finishChunk("tool_calls")
+	tests := []struct {
+		name   string
+		rounds []string
+	}{
+		{"an answer ending in [DONE] and one newline", []string{answer + "data: [DONE]\n"}},
+		{"an answer ending in [DONE] and no newline", []string{answer + "data: [DONE]"}},
+		{"a search round ending in [DONE] and one newline", []string{search + "data: [DONE]\n", answer + doneEvent}},
+		{"a search round whose finish chunk has no blank line", []string{strings.TrimSuffix(search, "\n"), answer + doneEvent}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			base := newTestGateway(t, sseHandler(&calls, tt.rounds...))
+			x := send(t, base, bigRequest(t, true), nil)
+			rep := readStream(t, bytes.NewReader(x.body))
+			if x.status != http.StatusOK || rep.content != "It is sunny." || rep.errorEvent || rep.dones != 1 || int(calls.Load()) != len(tt.rounds) {
+				t.Errorf("status %d, content %q, error event %v, [DONE] %d, upstream calls %d; want 200, the answer, no error, one [DONE], %d calls:\n%s",
+					x.status, rep.content, rep.errorEvent, rep.dones, calls.Load(), len(tt.rounds), x.body)
+			}
+		})
+	}
+}
+
+func TestAChunkCutShortEndsWithAnErrorEvent(t *testing.T) {
+	var calls atomic.Int32
+	base := newTestGateway(t, sseHandler(&calls, textChunk("half an ")+`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"ans`))
+	x := send(t, base, bigRequest(t, true), nil)
+	rep := readStream(t, bytes.NewReader(x.body))
+	if rep.content != "half an " || !rep.errorEvent || rep.dones != 0 {
+		t.Errorf("content %q, error event %v, [DONE] %d; want the whole chunks' text, an error event, no [DONE]:\n%s", rep.content, rep.errorEvent, rep.dones, x.body)
+	}
+}
