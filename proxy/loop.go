@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
@@ -60,7 +61,11 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, Extra: out.Extra, Calls: internal, Results: results})
 			continue
 		}
-		final, err := t.d.ClientResponse(out, func(c rewrite.Call) bool { return !t.internal(c) }, t.usage, t.id, t.created)
+		final, err := t.d.ClientResponse(out, rewrite.Turn{
+			Keep:  func(c rewrite.Call) bool { return !t.internal(c) },
+			Usage: t.usage, ID: t.id, Created: t.created,
+			Text: t.roundsText(),
+		})
 		if err != nil {
 			g.writeError(w, r, err)
 			return
@@ -102,4 +107,15 @@ func (t *turn) maxRounds() int {
 		return n
 	}
 	return 4
+}
+
+// roundsText is what the model said in the rounds the gateway answered
+// itself. A streamed turn relays it as it comes, so the client's answer
+// reads the same whether it streamed or not.
+func (t *turn) roundsText() string {
+	var b strings.Builder
+	for _, r := range t.rounds {
+		b.WriteString(r.Content)
+	}
+	return b.String()
 }

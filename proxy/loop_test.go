@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -149,6 +151,44 @@ func TestSearchRoundIsInvisibleToTheClient(t *testing.T) {
 			}
 			if len(run.calls) != 1 || run.calls[0] != "chat_post_message" {
 				t.Errorf("client calls = %v, want [chat_post_message]", run.calls)
+			}
+		})
+	}
+}
+
+// TestTextBeforeASearchReadsTheSameStreamedOrNot: a model may say
+// something before it calls tool_search ("Let me look. "). A stream
+// relays it as it comes; the whole answer must carry it too, or one
+// upstream behaviour gives two different answers.
+func TestTextBeforeASearchReadsTheSameStreamedOrNot(t *testing.T) {
+	const search = `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Let me look. ","tool_calls":[{"id":"call_s1","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"create issue\"}"}}]},"finish_reason":"tool_calls"}]}`
+	const answer = `{"id":"c2","object":"chat.completion","created":2,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"It is filed."},"finish_reason":"stop"}]}`
+	for _, stream := range []bool{false, true} {
+		name := map[bool]string{false: "a whole answer leads with the search round's text", true: "a streamed answer leads with the search round's text"}[stream]
+		t.Run(name, func(t *testing.T) {
+			var calls atomic.Int32
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := calls.Add(1)
+				if !stream {
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = io.WriteString(w, map[bool]string{true: search, false: answer}[n == 1])
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				if n == 1 {
+					_, _ = io.WriteString(w, textChunk("Let me look. ")+callChunk(0, "call_s1", SearchToolName, `{"query":"create issue"}`)+finishChunk("tool_calls")+doneEvent)
+					return
+				}
+				_, _ = io.WriteString(w, textChunk("It is filed.")+finishChunk("stop")+doneEvent)
+			})
+			base := newTestGateway(t, up)
+			x := send(t, base, bigRequest(t, stream), nil)
+			content := gjson.GetBytes(x.body, "choices.0.message.content").String()
+			if stream {
+				content = readStream(t, bytes.NewReader(x.body)).content
+			}
+			if x.status != http.StatusOK || content != "Let me look. It is filed." || calls.Load() != 2 {
+				t.Errorf("status %d, content %q, upstream calls %d; want 200, %q, 2 calls", x.status, content, calls.Load(), "Let me look. It is filed.")
 			}
 		})
 	}

@@ -301,16 +301,32 @@ func ParseResponse(body []byte) (*Response, error) {
 	return r, nil
 }
 
-// ClientResponse returns the body the client gets for the final round:
-// calls for which keep is false removed (a message left without calls ends
-// with "stop"), usage replaced by the sum over rounds, and id and created
-// set to the first round's so the turn reads as one completion.
-func ClientResponse(r *Response, keep func(Call) bool, usage []byte, id string, created int64) ([]byte, error) {
+// Turn is what the client's response takes from the whole turn rather
+// than from the round that ends it.
+type Turn struct {
+	// Keep reports whether the client gets a call (its own tools' calls).
+	Keep func(Call) bool
+	// Usage replaces the round's usage when not nil: the sum over rounds.
+	Usage []byte
+	// ID and Created, when ID is not empty, replace the round's: the
+	// first round's, so the turn reads as one completion.
+	ID      string
+	Created int64
+	// Text is what the rounds the gateway answered itself said before
+	// this one ("Let me look that up."); it leads the message's content,
+	// as it led the streamed answer.
+	Text string
+}
+
+// ClientResponse returns the body the client gets for the final round r
+// of a turn: calls Keep rejects removed (a message left without calls
+// ends with "stop"), and the turn's usage, id and earlier text set.
+func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	body := append([]byte(nil), r.Body...)
 	var err error
 	kept := make([]int, 0, len(r.Calls))
 	for i, c := range r.Calls {
-		if keep(c) {
+		if turn.Keep(c) {
 			kept = append(kept, i)
 		}
 	}
@@ -338,14 +354,19 @@ func ClientResponse(r *Response, keep func(Call) bool, usage []byte, id string, 
 			}
 		}
 	}
-	if usage != nil {
-		if body, err = sjson.SetRawBytes(body, "usage", usage); err != nil {
+	if turn.Text != "" {
+		if body, err = sjson.SetBytes(body, "choices.0.message.content", turn.Text+r.Content); err != nil {
+			return nil, fmt.Errorf("setting the turn's text: %w", err)
+		}
+	}
+	if turn.Usage != nil {
+		if body, err = sjson.SetRawBytes(body, "usage", turn.Usage); err != nil {
 			return nil, fmt.Errorf("setting usage: %w", err)
 		}
 	}
-	if id != "" && id != r.ID {
-		body, _ = sjson.SetBytes(body, "id", id)
-		body, _ = sjson.SetBytes(body, "created", created)
+	if turn.ID != "" && turn.ID != r.ID {
+		body, _ = sjson.SetBytes(body, "id", turn.ID)
+		body, _ = sjson.SetBytes(body, "created", turn.Created)
 	}
 	return body, nil
 }

@@ -17,9 +17,9 @@ type Dialect interface {
 	// ParseResponse reads the text, calls and usage of a non-streamed
 	// response.
 	ParseResponse(body []byte) (*Response, error)
-	// ClientResponse returns the final response without the calls keep
-	// rejects, with usage replaced and the first round's id.
-	ClientResponse(r *Response, keep func(Call) bool, usage []byte, id string, created int64) ([]byte, error)
+	// ClientResponse returns the final response without the calls
+	// turn.Keep rejects, with the turn's usage, first id and earlier text.
+	ClientResponse(r *Response, turn Turn) ([]byte, error)
 	// ParseEvent classifies the data of one stream event into ev (reset
 	// first; its strings alias data).
 	ParseEvent(data []byte, ev *Event) error
@@ -63,8 +63,8 @@ func (Chat) Build(req *Request, tools []string, rounds []Round) ([]byte, error) 
 func (Chat) ParseResponse(body []byte) (*Response, error) { return ParseResponse(body) }
 
 // ClientResponse implements Dialect.
-func (Chat) ClientResponse(r *Response, keep func(Call) bool, usage []byte, id string, created int64) ([]byte, error) {
-	return ClientResponse(r, keep, usage, id, created)
+func (Chat) ClientResponse(r *Response, turn Turn) ([]byte, error) {
+	return ClientResponse(r, turn)
 }
 
 // ParseEvent implements Dialect.

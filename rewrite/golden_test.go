@@ -213,7 +213,7 @@ func TestClientResponseStripsInternalCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	keepReal := func(c Call) bool { return c.Name != "tool_search" }
-	got, err := ClientResponse(r, keepReal, []byte(`{"prompt_tokens":9}`), "r1", 1)
+	got, err := ClientResponse(r, Turn{Keep: keepReal, Usage: []byte(`{"prompt_tokens":9}`), ID: "r1", Created: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestClientResponseStripsInternalCalls(t *testing.T) {
 		t.Errorf("response = %s", got)
 	}
 	onlySearch := func(c Call) bool { return false }
-	got, _ = ClientResponse(r, onlySearch, nil, "", 0)
+	got, _ = ClientResponse(r, Turn{Keep: onlySearch})
 	if gjson.GetBytes(got, "choices.0.message.tool_calls").Exists() || gjson.GetBytes(got, "choices.0.finish_reason").String() != "stop" {
 		t.Errorf("without kept calls: %s", got)
 	}
@@ -275,6 +275,31 @@ func TestARoundGoesBackAsTheModelSentIt(t *testing.T) {
 			}
 			if msg := gjson.GetBytes(got, "messages.1").Raw; msg != tc.want {
 				t.Errorf("round message\n got %s\nwant %s", msg, tc.want)
+			}
+		})
+	}
+}
+
+func TestTheTurnsEarlierTextLeadsTheClientsMessage(t *testing.T) {
+	tests := []struct {
+		name, message, text, want string
+	}{
+		{"the earlier text comes before the round's content", `{"role":"assistant","content":"It is filed."}`, "Let me look. ", "Let me look. It is filed."},
+		{"a round with only calls gets the earlier text as its content", `{"role":"assistant","content":null,"tool_calls":[{"id":"x","type":"function","function":{"name":"real","arguments":"{}"}}]}`, "On it. ", "On it. "},
+		{"without earlier text the content is the round's", `{"role":"assistant","content":"It is filed."}`, "", "It is filed."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := ParseResponse([]byte(`{"id":"r1","choices":[{"index":0,"message":` + tt.message + `,"finish_reason":"stop"}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ClientResponse(r, Turn{Keep: func(Call) bool { return true }, Text: tt.text})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := gjson.GetBytes(got, "choices.0.message.content").String(); c != tt.want {
+				t.Errorf("content %q, want %q: %s", c, tt.want, got)
 			}
 		})
 	}
