@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
+	"github.com/toolgate/toolgate/selector"
 )
 
 // serveChat handles POST .../chat/completions: the requests worth rewriting
@@ -48,6 +49,14 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 		return
 	}
 	t, err := g.newTurn(r.Context(), r, snap, req)
+	if errors.Is(err, selector.ErrEmptyCatalog) {
+		// The policy hides every tool of the request: there is nothing
+		// to search, and the upstream gets the request without them.
+		const why = "policy hides every tool"
+		tr.passthrough(why)
+		g.forwardChat(w, r, rest, snap, req, why)
+		return
+	}
 	if err != nil {
 		g.writeError(w, r, err)
 		return

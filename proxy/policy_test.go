@@ -3,13 +3,19 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
 	"github.com/toolgate/toolgate/policy"
@@ -225,4 +231,39 @@ func TestPolicyShapesWhatTheModelSees(t *testing.T) {
 			t.Error("the last good policy stopped serving after a broken edit")
 		}
 	})
+}
+
+// TestAPolicyThatHidesEveryToolSendsTheRequestWithoutThem: with nothing
+// left to search, the request goes upstream without its tools, as
+// passthrough mode sends it, instead of failing the compile of an empty
+// catalog with a 500.
+func TestAPolicyThatHidesEveryToolSendsTheRequestWithoutThem(t *testing.T) {
+	for _, tc := range []struct{ name, policy string }{
+		{"a deny of every name", "deny: ['*']\n"},
+		{"an allow list that matches none of the tools", "allow: ['weather_*']\n"},
+		{"a deny of every name in search mode", "deny: ['*']\ngateway: {mode: search}\n"},
+	} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s (stream %v) reaches the upstream with no tools", tc.name, stream), func(t *testing.T) {
+				var seen atomic.Value
+				up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					b, _ := io.ReadAll(r.Body)
+					seen.Store(b)
+					if stream {
+						w.Header().Set("Content-Type", "text/event-stream")
+						_, _ = io.WriteString(w, textChunk("hi")+finishChunk("stop")+doneEvent)
+						return
+					}
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = io.WriteString(w, plainAnswer)
+				})
+				base := newTestGateway(t, up, withPolicy(loadPolicy(t, tc.policy)))
+				x := send(t, base, bigRequest(t, stream), nil)
+				body, _ := seen.Load().([]byte)
+				if x.status != http.StatusOK || body == nil || gjson.GetBytes(body, "tools").Exists() || gjson.GetBytes(body, "tool_choice").Exists() {
+					t.Errorf("status %d (%s); upstream got %s; want 200 and a request without tools", x.status, x.body, body)
+				}
+			})
+		}
+	}
 }
