@@ -139,8 +139,12 @@ func (t *turn) noteSearch(query string, res selector.Results, took time.Duration
 // and an estimate of what the same client turn would have cost direct: its
 // first call's prompt with the client's full tools array in place of the
 // gateway's. The extra search rounds are the gateway's cost and are not in
-// the estimate. ok is false when the upstream reported no usage or tokens
-// could not be counted.
+// the estimate. ok is false when the upstream reported no usage, tokens
+// could not be counted, or the upstream's count of the first prompt is
+// below the gateway's count of the tools in it: its usage does not count
+// the way the gateway does (a test server's, or a provider that renders
+// tools far more tightly), and the estimate would mean nothing, or be
+// negative.
 func (t *turn) inputTokens() (gateway, direct int64, ok bool) {
 	rep := t.rep
 	if rep == nil || rep.tokErr != nil || len(rep.rounds) == 0 {
@@ -154,8 +158,11 @@ func (t *turn) inputTokens() (gateway, direct int64, ok bool) {
 	if len(rep.rounds) > 1 {
 		first = rep.rounds[1].promptBefore
 	}
-	direct = first - int64(rep.rounds[0].tokens) + int64(rep.tokIn)
-	return gateway, direct, true
+	sent := int64(rep.rounds[0].tokens)
+	if first < sent {
+		return 0, 0, false
+	}
+	return gateway, first - sent + int64(rep.tokIn), true
 }
 
 func promptTokens(usage []byte) int64 {
@@ -173,7 +180,7 @@ func promptTokens(usage []byte) int64 {
 // where that shows.
 func (t *turn) cachedInputTokens() (int64, bool) {
 	c := gjson.GetBytes(t.usage, "prompt_tokens_details.cached_tokens")
-	return c.Int(), c.Type == gjson.Number
+	return c.Int(), c.Type == gjson.Number && c.Int() >= 0 // a counter cannot go down
 }
 
 // setToolgateHeaders reports what the gateway did, on every rewritten

@@ -71,3 +71,28 @@ func TestRoundTokensByPositionMatchCountingTheText(t *testing.T) {
 		}
 	}
 }
+
+func TestTheDirectEstimateIsLeftOutWhenTheUpstreamCountsOtherwise(t *testing.T) {
+	tests := []struct {
+		name       string
+		usage      string
+		rounds     []roundNote
+		tokIn      int
+		wantOK     bool
+		wantDirect int64
+	}{
+		{"one call: its prompt with the client's tools for the gateway's", `{"prompt_tokens":1000}`, []roundNote{{tokens: 300}}, 5000, true, 5700},
+		{"two calls: the first call's prompt stands for the turn", `{"prompt_tokens":2100}`, []roundNote{{tokens: 300}, {tokens: 400, promptBefore: 1000}}, 5000, true, 5700},
+		{"an upstream that counts fewer tokens than the tools it was sent gives no estimate", `{"prompt_tokens":1}`, []roundNote{{tokens: 300}}, 200, false, 0},
+		{"an upstream that reports no usage gives no estimate", `{}`, []roundNote{{tokens: 300}}, 5000, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tn := &turn{usage: []byte(tt.usage), rep: &report{rounds: tt.rounds, tokIn: tt.tokIn}}
+			_, direct, ok := tn.inputTokens()
+			if ok != tt.wantOK || direct != tt.wantDirect {
+				t.Errorf("direct %d, ok %v; want %d, %v", direct, ok, tt.wantDirect, tt.wantOK)
+			}
+		})
+	}
+}
