@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/policy"
@@ -105,6 +106,11 @@ func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request)
 		return "legacy functions"
 	case snap.Gateway.PassthroughHistoryTokens > 0 && historyTokens(req) > snap.Gateway.PassthroughHistoryTokens:
 		return "long conversation"
+	case !choosesOwnTools(req):
+		// The upstream answers such a request as it would direct (it
+		// refuses it); through the loop, a choice of tool_search would
+		// force the model into the gateway's search round after round.
+		return "tool_choice names no tool of the request"
 	}
 	// The loop reads and forwards function calls only: a call of a custom
 	// tool would not reach the client. The reasons are fixed strings,
@@ -118,6 +124,26 @@ func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request)
 		return "client tools take both search names"
 	}
 	return ""
+}
+
+// choosesOwnTools reports whether every tool tool_choice names (or its
+// allowed_tools list) is one of the request's tools.
+func choosesOwnTools(req *rewrite.Request) bool {
+	if req.ToolChoice == "" && len(req.Allowed) == 0 {
+		return true
+	}
+	has := func(name string) bool {
+		return slices.ContainsFunc(req.Tools, func(t rewrite.Tool) bool { return t.Name == name })
+	}
+	if req.ToolChoice != "" && !has(req.ToolChoice) {
+		return false
+	}
+	for _, n := range req.Allowed {
+		if !has(n) {
+			return false
+		}
+	}
+	return true
 }
 
 // searchName is the name the gateway's search tool takes in req:

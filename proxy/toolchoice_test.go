@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -88,6 +90,43 @@ func TestAToolChoiceOfAToolThePolicyHidesIsRefused(t *testing.T) {
 			}
 			if up.body != nil {
 				t.Errorf("the upstream was called")
+			}
+		})
+	}
+}
+
+// TestAToolChoiceOfNoToolOfTheRequestGoesUpstreamUnchanged: the upstream
+// refuses such a request at once, as it would direct. Through the loop,
+// a choice of tool_search (the gateway's own tool, not the client's)
+// forced the model into search round after round before failing.
+func TestAToolChoiceOfNoToolOfTheRequestGoesUpstreamUnchanged(t *testing.T) {
+	msgs := []map[string]any{{"role": "user", "content": "tell the team"}}
+	for _, tc := range []struct {
+		name   string
+		choice any
+	}{
+		{"forcing the gateway's tool_search", namedFunction(SearchToolName)},
+		{"forcing a tool the client did not send", namedFunction("weather_forecast")},
+		{"allowing tool_search among the client's tools", map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{
+			"mode": "required", "tools": []any{namedFunction("chat_post_message"), namedFunction(SearchToolName)}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			var got atomic.Value
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				b, _ := io.ReadAll(r.Body)
+				got.Store(b)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"error":{"message":"Invalid value for 'tool_choice'","type":"invalid_request_error","param":"tool_choice","code":null}}`)
+			})
+			base := newTestGateway(t, up)
+			body := chatRequest(t, msgs, testCatalog(40), false, map[string]any{"tool_choice": tc.choice})
+			x := send(t, base, body, nil)
+			sent, _ := got.Load().([]byte)
+			if x.status != http.StatusBadRequest || calls.Load() != 1 || !bytes.Equal(sent, body) {
+				t.Errorf("status %d, upstream calls %d, upstream body unchanged %v; want the upstream's 400 after one call with the client's request", x.status, calls.Load(), bytes.Equal(sent, body))
 			}
 		})
 	}
