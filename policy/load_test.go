@@ -52,6 +52,16 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{`3:5: deny[1]: bad glob "[abc"`},
 		},
 		{
+			name: "a reversed class range in a deny is a bad glob, not a rule that matches nothing",
+			src:  "deny: [\"[z-a]*\"]\n",
+			want: []string{`1:8: deny[0]: bad glob "[z-a]*": reversed range z-a`},
+		},
+		{
+			name: "a reversed class range in an allow is a bad glob, not a rule that hides everything",
+			src:  "allow:\n  - \"[!9-0]_*\"\n",
+			want: []string{`2:5: allow[0]: bad glob "[!9-0]_*": reversed range 9-0`},
+		},
+		{
 			name: "a bad anchor regex is reported at the pattern",
 			src:  "anchors:\n  - pattern: \"(open\"\n    tools: [x]\n",
 			want: []string{"2:14: anchors[0].pattern: bad regular expression"},
