@@ -77,6 +77,45 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{"2:14: gateway.min_tools:"},
 		},
 		{
+			name: "a fractional min_tools is an error, not truncated",
+			src:  "gateway:\n  min_tools: 20.9\n",
+			want: []string{"2:14: gateway.min_tools: want a whole number, got 20.9"},
+		},
+		{
+			name: "every integer setting refuses a fraction, each at its value",
+			src: "gateway:\n  max_rounds: 2.5\n  max_active: 3.5\n  preselect: 6.5\n  follow_up: 1.5\n" +
+				"  passthrough_history_tokens: 9.5\n  body_limit: 1024.5\n  retries: 0.5\n" +
+				"search:\n  limit: 3.5\nsessions:\n  max_entries: 10.5\n" +
+				"profiles:\n  - gateway: {preselect: 4.5}\n",
+			want: []string{
+				"2:15: gateway.max_rounds: want a whole number, got 2.5",
+				"3:15: gateway.max_active: want a whole number",
+				"4:14: gateway.preselect: want a whole number",
+				"5:14: gateway.follow_up: want a whole number",
+				"6:31: gateway.passthrough_history_tokens: want a whole number",
+				"7:15: gateway.body_limit: want a whole number",
+				"8:12: gateway.retries: want a whole number",
+				"10:10: search.limit: want a whole number",
+				"12:16: sessions.max_entries: want a whole number",
+				"14:26: profiles[0].gateway.preselect: want a whole number",
+			},
+		},
+		{
+			name: "a quoted fraction is no way around it",
+			src:  "gateway:\n  min_tools: \"20.9\"\n",
+			want: []string{"2:14: gateway.min_tools: want a whole number, got 20.9"},
+		},
+		{
+			name: "not-a-number is not a whole number",
+			src:  "gateway:\n  min_tools: .nan\n",
+			want: []string{"2:14: gateway.min_tools: want a whole number, got .nan"},
+		},
+		{
+			name: "minus infinity is not a whole number either",
+			src:  "gateway:\n  preselect: -.inf\n",
+			want: []string{"2:14: gateway.preselect: want a whole number, got -.inf"},
+		},
+		{
 			name: "a bad duration is reported at the value",
 			src:  "sessions:\n  ttl: 5x\n",
 			want: []string{`2:8: sessions.ttl: time: unknown unit "x"`},
@@ -240,6 +279,12 @@ func TestDefaults(t *testing.T) {
 		s := mustLoad(t, "gateway:\n  timeouts:\n    idle: 5s\n  mode: search\n", nil)
 		if s.Gateway.IdleTimeout != 5*time.Second || s.Gateway.ConnectTimeout != 10*time.Second || s.Gateway.Mode != ModeSearch || s.Gateway.MinTools != 12 {
 			t.Errorf("got %+v", s.Gateway)
+		}
+	})
+	t.Run("a whole number written with a decimal point or an exponent is accepted", func(t *testing.T) {
+		s := mustLoad(t, "gateway:\n  min_tools: 20.0\n  body_limit: 1e6\n", nil)
+		if s.Gateway.MinTools != 20 || s.Gateway.BodyLimit != 1000000 {
+			t.Errorf("min_tools %d body_limit %d", s.Gateway.MinTools, s.Gateway.BodyLimit)
 		}
 	})
 	t.Run("a key with no value keeps the default", func(t *testing.T) {
