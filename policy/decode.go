@@ -31,7 +31,7 @@ type decoder struct {
 }
 
 // parseFile parses src and returns the body of its only document, nil for
-// an empty file.
+// a file without one (empty, or only comments).
 func parseFile(src []byte, probs *problems) (ast.Node, map[string]ast.Node, bool) {
 	f, err := parser.ParseBytes(src, 0)
 	if err != nil {

@@ -170,6 +170,26 @@ func TestLiveReload(t *testing.T) {
 			t.Error("snapshot replaced")
 		}
 	})
+	t.Run("an emptied file is refused on reload and the last good policy keeps serving", func(t *testing.T) {
+		writeFile(t, path, "deny: [\"*delete*\"]\n")
+		if err := live.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		good := live.Current()
+		writeFile(t, path, "")
+		if err := live.Reload(); err == nil || !strings.Contains(err.Error(), "the policy file is empty") {
+			t.Fatalf("got %v, want the empty file refused", err)
+		}
+		if live.Current() != good || live.Current().Decide("delete_repo", "delete it").Visible {
+			t.Error("the empty file replaced the policy and its deny")
+		}
+	})
+	t.Run("an empty initial file is an error", func(t *testing.T) {
+		writeFile(t, path, "")
+		if _, err := NewLive(path, nil); err == nil {
+			t.Error("NewLive accepted an empty file")
+		}
+	})
 	t.Run("a bad initial file is an error", func(t *testing.T) {
 		writeFile(t, path, "core: [\n")
 		if _, err := NewLive(path, nil); err == nil {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,8 +16,8 @@ import (
 // Load reads, decodes, validates and compiles the policy file at path. An
 // empty path means no file: Load returns Default(). On failure the error is
 // an *Errors listing every problem found as FILE:LINE:COL: message; Load
-// never returns a partially applied policy. It does not watch the file
-// (Live does).
+// never returns a partially applied policy. A file that sets nothing (empty,
+// or only comments) is a problem too; {} asks for the defaults. It does not watch the file (Live does).
 func Load(path string) (*Snapshot, error) {
 	return load(path, newGeneration())
 }
@@ -46,12 +47,20 @@ func parse(path string, src []byte, gen uint64) (*Snapshot, error) {
 	if !ok || len(probs.list) > 0 {
 		return nil, probs.err()
 	}
+	// A file that sets nothing is refused rather than read as the
+	// defaults: it is what a truncated or half-written save looks like,
+	// and the hot reload would otherwise drop every deny rule with it.
+	if _, null := body.(*ast.NullNode); body == nil || null {
+		msg := "the policy file is empty; write {} for the built-in defaults"
+		if len(bytes.TrimSpace(src)) > 0 {
+			msg = "the policy file is empty (it sets nothing); write {} for the built-in defaults"
+		}
+		probs.add(Pos{}, "%s", msg)
+		return nil, probs.err()
+	}
 	d := &decoder{probs: probs, anchors: anchors, pos: map[string]Pos{}, nodes: map[string]ast.Node{}}
 	doc := defaultDocument()
-	var root reflect.Value = reflect.ValueOf(&doc).Elem()
-	if body != nil {
-		d.decode(body, root, "")
-	}
+	d.decode(body, reflect.ValueOf(&doc).Elem(), "")
 	elementDefaults(&doc, d.pos, "")
 	dir := filepath.Dir(path)
 	v := &validator{probs: probs, pos: d.pos, dir: dir, hints: map[string]string{}}

@@ -240,6 +240,34 @@ func TestLoadOfAMissingFileNamesTheFile(t *testing.T) {
 	}
 }
 
+func TestLoadRefusesAFileWithoutSettings(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+	}{
+		{"a zero-byte file, as a truncated save leaves it, is refused", ""},
+		{"a file of blank lines is refused", "\n  \n\t\n"},
+		{"a file of comments only is refused", "# deny: [\"*delete*\"]\n# nothing else\n"},
+		{"a lone document marker is refused", "---\n"},
+		{"an explicit null document is refused", "~\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string]string{"tools.yaml": tt.src})
+			path := filepath.Join(dir, "tools.yaml")
+			_, err := Load(path)
+			var perr *Errors
+			if !errors.As(err, &perr) || len(perr.Problems) != 1 {
+				t.Fatalf("got %v, want one problem", err)
+			}
+			want := path + ": the policy file is empty"
+			if got := err.Error(); !strings.HasPrefix(got, want) || !strings.Contains(got, "write {} for the built-in defaults") {
+				t.Errorf("got %q, want %q and how to ask for the defaults", got, want)
+			}
+		})
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	t.Run("no file at all is the built-in policy", func(t *testing.T) {
 		s, err := Load("")
@@ -250,8 +278,8 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("source %q generation %d", s.Source(), s.Generation())
 		}
 	})
-	t.Run("an empty file keeps every default", func(t *testing.T) {
-		s := mustLoad(t, "# nothing here\n", nil)
+	t.Run("a file holding {} keeps every default", func(t *testing.T) {
+		s := mustLoad(t, "# the built-in defaults\n{}\n", nil)
 		d := Default()
 		if s.Gateway != d.Gateway || s.Sessions != d.Sessions || s.Search != d.Search {
 			t.Errorf("empty file differs from Default:\n%+v\n%+v", s.Gateway, d.Gateway)
