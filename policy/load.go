@@ -40,8 +40,13 @@ func load(path string, gen uint64) (*Snapshot, error) {
 	return parse(path, src, gen)
 }
 
+// utf8BOM is the byte-order mark some Windows editors put before UTF-8
+// text. YAML allows it; go-yaml reads it as part of the first key.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // parse is Load after the file is read; the fuzz target drives it directly.
 func parse(path string, src []byte, gen uint64) (*Snapshot, error) {
+	src = bytes.TrimPrefix(src, utf8BOM) // columns of line 1 then count as an editor shows them
 	probs := &problems{file: path}
 	body, anchors, ok := parseFile(src, probs)
 	if !ok || len(probs.list) > 0 {

@@ -116,6 +116,11 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{"2:14: gateway.preselect: want a whole number, got -.inf"},
 		},
 		{
+			name: "a byte-order mark does not shift the columns of line 1",
+			src:  "\ufeffgateway: {mode: x}\n",
+			want: []string{`1:17: gateway.mode: unknown mode "x"`},
+		},
+		{
 			name: "a bad duration is reported at the value",
 			src:  "sessions:\n  ttl: 5x\n",
 			want: []string{`2:8: sessions.ttl: time: unknown unit "x"`},
@@ -250,6 +255,7 @@ func TestLoadRefusesAFileWithoutSettings(t *testing.T) {
 		{"a file of comments only is refused", "# deny: [\"*delete*\"]\n# nothing else\n"},
 		{"a lone document marker is refused", "---\n"},
 		{"an explicit null document is refused", "~\n"},
+		{"a byte-order mark alone is refused", "\ufeff"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -313,6 +319,12 @@ func TestDefaults(t *testing.T) {
 		s := mustLoad(t, "gateway:\n  min_tools: 20.0\n  body_limit: 1e6\n", nil)
 		if s.Gateway.MinTools != 20 || s.Gateway.BodyLimit != 1000000 {
 			t.Errorf("min_tools %d body_limit %d", s.Gateway.MinTools, s.Gateway.BodyLimit)
+		}
+	})
+	t.Run("a byte-order mark before the first key is skipped", func(t *testing.T) {
+		s := mustLoad(t, "\ufeffdeny: [\"delete_*\"]\n", nil)
+		if s.Decide("delete_repo", "delete it").Visible {
+			t.Error("the deny after the byte-order mark does not apply")
 		}
 	})
 	t.Run("a key with no value keeps the default", func(t *testing.T) {
