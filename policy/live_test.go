@@ -184,6 +184,20 @@ func TestLiveReload(t *testing.T) {
 			t.Error("the empty file replaced the policy and its deny")
 		}
 	})
+	t.Run("a file over 1 MiB is refused on reload and the last good policy keeps serving", func(t *testing.T) {
+		writeFile(t, path, "deny: [\"*delete*\"]\n")
+		if err := live.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		good := live.Current()
+		writeFile(t, path, "core: [a]\n#"+strings.Repeat("x", 1<<20)+"\n")
+		if err := live.Reload(); err == nil || !strings.Contains(err.Error(), "1 MiB") {
+			t.Fatalf("got %v, want the oversized file refused", err)
+		}
+		if live.Current() != good {
+			t.Error("the oversized file replaced the policy")
+		}
+	})
 	t.Run("an empty initial file is an error", func(t *testing.T) {
 		writeFile(t, path, "")
 		if _, err := NewLive(path, nil); err == nil {

@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -17,7 +18,8 @@ import (
 // empty path means no file: Load returns Default(). On failure the error is
 // an *Errors listing every problem found as FILE:LINE:COL: message; Load
 // never returns a partially applied policy. A file that sets nothing (empty,
-// or only comments) is a problem too; {} asks for the defaults. It does not watch the file (Live does).
+// or only comments) or is larger than 1 MiB is a problem too; {} asks for
+// the defaults. It does not watch the file (Live does).
 func Load(path string) (*Snapshot, error) {
 	return load(path, newGeneration())
 }
@@ -29,15 +31,39 @@ func newGeneration() uint64 {
 	return (rand.Uint64() | 1<<63) &^ maxProfiles
 }
 
+// maxPolicyBytes bounds the policy file: go-yaml takes about 240 times a
+// file's size in memory to decode it, and 1 MiB is generous for a policy
+// people write by hand.
+const maxPolicyBytes = 1 << 20
+
 func load(path string, gen uint64) (*Snapshot, error) {
 	if path == "" {
 		return Default(), nil
 	}
-	src, err := os.ReadFile(path)
+	src, err := readPolicy(path)
 	if err != nil {
-		return nil, &Errors{Problems: []Problem{{File: path, Msg: fmt.Sprintf("reading policy: %v", errNoPath(err))}}}
+		return nil, &Errors{Problems: []Problem{{File: path, Msg: err.Error()}}}
 	}
 	return parse(path, src, gen)
+}
+
+// readPolicy reads path, refusing it past maxPolicyBytes. It reads through
+// a limit rather than checking a stat first, so a file that grows, or is
+// not a regular file, costs no more than a file at the limit.
+func readPolicy(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading policy: %w", errNoPath(err))
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, maxPolicyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading policy: %w", errNoPath(err))
+	}
+	if len(src) > maxPolicyBytes {
+		return nil, fmt.Errorf("the policy file is over %d MiB; at most %d bytes are allowed", maxPolicyBytes>>20, maxPolicyBytes)
+	}
+	return src, nil
 }
 
 // utf8BOM is the byte-order mark some Windows editors put before UTF-8

@@ -274,6 +274,34 @@ func TestLoadRefusesAFileWithoutSettings(t *testing.T) {
 	}
 }
 
+func TestLoadCapsTheFileSize(t *testing.T) {
+	const limit = 1 << 20 // 1 MiB
+	// padded is a valid policy of exactly n bytes: a deny rule, then a
+	// comment, which costs the decoder next to nothing.
+	padded := func(n int) string {
+		head := "deny: [\"*delete*\"]\n# "
+		return head + strings.Repeat("x", n-len(head)-1) + "\n"
+	}
+	t.Run("a file of exactly 1 MiB loads", func(t *testing.T) {
+		s := mustLoad(t, padded(limit), nil)
+		if s.Decide("delete_repo", "delete it").Visible {
+			t.Error("the deny did not apply")
+		}
+	})
+	t.Run("a file one byte over 1 MiB is refused, naming the file and the limit", func(t *testing.T) {
+		dir := writeFiles(t, map[string]string{"tools.yaml": padded(limit + 1)})
+		path := filepath.Join(dir, "tools.yaml")
+		_, err := Load(path)
+		var perr *Errors
+		if !errors.As(err, &perr) || len(perr.Problems) != 1 {
+			t.Fatalf("got %v, want one problem", err)
+		}
+		if got := err.Error(); !strings.HasPrefix(got, path+": ") || !strings.Contains(got, "1 MiB") || !strings.Contains(got, "1048576 bytes") {
+			t.Errorf("got %q, want the file, 1 MiB and 1048576 bytes", got)
+		}
+	})
+}
+
 func TestDefaults(t *testing.T) {
 	t.Run("no file at all is the built-in policy", func(t *testing.T) {
 		s, err := Load("")
