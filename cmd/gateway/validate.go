@@ -19,10 +19,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	config := fs.String("config", os.Getenv("GATEWAY_CONFIG"), "policy file to check (env GATEWAY_CONFIG; default tools.yaml)")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	path := *config
 	if path == "" && fs.NArg() == 1 {
