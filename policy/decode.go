@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -30,7 +31,7 @@ type decoder struct {
 }
 
 // parseFile parses src and returns the body of its only document, nil for
-// an empty file.
+// a file without one (empty, or only comments).
 func parseFile(src []byte, probs *problems) (ast.Node, map[string]ast.Node, bool) {
 	f, err := parser.ParseBytes(src, 0)
 	if err != nil {
@@ -263,6 +264,10 @@ func (d *decoder) leaf(n ast.Node, dst reflect.Value, path string) {
 		d.probs.add(nodePos(n), "%s must be a single value, not %s", describe(path), kindOf(n))
 		return
 	}
+	if isInteger(dst.Type()) && !wholeNumber(n) {
+		d.probs.add(nodePos(n), "%s: want a whole number, got %s", describe(path), n.GetToken().Value)
+		return
+	}
 	tmp := reflect.New(dst.Type())
 	if err := yaml.NodeToValue(n, tmp.Interface(), yaml.Strict()); err != nil {
 		var ye yaml.Error
@@ -274,6 +279,43 @@ func (d *decoder) leaf(n ast.Node, dst reflect.Value, path string) {
 		return
 	}
 	dst.Set(tmp.Elem())
+}
+
+// isInteger reports whether t is an integer setting; durations are int64
+// too, but go-yaml reads them from strings such as 10s.
+func isInteger(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return t.PkgPath() != "time"
+	}
+	return false
+}
+
+// wholeNumber reports whether a scalar bound for an integer setting is
+// free of a fraction. go-yaml converts a float, or a string that parses as
+// one, to an integer by truncating it (20.9 becomes 20, -.inf the smallest
+// int64); 20.0 and 1e6 are whole and stay accepted. Anything else is left to
+// go-yaml's own type errors.
+func wholeNumber(n ast.Node) bool {
+	var v any
+	if err := yaml.NodeToValue(n, &v); err != nil {
+		return true
+	}
+	var f float64
+	switch x := v.(type) {
+	case float64:
+		f = x
+	case string:
+		parsed, err := strconv.ParseFloat(x, 64)
+		if err != nil {
+			return true
+		}
+		f = parsed
+	default:
+		return true
+	}
+	return !math.IsInf(f, 0) && f == math.Trunc(f)
 }
 
 // yamlFields maps yaml key -> field index, flattening ",inline" fields.

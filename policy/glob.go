@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 )
 
@@ -41,6 +42,9 @@ func compileGlob(src string) (glob, error) {
 		case '[':
 			literal = false
 			end, err := classEnd(p, i)
+			if err == nil {
+				err = checkRanges(p[i+1 : end])
+			}
 			if err != nil {
 				return glob{}, fmt.Errorf("%w %q: %v", errGlobSyntax, src, err)
 			}
@@ -73,6 +77,49 @@ func classEnd(p []rune, i int) (int, error) {
 		}
 	}
 	return 0, errors.New("unterminated character class '['")
+}
+
+// checkRanges rejects a reversed range such as z-a: it matches nothing, so
+// a deny holding it would silently deny nothing and an allow would hide
+// every tool.
+func checkRanges(class []rune) error {
+	for lo, hi := range classRanges(class) {
+		if lo > hi {
+			return fmt.Errorf("reversed range %c-%c matches nothing; write %c-%c", lo, hi, hi, lo)
+		}
+	}
+	return nil
+}
+
+// classRanges yields each member of a class body (between the brackets) as
+// a lo..hi range, a single character as lo == hi, after the negation mark
+// and with escapes resolved. compileGlob and classMatch read a class the
+// same way through it.
+func classRanges(class []rune) iter.Seq2[rune, rune] {
+	return func(yield func(lo, hi rune) bool) {
+		if len(class) > 0 && (class[0] == '!' || class[0] == '^') {
+			class = class[1:]
+		}
+		for i := 0; i < len(class); i++ {
+			lo := class[i]
+			if lo == '\\' && i+1 < len(class) {
+				i++
+				lo = class[i]
+			}
+			hi := lo
+			if i+2 < len(class) && class[i+1] == '-' {
+				hi = class[i+2]
+				if hi == '\\' && i+3 < len(class) {
+					i++
+					hi = class[i+2]
+				}
+				i += 2
+			}
+			if !yield(lo, hi) {
+				return
+			}
+		}
+	}
 }
 
 // Match reports whether name matches. It expects name as the client sent
@@ -135,32 +182,13 @@ func (g glob) matchLower(s []rune) bool {
 }
 
 func classMatch(class []rune, c rune) bool {
-	negate := false
-	if len(class) > 0 && (class[0] == '!' || class[0] == '^') {
-		negate = true
-		class = class[1:]
-	}
-	in := false
-	for i := 0; i < len(class); i++ {
-		lo := class[i]
-		if lo == '\\' && i+1 < len(class) {
-			i++
-			lo = class[i]
-		}
-		hi := lo
-		if i+2 < len(class) && class[i+1] == '-' {
-			hi = class[i+2]
-			if hi == '\\' && i+3 < len(class) {
-				i++
-				hi = class[i+2]
-			}
-			i += 2
-		}
+	negate := len(class) > 0 && (class[0] == '!' || class[0] == '^')
+	for lo, hi := range classRanges(class) {
 		if lo <= c && c <= hi {
-			in = true
+			return !negate
 		}
 	}
-	return in != negate
+	return negate
 }
 
 // globs is an ordered list of patterns; the first match names the rule.

@@ -23,6 +23,7 @@ func TestGlob(t *testing.T) {
 		{"*a*b*c", "xxaxxbxxc", true},
 		{"*a*b*c", "xxaxxbxxcx", false},
 		{"exact", "EXACT", true},
+		{"[a-a]x", "ax", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pattern+" on "+tt.name, func(t *testing.T) {
@@ -35,7 +36,7 @@ func TestGlob(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"", "[abc", "x\\", "a]", "[]"} {
+	for _, bad := range []string{"", "[abc", "x\\", "a]", "[]", "[z-a]*", "[!z-a]*", "[a-cz-x]", "[Z-A]"} {
 		t.Run("rejects "+bad, func(t *testing.T) {
 			if _, err := compileGlob(bad); err == nil {
 				t.Errorf("compileGlob(%q) accepted", bad)

@@ -94,9 +94,12 @@ func (l *Live) Reload() error {
 // Watch reloads the policy whenever the file or a hints file changes, until
 // ctx ends; then it returns nil after releasing the watcher, leaving no
 // goroutine behind. It watches directories, not files, so editors that save
-// by writing a new file and renaming it over the old one are seen. A
-// failing reload is logged and Watch goes on. It returns an error only if
-// watching cannot start. Do not call it twice at once.
+// by writing a new file and renaming it over the old one are seen. When the
+// file is a symlink, the directory of the file it resolves to is watched
+// too, resolved again after every reload, so edits of a target kept
+// elsewhere and a re-pointed link both apply. A failing reload is logged and
+// Watch goes on. It returns an error only if watching cannot start. Do not
+// call it twice at once.
 func (l *Live) Watch(ctx context.Context) error {
 	if l.path == "" {
 		<-ctx.Done()
@@ -108,8 +111,10 @@ func (l *Live) Watch(ctx context.Context) error {
 	}
 	defer w.Close()
 	watched := map[string]bool{}
+	var target string // the file the config resolves to, as of the last rewatch
 	rewatch := func() error {
-		want := l.watchDirs()
+		target = resolveFile(l.path)
+		want := l.watchDirs(target)
 		for dir := range want {
 			if watched[dir] {
 				continue
@@ -150,7 +155,7 @@ func (l *Live) Watch(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			if l.relevant(ev.Name) {
+			if l.relevant(ev.Name, target) {
 				timer.Reset(debounce)
 			}
 		case err, ok := <-w.Errors:
@@ -167,22 +172,62 @@ func (l *Live) Watch(ctx context.Context) error {
 	}
 }
 
-// watchDirs returns the config file's directory, its hints/ directory and
-// the directory of every hints file the current snapshot uses.
-func (l *Live) watchDirs() map[string]bool {
+// watchDirs returns the config file's directory, its hints/ directory, the
+// directory of target (the file the config resolves to) and the directory
+// of every hints file the current snapshot uses.
+func (l *Live) watchDirs(target string) map[string]bool {
 	dir := filepath.Dir(l.path)
 	out := map[string]bool{dir: true, filepath.Join(dir, "hints"): true}
+	if target != "" && !sameDir(dir, filepath.Dir(target)) {
+		out[filepath.Dir(target)] = true
+	}
 	for _, f := range l.Current().hintFiles() {
 		out[filepath.Dir(f)] = true
 	}
 	return out
 }
 
+// resolveFile returns path with every symlink followed, or "" when it does
+// not resolve (a dangling link, a missing file).
+func resolveFile(path string) string {
+	p, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// sameDir reports whether a and b name one directory. A config reached
+// through a symlinked directory resolves to another name for its own
+// directory. inotify has one watch per directory, which fsnotify reports
+// under the name added first (in map order here), so watching the second
+// name could put the config directory's events under a name the checks in
+// relevant do not expect.
+func sameDir(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ai, errA := os.Stat(a)
+	bi, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(ai, bi)
+}
+
 // relevant filters out events for files the policy does not read, such as
-// an editor's swap files next to tools.yaml.
-func (l *Live) relevant(name string) bool {
+// an editor's swap files next to tools.yaml. target is the file the config
+// resolved to at the last rewatch.
+func (l *Live) relevant(name, target string) bool {
 	name = filepath.Clean(name)
 	if name == filepath.Clean(l.path) {
+		return true
+	}
+	// A symlinked config reads a file that may live in another directory:
+	// the file last watched (its removal is a failed reload to log), or any
+	// name that resolves to the file the config resolves to now (an edit, a
+	// rename over it, a re-pointed link).
+	if target != "" && name == target {
+		return true
+	}
+	if now := resolveFile(l.path); now != "" && resolveFile(name) == now {
 		return true
 	}
 	dir := filepath.Dir(name)

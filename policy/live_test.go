@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -170,6 +171,40 @@ func TestLiveReload(t *testing.T) {
 			t.Error("snapshot replaced")
 		}
 	})
+	t.Run("an emptied file is refused on reload and the last good policy keeps serving", func(t *testing.T) {
+		writeFile(t, path, "deny: [\"*delete*\"]\n")
+		if err := live.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		good := live.Current()
+		writeFile(t, path, "")
+		if err := live.Reload(); err == nil || !strings.Contains(err.Error(), "the policy file is empty") {
+			t.Fatalf("got %v, want the empty file refused", err)
+		}
+		if live.Current() != good || live.Current().Decide("delete_repo", "delete it").Visible {
+			t.Error("the empty file replaced the policy and its deny")
+		}
+	})
+	t.Run("a file over 1 MiB is refused on reload and the last good policy keeps serving", func(t *testing.T) {
+		writeFile(t, path, "deny: [\"*delete*\"]\n")
+		if err := live.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		good := live.Current()
+		writeFile(t, path, "core: [a]\n#"+strings.Repeat("x", 1<<20)+"\n")
+		if err := live.Reload(); err == nil || !strings.Contains(err.Error(), "1 MiB") {
+			t.Fatalf("got %v, want the oversized file refused", err)
+		}
+		if live.Current() != good {
+			t.Error("the oversized file replaced the policy")
+		}
+	})
+	t.Run("an empty initial file is an error", func(t *testing.T) {
+		writeFile(t, path, "")
+		if _, err := NewLive(path, nil); err == nil {
+			t.Error("NewLive accepted an empty file")
+		}
+	})
 	t.Run("a bad initial file is an error", func(t *testing.T) {
 		writeFile(t, path, "core: [\n")
 		if _, err := NewLive(path, nil); err == nil {
@@ -194,3 +229,115 @@ func TestLiveReload(t *testing.T) {
 // package loads (policy imports selector, which imports bleve): they live as
 // long as the process and are not the watcher's.
 var ignoreBleveWorkers = goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker")
+
+// watching starts l.Watch for the rest of the test and stops it, checking
+// it leaves no goroutine behind, when the test ends.
+func watching(t *testing.T, l *Live) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Watch(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch returned %v", err)
+		}
+		goleak.VerifyNone(t, ignoreBleveWorkers)
+	})
+	time.Sleep(100 * time.Millisecond) // let the watcher register its directories
+}
+
+// symlink points link at target, replacing any link there atomically the
+// way ln -sfn and Kubernetes do: a new link renamed over the old.
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	tmp := link + ".tmp~"
+	if err := os.Symlink(target, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLiveWatchFollowsASymlinkedConfig(t *testing.T) {
+	root := writeFiles(t, map[string]string{
+		"real/tools.yaml":  "deny: [a_*]\n",
+		"other/tools.yaml": "deny: [c_*]\n",
+	})
+	if err := os.Mkdir(filepath.Join(root, "conf"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "conf", "tools.yaml")
+	symlink(t, filepath.Join("..", "real", "tools.yaml"), path)
+	live, err := NewLive(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watching(t, live)
+	denied := func(tool string) func() bool {
+		return func() bool { return !live.Current().Decide(tool, "").Visible }
+	}
+
+	t.Run("editing the target in another directory applies", func(t *testing.T) {
+		writeFile(t, filepath.Join(root, "real", "tools.yaml"), "deny: [b_*]\n")
+		eventually(t, "b_x is denied", denied("b_x"))
+	})
+	t.Run("an atomic replace of the target applies", func(t *testing.T) {
+		replaceFile(t, filepath.Join(root, "real", "tools.yaml"), "deny: [d_*]\n")
+		eventually(t, "d_x is denied", denied("d_x"))
+	})
+	t.Run("pointing the link at a file in a third directory applies", func(t *testing.T) {
+		symlink(t, filepath.Join("..", "other", "tools.yaml"), path)
+		eventually(t, "c_x is denied", denied("c_x"))
+	})
+	t.Run("editing the new target then applies too", func(t *testing.T) {
+		writeFile(t, filepath.Join(root, "other", "tools.yaml"), "deny: [e_*]\n")
+		eventually(t, "e_x is denied", denied("e_x"))
+	})
+}
+
+func TestLiveWatchFollowsAConfigMapSwap(t *testing.T) {
+	// A Kubernetes ConfigMap volume: tools.yaml -> ..data/tools.yaml, and
+	// ..data -> ..<timestamp>, swapped for a new directory on every update.
+	dir := writeFiles(t, map[string]string{"..v1/tools.yaml": "deny: [a_*]\n"})
+	symlink(t, "..v1", filepath.Join(dir, "..data"))
+	path := filepath.Join(dir, "tools.yaml")
+	symlink(t, filepath.Join("..data", "tools.yaml"), path)
+	live, err := NewLive(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watching(t, live)
+	for i, tool := range []string{"b_x", "c_x"} {
+		t.Run("update "+strconv.Itoa(i+1)+" applies", func(t *testing.T) {
+			old, next := "..v"+strconv.Itoa(i+1), "..v"+strconv.Itoa(i+2)
+			if err := os.Mkdir(filepath.Join(dir, next), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(dir, next, "tools.yaml"), "deny: ["+tool[:1]+"_*]\n")
+			symlink(t, next, filepath.Join(dir, "..data"))
+			if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, tool+" is denied", func() bool { return !live.Current().Decide(tool, "").Visible })
+		})
+	}
+}
+
+func TestLiveWatchFollowsALinkedConfigInALinkedDirectory(t *testing.T) {
+	// /etc/toolgate -> /srv/toolgate, and there tools.yaml -> current.yaml:
+	// the link and its target share a directory known by two names.
+	root := writeFiles(t, map[string]string{"srv/current.yaml": "deny: [a_*]\n"})
+	symlink(t, "current.yaml", filepath.Join(root, "srv", "tools.yaml"))
+	symlink(t, "srv", filepath.Join(root, "etc"))
+	live, err := NewLive(filepath.Join(root, "etc", "tools.yaml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watching(t, live)
+	t.Run("editing the target applies", func(t *testing.T) {
+		writeFile(t, filepath.Join(root, "srv", "current.yaml"), "deny: [b_*]\n")
+		eventually(t, "b_x is denied", func() bool { return !live.Current().Decide("b_x", "").Visible })
+	})
+}

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,8 +17,9 @@ import (
 // Load reads, decodes, validates and compiles the policy file at path. An
 // empty path means no file: Load returns Default(). On failure the error is
 // an *Errors listing every problem found as FILE:LINE:COL: message; Load
-// never returns a partially applied policy. It does not watch the file
-// (Live does).
+// never returns a partially applied policy. A file that sets nothing (empty,
+// or only comments) or is larger than 1 MiB is a problem too; {} asks for
+// the defaults. It does not watch the file (Live does).
 func Load(path string) (*Snapshot, error) {
 	return load(path, newGeneration())
 }
@@ -28,30 +31,67 @@ func newGeneration() uint64 {
 	return (rand.Uint64() | 1<<63) &^ maxProfiles
 }
 
+// maxPolicyBytes bounds the policy file: go-yaml takes about 240 times a
+// file's size in memory to decode it, and 1 MiB is generous for a policy
+// people write by hand.
+const maxPolicyBytes = 1 << 20
+
 func load(path string, gen uint64) (*Snapshot, error) {
 	if path == "" {
 		return Default(), nil
 	}
-	src, err := os.ReadFile(path)
+	src, err := readPolicy(path)
 	if err != nil {
-		return nil, &Errors{Problems: []Problem{{File: path, Msg: fmt.Sprintf("reading policy: %v", errNoPath(err))}}}
+		return nil, &Errors{Problems: []Problem{{File: path, Msg: err.Error()}}}
 	}
 	return parse(path, src, gen)
 }
 
+// readPolicy reads path, refusing it past maxPolicyBytes. It reads through
+// a limit rather than checking a stat first, so a file that grows, or is
+// not a regular file, costs no more than a file at the limit.
+func readPolicy(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading policy: %w", errNoPath(err))
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, maxPolicyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading policy: %w", errNoPath(err))
+	}
+	if len(src) > maxPolicyBytes {
+		return nil, fmt.Errorf("the policy file is over %d MiB; at most %d bytes are allowed", maxPolicyBytes>>20, maxPolicyBytes)
+	}
+	return src, nil
+}
+
+// utf8BOM is the byte-order mark some Windows editors put before UTF-8
+// text. YAML allows it; go-yaml reads it as part of the first key.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // parse is Load after the file is read; the fuzz target drives it directly.
 func parse(path string, src []byte, gen uint64) (*Snapshot, error) {
+	src = bytes.TrimPrefix(src, utf8BOM) // columns of line 1 then count as an editor shows them
 	probs := &problems{file: path}
 	body, anchors, ok := parseFile(src, probs)
 	if !ok || len(probs.list) > 0 {
 		return nil, probs.err()
 	}
+	// A file that sets nothing is refused rather than read as the
+	// defaults: it is what a truncated or half-written save looks like,
+	// and the hot reload would otherwise drop every deny rule with it.
+	if _, null := body.(*ast.NullNode); body == nil || null {
+		msg := "the policy file is empty; write {} for the built-in defaults"
+		if len(bytes.TrimSpace(src)) > 0 {
+			msg = "the policy file is empty (it sets nothing); write {} for the built-in defaults"
+		}
+		probs.add(Pos{}, "%s", msg)
+		return nil, probs.err()
+	}
 	d := &decoder{probs: probs, anchors: anchors, pos: map[string]Pos{}, nodes: map[string]ast.Node{}}
 	doc := defaultDocument()
-	var root reflect.Value = reflect.ValueOf(&doc).Elem()
-	if body != nil {
-		d.decode(body, root, "")
-	}
+	d.decode(body, reflect.ValueOf(&doc).Elem(), "")
 	elementDefaults(&doc, d.pos, "")
 	dir := filepath.Dir(path)
 	v := &validator{probs: probs, pos: d.pos, dir: dir, hints: map[string]string{}}

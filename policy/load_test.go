@@ -52,6 +52,16 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{`3:5: deny[1]: bad glob "[abc"`},
 		},
 		{
+			name: "a reversed class range in a deny is a bad glob, not a rule that matches nothing",
+			src:  "deny: [\"[z-a]*\"]\n",
+			want: []string{`1:8: deny[0]: bad glob "[z-a]*": reversed range z-a`},
+		},
+		{
+			name: "a reversed class range in an allow is a bad glob, not a rule that hides everything",
+			src:  "allow:\n  - \"[!9-0]_*\"\n",
+			want: []string{`2:5: allow[0]: bad glob "[!9-0]_*": reversed range 9-0`},
+		},
+		{
 			name: "a bad anchor regex is reported at the pattern",
 			src:  "anchors:\n  - pattern: \"(open\"\n    tools: [x]\n",
 			want: []string{"2:14: anchors[0].pattern: bad regular expression"},
@@ -65,6 +75,50 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			name: "a wrongly typed value is reported at the value",
 			src:  "gateway:\n  min_tools: many\n",
 			want: []string{"2:14: gateway.min_tools:"},
+		},
+		{
+			name: "a fractional min_tools is an error, not truncated",
+			src:  "gateway:\n  min_tools: 20.9\n",
+			want: []string{"2:14: gateway.min_tools: want a whole number, got 20.9"},
+		},
+		{
+			name: "every integer setting refuses a fraction, each at its value",
+			src: "gateway:\n  max_rounds: 2.5\n  max_active: 3.5\n  preselect: 6.5\n  follow_up: 1.5\n" +
+				"  passthrough_history_tokens: 9.5\n  body_limit: 1024.5\n  retries: 0.5\n" +
+				"search:\n  limit: 3.5\nsessions:\n  max_entries: 10.5\n" +
+				"profiles:\n  - gateway: {preselect: 4.5}\n",
+			want: []string{
+				"2:15: gateway.max_rounds: want a whole number, got 2.5",
+				"3:15: gateway.max_active: want a whole number",
+				"4:14: gateway.preselect: want a whole number",
+				"5:14: gateway.follow_up: want a whole number",
+				"6:31: gateway.passthrough_history_tokens: want a whole number",
+				"7:15: gateway.body_limit: want a whole number",
+				"8:12: gateway.retries: want a whole number",
+				"10:10: search.limit: want a whole number",
+				"12:16: sessions.max_entries: want a whole number",
+				"14:26: profiles[0].gateway.preselect: want a whole number",
+			},
+		},
+		{
+			name: "a quoted fraction is no way around it",
+			src:  "gateway:\n  min_tools: \"20.9\"\n",
+			want: []string{"2:14: gateway.min_tools: want a whole number, got 20.9"},
+		},
+		{
+			name: "not-a-number is not a whole number",
+			src:  "gateway:\n  min_tools: .nan\n",
+			want: []string{"2:14: gateway.min_tools: want a whole number, got .nan"},
+		},
+		{
+			name: "minus infinity is not a whole number either",
+			src:  "gateway:\n  preselect: -.inf\n",
+			want: []string{"2:14: gateway.preselect: want a whole number, got -.inf"},
+		},
+		{
+			name: "a byte-order mark does not shift the columns of line 1",
+			src:  "\ufeffgateway: {mode: x}\n",
+			want: []string{`1:17: gateway.mode: unknown mode "x"`},
 		},
 		{
 			name: "a bad duration is reported at the value",
@@ -191,6 +245,63 @@ func TestLoadOfAMissingFileNamesTheFile(t *testing.T) {
 	}
 }
 
+func TestLoadRefusesAFileWithoutSettings(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+	}{
+		{"a zero-byte file, as a truncated save leaves it, is refused", ""},
+		{"a file of blank lines is refused", "\n  \n\t\n"},
+		{"a file of comments only is refused", "# deny: [\"*delete*\"]\n# nothing else\n"},
+		{"a lone document marker is refused", "---\n"},
+		{"an explicit null document is refused", "~\n"},
+		{"a byte-order mark alone is refused", "\ufeff"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string]string{"tools.yaml": tt.src})
+			path := filepath.Join(dir, "tools.yaml")
+			_, err := Load(path)
+			var perr *Errors
+			if !errors.As(err, &perr) || len(perr.Problems) != 1 {
+				t.Fatalf("got %v, want one problem", err)
+			}
+			want := path + ": the policy file is empty"
+			if got := err.Error(); !strings.HasPrefix(got, want) || !strings.Contains(got, "write {} for the built-in defaults") {
+				t.Errorf("got %q, want %q and how to ask for the defaults", got, want)
+			}
+		})
+	}
+}
+
+func TestLoadCapsTheFileSize(t *testing.T) {
+	const limit = 1 << 20 // 1 MiB
+	// padded is a valid policy of exactly n bytes: a deny rule, then a
+	// comment, which costs the decoder next to nothing.
+	padded := func(n int) string {
+		head := "deny: [\"*delete*\"]\n# "
+		return head + strings.Repeat("x", n-len(head)-1) + "\n"
+	}
+	t.Run("a file of exactly 1 MiB loads", func(t *testing.T) {
+		s := mustLoad(t, padded(limit), nil)
+		if s.Decide("delete_repo", "delete it").Visible {
+			t.Error("the deny did not apply")
+		}
+	})
+	t.Run("a file one byte over 1 MiB is refused, naming the file and the limit", func(t *testing.T) {
+		dir := writeFiles(t, map[string]string{"tools.yaml": padded(limit + 1)})
+		path := filepath.Join(dir, "tools.yaml")
+		_, err := Load(path)
+		var perr *Errors
+		if !errors.As(err, &perr) || len(perr.Problems) != 1 {
+			t.Fatalf("got %v, want one problem", err)
+		}
+		if got := err.Error(); !strings.HasPrefix(got, path+": ") || !strings.Contains(got, "1 MiB") || !strings.Contains(got, "1048576 bytes") {
+			t.Errorf("got %q, want the file, 1 MiB and 1048576 bytes", got)
+		}
+	})
+}
+
 func TestDefaults(t *testing.T) {
 	t.Run("no file at all is the built-in policy", func(t *testing.T) {
 		s, err := Load("")
@@ -201,8 +312,8 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("source %q generation %d", s.Source(), s.Generation())
 		}
 	})
-	t.Run("an empty file keeps every default", func(t *testing.T) {
-		s := mustLoad(t, "# nothing here\n", nil)
+	t.Run("a file holding {} keeps every default", func(t *testing.T) {
+		s := mustLoad(t, "# the built-in defaults\n{}\n", nil)
 		d := Default()
 		if s.Gateway != d.Gateway || s.Sessions != d.Sessions || s.Search != d.Search {
 			t.Errorf("empty file differs from Default:\n%+v\n%+v", s.Gateway, d.Gateway)
@@ -230,6 +341,18 @@ func TestDefaults(t *testing.T) {
 		s := mustLoad(t, "gateway:\n  timeouts:\n    idle: 5s\n  mode: search\n", nil)
 		if s.Gateway.IdleTimeout != 5*time.Second || s.Gateway.ConnectTimeout != 10*time.Second || s.Gateway.Mode != ModeSearch || s.Gateway.MinTools != 12 {
 			t.Errorf("got %+v", s.Gateway)
+		}
+	})
+	t.Run("a whole number written with a decimal point or an exponent is accepted", func(t *testing.T) {
+		s := mustLoad(t, "gateway:\n  min_tools: 20.0\n  body_limit: 1e6\n", nil)
+		if s.Gateway.MinTools != 20 || s.Gateway.BodyLimit != 1000000 {
+			t.Errorf("min_tools %d body_limit %d", s.Gateway.MinTools, s.Gateway.BodyLimit)
+		}
+	})
+	t.Run("a byte-order mark before the first key is skipped", func(t *testing.T) {
+		s := mustLoad(t, "\ufeffdeny: [\"delete_*\"]\n", nil)
+		if s.Decide("delete_repo", "delete it").Visible {
+			t.Error("the deny after the byte-order mark does not apply")
 		}
 	})
 	t.Run("a key with no value keeps the default", func(t *testing.T) {

@@ -12,11 +12,11 @@ func TestLargerCatalogsGetMoreToolsPerTurnAndSearch(t *testing.T) {
 		tools                            int
 		preselect, followUp, searchLimit int
 	}{
-		{"a 120-tool catalog keeps the configured values", "", 120, 6, 2, 4},
-		{"a small catalog keeps them too", "", 20, 6, 2, 4},
-		{"150 tools: one more preselected and one more follow-up", "", 150, 7, 3, 4},
-		{"210 tools: and two more search results", "", 210, 7, 3, 6},
-		{"a 1,000-tool catalog stops at 8 results", "", 1000, 7, 3, 8},
+		{"a 120-tool catalog keeps the configured values", "{}\n", 120, 6, 2, 4},
+		{"a small catalog keeps them too", "{}\n", 20, 6, 2, 4},
+		{"150 tools: one more preselected and one more follow-up", "{}\n", 150, 7, 3, 4},
+		{"210 tools: and two more search results", "{}\n", 210, 7, 3, 6},
+		{"a 1,000-tool catalog stops at 8 results", "{}\n", 1000, 7, 3, 8},
 		{"the widening adds to configured values", "gateway: {preselect: 3, follow_up: 4}\nsearch: {limit: 5}\n", 180, 4, 5, 6},
 		{"zero stays off", "gateway: {preselect: 0, follow_up: 0}\n", 500, 0, 0, 8},
 		{"a configured limit above 8 is kept", "search: {limit: 10}\n", 500, 7, 3, 10},

@@ -249,11 +249,11 @@ func TestAClientToolNamedToolSearchIsNeverShadowed(t *testing.T) {
 		clientCall bool
 	}{
 		{"the gateway's search takes another name, and the client gets the call of its own tool_search",
-			"", []string{SearchToolName}, AltSearchToolName, true},
+			"{}\n", []string{SearchToolName}, AltSearchToolName, true},
 		{"a policy that denies the client's tool_search gives the name back to the gateway",
 			"deny: [tool_search]\n", []string{SearchToolName}, SearchToolName, false},
 		{"a client that takes both names passes through unchanged, with its call",
-			"", []string{SearchToolName, AltSearchToolName}, "", true},
+			"{}\n", []string{SearchToolName, AltSearchToolName}, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tools := testCatalog(40)
@@ -307,7 +307,7 @@ func TestARequestWithACustomToolPassesThroughWithItsCalls(t *testing.T) {
 		// must arrive byte for byte.
 		gone string
 	}{
-		{"the request reaches the upstream byte for byte", "", ""},
+		{"the request reaches the upstream byte for byte", "{}\n", ""},
 		{"a denied function tool is still removed and the custom tool kept", "deny: [mail_send]\n", "mail_send"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

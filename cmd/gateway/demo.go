@@ -44,7 +44,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil || (len(sizes) > 0 && *queries == "") {
 		return fmt.Errorf("%w: --agent-tools %q: want numbers of tools, comma-separated, with --queries", errUsage, *agentTools)
 	}
-	if *cacheRate <= 0 || *cacheRate > 1 {
+	if !(*cacheRate > 0 && *cacheRate <= 1) { // so NaN fails too
 		return fmt.Errorf("%w: --cache-rate %v: want a share of the input price, above 0 and at most 1", errUsage, *cacheRate)
 	}
 	o := demo.Options{Stream: *stream, Model: *model, OneSession: *oneSession, CacheRate: *cacheRate}

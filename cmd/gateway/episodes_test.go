@@ -271,6 +271,7 @@ func TestDemoCacheRateMustBeAShareOfThePrice(t *testing.T) {
 		{"the gpt-5 family's rate prints the billed row at 10%", "0.1", true},
 		{"zero is a usage error, not a free cache", "0", false},
 		{"more than the input price is a usage error", "1.5", false},
+		{"NaN is a usage error, not a crash", "NaN", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,6 +36,8 @@ func exitCode(err error, stderr io.Writer) int {
 	switch {
 	case err == nil:
 		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0 // -h asked for the usage, which the flag set has printed
 	case errors.Is(err, errSilent):
 		return 1
 	case errors.Is(err, errUsage):
@@ -65,7 +68,7 @@ run 'gateway COMMAND -h' for a command's flags.
 // run dispatches to a subcommand. It never calls os.Exit.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+	if len(args) > 0 && (isHelp(args[0]) || len(args[0]) > 0 && args[0][0] != '-') {
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
@@ -81,11 +84,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemo(ctx, args, stdout, stderr)
 	case "bench":
 		return runBench(ctx, args, stdout, stderr)
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}
+}
+
+// isHelp reports whether arg asks for help the way the flag package
+// understands it, so "gateway --help" lists the commands instead of being
+// taken for serve's flags.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help"
 }

@@ -19,10 +19,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	config := fs.String("config", os.Getenv("GATEWAY_CONFIG"), "policy file to check (env GATEWAY_CONFIG; default tools.yaml)")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	path := *config
 	if path == "" && fs.NArg() == 1 {
@@ -36,7 +33,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	snap, err := policy.Load(path)
+	snap, err := loadUntil(ctx, path)
 	if err != nil {
 		var perr *policy.Errors
 		if !errors.As(err, &perr) {
@@ -50,6 +47,28 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintln(stdout, summary(snap))
 	return nil
+}
+
+// loadUntil is policy.Load that gives up waiting when ctx ends (SIGINT,
+// SIGTERM). Load takes no context because go-yaml's parser cannot be
+// interrupted, and a file at the size cap takes seconds; the abandoned load
+// ends with the process.
+func loadUntil(ctx context.Context, path string) (*policy.Snapshot, error) {
+	type result struct {
+		snap *policy.Snapshot
+		err  error
+	}
+	done := make(chan result, 1) // buffered: an abandoned load must not block
+	go func() {
+		snap, err := policy.Load(path)
+		done <- result{snap, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case r := <-done:
+		return r.snap, r.err
+	}
 }
 
 // summary is the one line validate prints for a good file.

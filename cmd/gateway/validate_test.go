@@ -55,6 +55,12 @@ func TestValidate(t *testing.T) {
 			wantStderr: []string{"many.yaml:2:9: gateway.mode", `many.yaml:3:1: unknown key "wat"`, "2 problem(s)"},
 		},
 		{
+			name:       "an empty file is an error naming the file",
+			args:       []string{"--config", write("empty.yaml", "")},
+			wantErr:    errSilent,
+			wantStderr: []string{"empty.yaml: the policy file is empty; write {} for the built-in defaults"},
+		},
+		{
 			name:    "a missing file is an error",
 			args:    []string{"--config", filepath.Join(dir, "absent.yaml")},
 			wantErr: errSilent,

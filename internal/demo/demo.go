@@ -121,7 +121,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.CacheRate == 0 {
 		o.CacheRate = 0.5
 	}
-	if o.CacheRate < 0 || o.CacheRate > 1 {
+	if !(o.CacheRate >= 0 && o.CacheRate <= 1) { // so NaN fails too
 		return nil, fmt.Errorf("cache rate %v: want a share of the input price, 0..1", o.CacheRate)
 	}
 	res := &Result{CatalogTools: len(tools), Tasks: len(tasks), Stream: o.Stream, OneSession: o.OneSession, CacheRate: o.CacheRate}

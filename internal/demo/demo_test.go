@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,6 +84,7 @@ func TestDemoRejectsBadInput(t *testing.T) {
 		{"an empty task list is an error", Options{Tasks: []byte("[]")}},
 		{"a cache rate above the input price is an error", Options{CacheRate: 1.5}},
 		{"a negative cache rate is an error", Options{CacheRate: -0.1}},
+		{"a cache rate that is not a number is an error", Options{CacheRate: math.NaN()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Run(context.Background(), tc.o); err == nil {

@@ -3,6 +3,7 @@ package demo
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -69,11 +70,15 @@ func pct(direct, gateway float64) string {
 
 // group formats n with thousands separators.
 func group(n int64) string {
-	s := fmt.Sprint(n)
-	if n < 0 {
-		return "-" + group(-n)
-	}
+	// The sign is cut off the digits rather than negating n: the smallest
+	// int64 (what a NaN or an overflowing float converts to) has no
+	// positive counterpart.
+	s := strconv.FormatInt(n, 10)
 	var b strings.Builder
+	if n < 0 {
+		b.WriteByte('-')
+		s = s[1:]
+	}
 	for i, c := range s {
 		if i > 0 && (len(s)-i)%3 == 0 {
 			b.WriteByte(',')

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestHelpPrintsTheUsageAndExitsZero(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // in what the command printed
+	}{
+		{"gateway --help lists the commands", []string{"--help"}, "commands:"},
+		{"gateway -h lists the commands", []string{"-h"}, "commands:"},
+		{"gateway help lists the commands", []string{"help"}, "commands:"},
+		{"serve --help lists serve's flags", []string{"serve", "--help"}, "-listen"},
+		{"validate --help lists validate's flags", []string{"validate", "--help"}, "-config"},
+		{"search -h lists search's flags", []string{"search", "-h"}, "-catalog"},
+		{"eval --help lists eval's flags", []string{"eval", "--help"}, "-queries"},
+		{"demo --help lists demo's flags", []string{"demo", "--help"}, "-cache-rate"},
+		{"bench --help lists bench's flags", []string{"bench", "--help"}, "-sizes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut, exitOut bytes.Buffer
+			err := run(context.Background(), tc.args, &out, &errOut)
+			if code := exitCode(err, &exitOut); code != 0 || exitOut.Len() > 0 {
+				t.Errorf("exit %d, printed %q (err %v), want 0 and nothing", code, exitOut.String(), err)
+			}
+			if printed := out.String() + errOut.String(); !strings.Contains(printed, tc.want) {
+				t.Errorf("printed %q, want %q in it", printed, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,25 @@
+package demo
+
+import (
+	"math"
+	"testing"
+)
+
+func TestGroupSeparatesThousands(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int64
+		want string
+	}{
+		{"a number under a thousand has no separator", 999, "999"},
+		{"a million has two", 1000000, "1,000,000"},
+		{"a negative number keeps its sign before the digits", -1234, "-1,234"},
+		{"the smallest int64, what a NaN rounds to, formats instead of recursing", math.MinInt64, "-9,223,372,036,854,775,808"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := group(tc.n); got != tc.want {
+				t.Errorf("group(%d) = %q, want %q", tc.n, got, tc.want)
+			}
+		})
+	}
+}
