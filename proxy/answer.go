@@ -27,6 +27,14 @@ func (t *turn) internal(c rewrite.Call) bool {
 // tools found join the active set. Real calls are recorded for recency.
 func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolResult {
 	var results []rewrite.ToolResult
+	// A miss is a call of a client tool this round's tools array did not
+	// carry: judged before the searches of the same response add what
+	// they find, and while found still says what the round offered.
+	for _, c := range calls {
+		if _, known := t.policy.Position(c.Name); known && !t.internal(c) && !t.offered(c.Name) {
+			t.misses++
+		}
+	}
 	clear(t.found)
 	searched := 0
 	for _, c := range calls {
@@ -41,9 +49,6 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolR
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
 				"Error: the tool %q is not available (blocked by policy). Do not call it again; use another tool or answer without it.", c.Name)})
 		default:
-			if _, known := t.policy.Position(c.Name); known && !t.isActive(c.Name) {
-				t.misses++
-			}
 			name := t.own(c.Name)
 			if t.st.Last != "" {
 				t.learned.Observe(t.st.Last, name)

@@ -81,7 +81,7 @@ func NewMetrics() *Metrics {
 		}),
 		misses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolgate_tool_misses_total",
-			Help: "Calls of a client tool that was not in the active set the upstream saw.",
+			Help: "Calls of a client tool that was not in the tools array of the upstream call that made them.",
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_policy_reloads_total",

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -676,6 +678,83 @@ func TestTheClientHasItsAnswerBeforeTheDecisionIsLogged(t *testing.T) {
 			}
 			if recs := log.received.waitLines(t, 1); len(recs) != 1 {
 				t.Errorf("%d decision records, want 1", len(recs))
+			}
+		})
+	}
+}
+
+// TestAMissIsACallOfAToolTheUpstreamWasNotSent: a miss is counted
+// against the tools array of the call the model answered, not against
+// the turn's active set, which holds guesses a search round leaves out
+// and grows with the searches of the same response.
+func TestAMissIsACallOfAToolTheUpstreamWasNotSent(t *testing.T) {
+	reply := func(calls ...[2]string) string {
+		var cs []string
+		for i, c := range calls {
+			cs = append(cs, fmt.Sprintf(`{"id":"call_%d","type":"function","function":{"name":%q,"arguments":%q}}`, i, c[0], c[1]))
+		}
+		return `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+			strings.Join(cs, ",") + `]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":100,"completion_tokens":5,"total_tokens":105}}`
+	}
+	search := [2]string{SearchToolName, `{"query":"create issue repository"}`}
+	tests := []struct {
+		name string
+		// answer returns the n-th upstream call's reply, given the tool
+		// names of every call so far (the last is this call's).
+		answer func(t *testing.T, seen [][]string) string
+		want   float64
+	}{
+		{"a call of a tool the search round left out is a miss", func(t *testing.T, seen [][]string) string {
+			if len(seen) == 1 {
+				return reply(search)
+			}
+			for _, n := range seen[0] {
+				if n != SearchToolName && !slices.Contains(seen[1], n) {
+					return reply([2]string{n, "{}"})
+				}
+			}
+			t.Fatalf("the search round offered every tool of the first call; the test needs one it left out")
+			return ""
+		}, 1},
+		{"a call next to the search that finds its tool is a miss", func(t *testing.T, seen [][]string) string {
+			if slices.Contains(seen[0], "repo_create_issue") {
+				t.Fatalf("the first call offered repo_create_issue; the test needs a tool it did not")
+			}
+			return reply(search, [2]string{"repo_create_issue", "{}"})
+		}, 1},
+		{"a call of a tool the call offered is no miss", func(t *testing.T, seen [][]string) string {
+			return reply([2]string{seen[0][len(seen[0])-1], "{}"})
+		}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var seen [][]string
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				seen = append(seen, toolNames(b))
+				answer := tt.answer(t, seen)
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, answer)
+			})
+			m := NewMetrics()
+			base := newTestGateway(t, up, func(g *Gateway) { g.Metrics = m })
+			x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "compute the gadget flux"}}, testCatalog(60), false, nil), nil)
+			if x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			v := -1.0
+			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				text := scrape(t, base) // the metrics are written once the client has its answer
+				if metricValue(t, text, "toolgate_upstream_rounds_count") == 1 {
+					v = metricValue(t, text, "toolgate_tool_misses_total")
+					break
+				}
+			}
+			if v != tt.want {
+				t.Errorf("toolgate_tool_misses_total = %v, want %v", v, tt.want)
 			}
 		})
 	}

@@ -58,7 +58,7 @@ type turn struct {
 	created    int64
 	searches   int
 	asked      map[string]int // normalised search queries -> times asked this turn
-	misses     int
+	misses     int // calls of client tools the call's tools array did not carry
 	dropped    []string // earlier turns' guesses never called, dropped by this user turn
 
 	// found holds the tools the latest round's searches returned; while
