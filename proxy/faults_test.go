@@ -265,10 +265,14 @@ func TestServerErrorsAreRetriedOnlyBeforeOutput(t *testing.T) {
 				}
 				_, _ = io.WriteString(w, plainAnswer)
 			})
-			base := newTestGateway(t, up)
+			m := NewMetrics()
+			base := newTestGateway(t, up, func(g *Gateway) { g.Metrics = m })
 			x := send(t, base, bigRequest(t, stream), nil)
 			if x.status != 200 || calls.Load() != 2 {
 				t.Errorf("stream=%v: status %d after %d upstream calls; want 200 after 2", stream, x.status, calls.Load())
+			}
+			if v := metricValue(t, scrape(t, base), "toolgate_upstream_retries_total"); v != 1 {
+				t.Errorf("stream=%v: toolgate_upstream_retries_total = %v, want 1", stream, v)
 			}
 		}
 	})

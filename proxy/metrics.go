@@ -31,6 +31,7 @@ type Metrics struct {
 	misses        prometheus.Counter
 	reloads       *prometheus.CounterVec
 	storeErrors   *prometheus.CounterVec
+	retries       prometheus.Counter
 
 	bindOnce sync.Once
 }
@@ -50,7 +51,7 @@ func NewMetrics() *Metrics {
 		}, []string{"reason"}),
 		rounds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "toolgate_upstream_rounds",
-			Help:    "Upstream calls per rewritten chat request (1 when no tool_search was answered).",
+			Help:    "Upstream calls per rewritten chat request (1 when no tool_search was answered); an attempt retried after a 5xx is one call, its retries are in toolgate_upstream_retries_total.",
 			Buckets: prometheus.LinearBuckets(1, 1, 8),
 		}),
 		searches: prometheus.NewCounter(prometheus.CounterOpts{
@@ -83,6 +84,10 @@ func NewMetrics() *Metrics {
 			Name: "toolgate_tool_misses_total",
 			Help: "Calls of a client tool that was not in the tools array of the upstream call that made them.",
 		}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolgate_upstream_retries_total",
+			Help: "Upstream calls sent again after a 5xx (gateway.retries), any route.",
+		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_policy_reloads_total",
 			Help: "Policy reload attempts by result (ok, error); a failed reload keeps the last good policy.",
@@ -93,7 +98,7 @@ func NewMetrics() *Metrics {
 		}, []string{"op"}),
 	}
 	m.reg.MustRegister(m.requests, m.passthrough, m.rounds, m.searches, m.searchSeconds, m.addedSeconds,
-		m.toolTokens, m.inputTokens, m.cachedTokens, m.misses, m.reloads, m.storeErrors,
+		m.toolTokens, m.inputTokens, m.cachedTokens, m.misses, m.reloads, m.storeErrors, m.retries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -117,6 +122,14 @@ func (m *Metrics) PolicyReloaded(err error) {
 		result = "error"
 	}
 	m.reloads.WithLabelValues(result).Inc()
+}
+
+// retried counts an upstream call sent again after a 5xx.
+func (m *Metrics) retried() {
+	if m == nil {
+		return
+	}
+	m.retries.Inc()
 }
 
 // sessionStoreFailed counts a failed session Get or Put.

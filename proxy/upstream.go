@@ -38,6 +38,7 @@ func (g *Gateway) send(ctx context.Context, in *http.Request, o sendOptions) (*h
 		resp.Body.Close()
 		if resp.StatusCode >= 500 && attempt < o.retries {
 			g.logger().Warn("upstream 5xx, retrying", "status", resp.StatusCode, "attempt", attempt+1)
+			g.Metrics.retried()
 			if err := sleepCtx(ctx, retryDelay(resp)); err != nil {
 				return nil, err
 			}
