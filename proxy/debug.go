@@ -72,8 +72,9 @@ func (g *Gateway) servePprof(w http.ResponseWriter, r *http.Request) {
 // constant time); without or with a wrong one it gets 401.
 //
 // Sessions are namespaced by tenant, so {id} is read two ways:
-//   - a store key, as the decision log prints it ("<tenant>:id:<X-Session-ID>"
-//     or "<tenant>:fp:<hash>"): looked up as is, no credential needed;
+//   - a store key, as the decision log prints it ("<tenant>:id:<X-Session-ID>",
+//     "<tenant>:ih:<hash>" for an id longer than session.MaxReadableID, or
+//     "<tenant>:fp:<hash>"): looked up as is, no credential needed;
 //   - otherwise an X-Session-ID, namespaced by the tenant of the debug
 //     request's own Authorization (or Api-Key) header, exactly as a chat
 //     request from that client with that X-Session-ID would be.
@@ -112,7 +113,7 @@ func (g *Gateway) serveDebugSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // isStoreKey reports whether id has the shape session.Key produces: a
-// 16-hex-digit tenant, then ":id:" or ":fp:".
+// 16-hex-digit tenant, then ":id:", ":ih:" or ":fp:".
 func isStoreKey(id string) bool {
 	tenant, rest, ok := strings.Cut(id, ":")
 	if !ok || len(tenant) != 16 {
@@ -123,5 +124,5 @@ func isStoreKey(id string) bool {
 			return false
 		}
 	}
-	return strings.HasPrefix(rest, "id:") || strings.HasPrefix(rest, "fp:")
+	return strings.HasPrefix(rest, "id:") || strings.HasPrefix(rest, "ih:") || strings.HasPrefix(rest, "fp:")
 }
