@@ -74,7 +74,7 @@ func checkChoice(snap *policy.Snapshot, req *rewrite.Request) error {
 			continue
 		}
 		if d := decide(name); !d.Visible {
-			return fmt.Errorf("%w: tool_choice names %q, which the gateway's policy hides from the model (%s)", rewrite.ErrBadRequest, name, d.Rule)
+			return rewrite.WithParam("tool_choice", fmt.Errorf("%w: tool_choice names %q, which the gateway's policy hides from the model (%s)", rewrite.ErrBadRequest, name, d.Rule))
 		}
 	}
 	return nil

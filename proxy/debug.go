@@ -37,7 +37,7 @@ type sessionView struct {
 func (g *Gateway) adminOK(w http.ResponseWriter, r *http.Request) bool {
 	got, want := sha256.Sum256([]byte(r.Header.Get(AdminTokenHeader))), sha256.Sum256([]byte(g.AdminToken))
 	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-		writeJSONError(w, http.StatusUnauthorized, apiError{"debug endpoints need a valid " + AdminTokenHeader, "invalid_request_error", "unauthorized"})
+		writeJSONError(w, http.StatusUnauthorized, apiError{Message: "debug endpoints need a valid " + AdminTokenHeader, Type: "invalid_request_error", Code: "unauthorized"})
 		return false
 	}
 	return true
@@ -86,7 +86,7 @@ func (g *Gateway) serveDebugSession(w http.ResponseWriter, r *http.Request) {
 	}
 	id := strings.TrimPrefix(r.URL.Path, debugSessionsPrefix)
 	if id == "" {
-		writeJSONError(w, http.StatusNotFound, apiError{"no session id in the path", "invalid_request_error", "not_found"})
+		writeJSONError(w, http.StatusNotFound, apiError{Message: "no session id in the path", Type: "invalid_request_error", Code: "not_found"})
 		return
 	}
 	key := id
@@ -96,7 +96,7 @@ func (g *Gateway) serveDebugSession(w http.ResponseWriter, r *http.Request) {
 	st, err := g.Sessions.Get(r.Context(), key)
 	switch {
 	case errors.Is(err, session.ErrNotFound):
-		writeJSONError(w, http.StatusNotFound, apiError{"no session " + key, "invalid_request_error", "not_found"})
+		writeJSONError(w, http.StatusNotFound, apiError{Message: "no session " + key, Type: "invalid_request_error", Code: "not_found"})
 		return
 	case err != nil:
 		g.writeError(w, r, err)
