@@ -22,6 +22,9 @@ var (
 	ErrUpstreamBadResponse = errors.New("upstream sent an unreadable response")
 	// ErrBodyTooLarge: the request body exceeds the configured limit.
 	ErrBodyTooLarge = errors.New("request body too large")
+	// ErrUnsupportedEncoding: the request body is in a Content-Encoding
+	// the gateway cannot decode.
+	ErrUnsupportedEncoding = errors.New("unsupported Content-Encoding")
 )
 
 // apiError is the OpenAI-shaped error body: its four members, in OpenAI's
@@ -59,6 +62,8 @@ func classify(err error) (int, apiError) {
 	switch {
 	case errors.Is(err, ErrBodyTooLarge):
 		return http.StatusRequestEntityTooLarge, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "request_too_large"}
+	case errors.Is(err, ErrUnsupportedEncoding):
+		return http.StatusUnsupportedMediaType, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "unsupported_content_encoding"}
 	case errors.Is(err, rewrite.ErrBadRequest):
 		return http.StatusBadRequest, apiError{Message: err.Error(), Type: "invalid_request_error", Param: paramOf(err), Code: "invalid_request"}
 	case errors.Is(err, ErrUpstreamTimeout), errors.Is(err, context.DeadlineExceeded):
