@@ -33,11 +33,11 @@ const (
 // tools or a name too long to be one. The error wraps rewrite.ErrBadRequest.
 func checkCatalog(tools []rewrite.Tool) error {
 	if len(tools) > maxCatalogTools {
-		return fmt.Errorf("%w: %d tools; the gateway accepts at most %d", rewrite.ErrBadRequest, len(tools), maxCatalogTools)
+		return rewrite.WithParam("tools", fmt.Errorf("%w: %d tools; the gateway accepts at most %d", rewrite.ErrBadRequest, len(tools), maxCatalogTools))
 	}
 	for i, t := range tools {
 		if len(t.Name) > maxToolName {
-			return fmt.Errorf("%w: tools[%d]: name is %d bytes; at most %d", rewrite.ErrBadRequest, i, len(t.Name), maxToolName)
+			return rewrite.WithParam("tools", fmt.Errorf("%w: tools[%d]: name is %d bytes; at most %d", rewrite.ErrBadRequest, i, len(t.Name), maxToolName))
 		}
 	}
 	return nil

@@ -84,7 +84,7 @@ func checkChoice(snap *policy.Snapshot, req *rewrite.Request) error {
 			continue
 		}
 		if d := decide(name); !d.Visible {
-			return fmt.Errorf("%w: tool_choice names %q, which the gateway's policy hides from the model (%s)", rewrite.ErrBadRequest, name, d.Rule)
+			return rewrite.WithParam("tool_choice", fmt.Errorf("%w: tool_choice names %q, which the gateway's policy hides from the model (%s)", rewrite.ErrBadRequest, name, d.Rule))
 		}
 	}
 	return nil
@@ -229,11 +229,14 @@ func (g *Gateway) forwardChat(w http.ResponseWriter, r *http.Request, rest strin
 		}
 	}
 	g.logger().Debug("chat passthrough", "reason", why, "tools", len(req.Tools))
-	resp, err := g.send(r.Context(), r, sendOptions{rest: rest, body: body, stream: req.Stream, retries: g.retries(snap)})
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	resp, err := g.send(ctx, r, sendOptions{rest: rest, body: body, stream: req.Stream, retries: g.retries(snap)})
 	if err != nil {
 		g.fail(w, r, err)
 		return
 	}
+	g.guardStream(r.Context(), resp, idle(snap.Gateway.IdleTimeout), cancel)
 	defer resp.Body.Close()
 	copyEndToEnd(w.Header(), resp.Header, responseSkip...)
 	w.WriteHeader(resp.StatusCode)

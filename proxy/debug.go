@@ -37,7 +37,7 @@ type sessionView struct {
 func (g *Gateway) adminOK(w http.ResponseWriter, r *http.Request) bool {
 	got, want := sha256.Sum256([]byte(r.Header.Get(AdminTokenHeader))), sha256.Sum256([]byte(g.AdminToken))
 	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-		writeJSONError(w, http.StatusUnauthorized, apiError{"debug endpoints need a valid " + AdminTokenHeader, "invalid_request_error", "unauthorized"})
+		writeJSONError(w, http.StatusUnauthorized, apiError{Message: "debug endpoints need a valid " + AdminTokenHeader, Type: "invalid_request_error", Code: "unauthorized"})
 		return false
 	}
 	return true
@@ -72,8 +72,9 @@ func (g *Gateway) servePprof(w http.ResponseWriter, r *http.Request) {
 // constant time); without or with a wrong one it gets 401.
 //
 // Sessions are namespaced by tenant, so {id} is read two ways:
-//   - a store key, as the decision log prints it ("<tenant>:id:<X-Session-ID>"
-//     or "<tenant>:fp:<hash>"): looked up as is, no credential needed;
+//   - a store key, as the decision log prints it ("<tenant>:id:<X-Session-ID>",
+//     "<tenant>:ih:<hash>" for an id longer than session.MaxReadableID, or
+//     "<tenant>:fp:<hash>"): looked up as is, no credential needed;
 //   - otherwise an X-Session-ID, namespaced by the tenant of the debug
 //     request's own Authorization (or Api-Key) header, exactly as a chat
 //     request from that client with that X-Session-ID would be.
@@ -85,7 +86,7 @@ func (g *Gateway) serveDebugSession(w http.ResponseWriter, r *http.Request) {
 	}
 	id := strings.TrimPrefix(r.URL.Path, debugSessionsPrefix)
 	if id == "" {
-		writeJSONError(w, http.StatusNotFound, apiError{"no session id in the path", "invalid_request_error", "not_found"})
+		writeJSONError(w, http.StatusNotFound, apiError{Message: "no session id in the path", Type: "invalid_request_error", Code: "not_found"})
 		return
 	}
 	key := id
@@ -95,7 +96,7 @@ func (g *Gateway) serveDebugSession(w http.ResponseWriter, r *http.Request) {
 	st, err := g.Sessions.Get(r.Context(), key)
 	switch {
 	case errors.Is(err, session.ErrNotFound):
-		writeJSONError(w, http.StatusNotFound, apiError{"no session " + key, "invalid_request_error", "not_found"})
+		writeJSONError(w, http.StatusNotFound, apiError{Message: "no session " + key, Type: "invalid_request_error", Code: "not_found"})
 		return
 	case err != nil:
 		g.writeError(w, r, err)
@@ -112,7 +113,7 @@ func (g *Gateway) serveDebugSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // isStoreKey reports whether id has the shape session.Key produces: a
-// 16-hex-digit tenant, then ":id:" or ":fp:".
+// 16-hex-digit tenant, then ":id:", ":ih:" or ":fp:".
 func isStoreKey(id string) bool {
 	tenant, rest, ok := strings.Cut(id, ":")
 	if !ok || len(tenant) != 16 {
@@ -123,5 +124,5 @@ func isStoreKey(id string) bool {
 			return false
 		}
 	}
-	return strings.HasPrefix(rest, "id:") || strings.HasPrefix(rest, "fp:")
+	return strings.HasPrefix(rest, "id:") || strings.HasPrefix(rest, "ih:") || strings.HasPrefix(rest, "fp:")
 }

@@ -22,30 +22,58 @@ var (
 	ErrUpstreamBadResponse = errors.New("upstream sent an unreadable response")
 	// ErrBodyTooLarge: the request body exceeds the configured limit.
 	ErrBodyTooLarge = errors.New("request body too large")
+	// ErrUnsupportedEncoding: the request body is in a Content-Encoding
+	// the gateway cannot decode.
+	ErrUnsupportedEncoding = errors.New("unsupported Content-Encoding")
 )
 
-// apiError is the OpenAI-shaped error body.
+// apiError is the OpenAI-shaped error body: its four members, in OpenAI's
+// order.
 type apiError struct {
 	Message string `json:"message"`
 	Type    string `json:"type"`
-	Code    string `json:"code"`
+	// Param names the request parameter at fault; "" is null, as OpenAI
+	// sends it when no one parameter is.
+	Param nullString `json:"param"`
+	Code  string     `json:"code"`
+}
+
+// nullString encodes "" as null.
+type nullString string
+
+func (s nullString) MarshalJSON() ([]byte, error) {
+	if s == "" {
+		return []byte("null"), nil
+	}
+	return json.Marshal(string(s))
+}
+
+// paramOf is the request parameter err blames, or "".
+func paramOf(err error) nullString {
+	var pe *rewrite.ParamError
+	if errors.As(err, &pe) {
+		return nullString(pe.Param)
+	}
+	return ""
 }
 
 // classify maps an error to its status and OpenAI-shaped body.
 func classify(err error) (int, apiError) {
 	switch {
 	case errors.Is(err, ErrBodyTooLarge):
-		return http.StatusRequestEntityTooLarge, apiError{err.Error(), "invalid_request_error", "request_too_large"}
+		return http.StatusRequestEntityTooLarge, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "request_too_large"}
+	case errors.Is(err, ErrUnsupportedEncoding):
+		return http.StatusUnsupportedMediaType, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "unsupported_content_encoding"}
 	case errors.Is(err, rewrite.ErrBadRequest):
-		return http.StatusBadRequest, apiError{err.Error(), "invalid_request_error", "invalid_request"}
+		return http.StatusBadRequest, apiError{Message: err.Error(), Type: "invalid_request_error", Param: paramOf(err), Code: "invalid_request"}
 	case errors.Is(err, ErrUpstreamTimeout), errors.Is(err, context.DeadlineExceeded):
-		return http.StatusGatewayTimeout, apiError{err.Error(), "gateway_error", "upstream_timeout"}
+		return http.StatusGatewayTimeout, apiError{Message: err.Error(), Type: "gateway_error", Code: "upstream_timeout"}
 	case errors.Is(err, ErrUpstreamUnreachable):
-		return http.StatusBadGateway, apiError{err.Error(), "gateway_error", "upstream_unreachable"}
+		return http.StatusBadGateway, apiError{Message: err.Error(), Type: "gateway_error", Code: "upstream_unreachable"}
 	case errors.Is(err, ErrUpstreamBadResponse):
-		return http.StatusBadGateway, apiError{err.Error(), "gateway_error", "upstream_bad_response"}
+		return http.StatusBadGateway, apiError{Message: err.Error(), Type: "gateway_error", Code: "upstream_bad_response"}
 	default:
-		return http.StatusInternalServerError, apiError{"internal gateway error", "gateway_error", "internal_error"}
+		return http.StatusInternalServerError, apiError{Message: "internal gateway error", Type: "gateway_error", Code: "internal_error"}
 	}
 }
 

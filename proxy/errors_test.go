@@ -16,15 +16,16 @@ func TestBadRequestsGetOpenAIShapedErrors(t *testing.T) {
 		name, body string
 		status     int
 		msg        string
+		param      string // the raw JSON of error.param
 	}{
-		{"malformed JSON is a 400", `{"model":"m","messages":[`, 400, "not valid JSON"},
-		{"a body that is not an object is a 400", `[1,2]`, 400, "JSON object"},
-		{"missing messages is a 400", `{"model":"m"}`, 400, "messages"},
-		{"tools that is not an array is a 400", `{"model":"m","messages":[],"tools":{"a":1}}`, 400, "tools must be an array"},
-		{"a tool without a name is a 400", `{"model":"m","messages":[],"tools":[{"type":"function","function":{}}]}`, 400, "no function name"},
-		{"duplicate tool names are a 400", `{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"a"}}]}`, 400, "duplicate"},
-		{"deep nesting is a 400", `{"model":"m","messages":[],"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, 400, "nesting"},
-		{"invalid UTF-8 is a 400", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}", 400, "UTF-8"},
+		{"malformed JSON is a 400 that names no parameter", `{"model":"m","messages":[`, 400, "not valid JSON", "null"},
+		{"a body that is not an object is a 400 that names no parameter", `[1,2]`, 400, "JSON object", "null"},
+		{"missing messages is a 400 that names messages", `{"model":"m"}`, 400, "messages", `"messages"`},
+		{"tools that is not an array is a 400 that names tools", `{"model":"m","messages":[],"tools":{"a":1}}`, 400, "tools must be an array", `"tools"`},
+		{"a tool without a name is a 400 that names tools", `{"model":"m","messages":[],"tools":[{"type":"function","function":{}}]}`, 400, "no function name", `"tools"`},
+		{"duplicate tool names are a 400 that names tools", `{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"a"}}]}`, 400, "duplicate", `"tools"`},
+		{"deep nesting is a 400 that names no parameter", `{"model":"m","messages":[],"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, 400, "nesting", "null"},
+		{"invalid UTF-8 is a 400 that names no parameter", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}", 400, "UTF-8", "null"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := newTestGateway(t, &recorder{answer: plainAnswer})
@@ -34,6 +35,41 @@ func TestBadRequestsGetOpenAIShapedErrors(t *testing.T) {
 			e := gjson.GetBytes(b, "error")
 			if resp.StatusCode != tc.status || !strings.Contains(e.Get("message").String(), tc.msg) || !e.Get("type").Exists() || !e.Get("code").Exists() {
 				t.Errorf("status %d body %s; want %d with an error object mentioning %q", resp.StatusCode, b, tc.status, tc.msg)
+			}
+			if got := e.Get("param"); !got.Exists() || got.Raw != tc.param {
+				t.Errorf("error %s; want param %s", b, tc.param)
+			}
+		})
+	}
+}
+
+// TestGatewayErrorsHaveTheFourMembersOfOpenAIs: every error the gateway
+// makes has message, type, param and code, as OpenAI's do, in that
+// order, param null when no parameter is at fault (SDKs read it).
+func TestGatewayErrorsHaveTheFourMembersOfOpenAIs(t *testing.T) {
+	base := newTestGateway(t, &recorder{answer: plainAnswer}, func(g *Gateway) { g.AdminToken = "adm" })
+	root := strings.TrimSuffix(base, "/v1")
+	for _, tc := range []struct {
+		name, method, url, body string
+		want                    string
+	}{
+		{"a body that is not JSON", http.MethodPost, base + "/chat/completions", `{"model":`,
+			`{"error":{"message":"invalid request: body is not valid JSON","type":"invalid_request_error","param":null,"code":"invalid_request"}}`},
+		{"an unknown path", http.MethodGet, root + "/nope", "",
+			`{"error":{"message":"unknown path /nope","type":"invalid_request_error","param":null,"code":"not_found"}}`},
+		{"a debug request without the admin token", http.MethodGet, root + "/debug/sessions/x", "",
+			`{"error":{"message":"debug endpoints need a valid X-Toolgate-Admin-Token","type":"invalid_request_error","param":null,"code":"unauthorized"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, tc.url, strings.NewReader(tc.body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != tc.want {
+				t.Errorf("body %s\nwant %s", b, tc.want)
 			}
 		})
 	}

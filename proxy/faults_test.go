@@ -131,7 +131,7 @@ func bigRequest(t *testing.T, stream bool) []byte {
 func wantError(t *testing.T, x exchange, status int, code string) {
 	t.Helper()
 	e := gjson.GetBytes(x.body, "error")
-	if x.status != status || e.Get("code").String() != code || e.Get("message").String() == "" || e.Get("type").String() == "" {
+	if x.status != status || e.Get("code").String() != code || e.Get("message").String() == "" || e.Get("type").String() == "" || !e.Get("param").Exists() {
 		t.Errorf("got %d %s; want %d with an OpenAI error of code %q", x.status, x.body, status, code)
 	}
 }
@@ -206,7 +206,7 @@ func TestAStreamSilentMidWayEndsWithATimeoutEvent(t *testing.T) {
 		t.Fatalf("status %d content %q error event %v [DONE] %d; want the partial text, then an error event and no [DONE]", x.status, rep.content, rep.errorEvent, rep.dones)
 	}
 	last := rep.raw[len(rep.raw)-1]
-	if gjson.Get(last, "error.code").String() != "upstream_timeout" {
+	if gjson.Get(last, "error.code").String() != "upstream_timeout" || gjson.Get(last, "error.param").Raw != "null" {
 		t.Errorf("last event %s; want an upstream_timeout error", last)
 	}
 }

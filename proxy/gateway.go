@@ -140,7 +140,7 @@ func (g *Gateway) routes() http.Handler {
 	r := gin.New()
 	r.Use(gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, rec any) {
 		g.logger().Error("handler panicked", "path", c.Request.URL.Path, "panic", rec)
-		writeJSONError(c.Writer, http.StatusInternalServerError, apiError{"internal gateway error", "gateway_error", "internal_error"})
+		writeJSONError(c.Writer, http.StatusInternalServerError, apiError{Message: "internal gateway error", Type: "gateway_error", Code: "internal_error"})
 	}))
 	r.GET("/healthz", func(c *gin.Context) {
 		if g.Ready != nil && !g.Ready() {
@@ -166,7 +166,7 @@ func (g *Gateway) routes() http.Handler {
 func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	rest, ok := g.apiPath(r.URL.Path)
 	if !ok {
-		writeJSONError(w, http.StatusNotFound, apiError{"unknown path " + r.URL.Path, "invalid_request_error", "not_found"})
+		writeJSONError(w, http.StatusNotFound, apiError{Message: "unknown path " + r.URL.Path, Type: "invalid_request_error", Code: "not_found"})
 		return
 	}
 	if r.Method == http.MethodPost && rest == "/chat/completions" {

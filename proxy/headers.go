@@ -52,8 +52,9 @@ func contains(s []string, k string) bool {
 }
 
 // requestSkip are client headers the gateway sets itself: the body changes
-// (length), the transport negotiates compression so responses stay readable.
-var requestSkip = []string{"Content-Length", "Accept-Encoding", "Host"}
+// (length) and goes upstream unencoded (readBody decodes a compressed one),
+// the transport negotiates compression so responses stay readable.
+var requestSkip = []string{"Content-Length", "Content-Encoding", "Accept-Encoding", "Host"}
 
 // responseSkip are upstream headers that stop being true once the gateway
 // has read and rewritten the body.

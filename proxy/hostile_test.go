@@ -34,21 +34,22 @@ func TestMalformedRequestsAre400NeverA500(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, body, msg string
+		param           string // the parameter error.param names, if any
 	}{
-		{"an empty body is a 400", ``, "not valid JSON"},
-		{"a string body is a 400", `"hello"`, "JSON object"},
-		{"a null body is a 400", `null`, "JSON object"},
-		{"messages that is a string is a 400", `{"model":"m","messages":"hi"}`, "'messages' must be an array"},
-		{"messages that is an object is a 400", `{"model":"m","messages":{"role":"user"}}`, "'messages' must be an array"},
-		{"tools that is a string is a 400", `{"model":"m","messages":[],"tools":"all"}`, "tools must be an array"},
-		{"tools items that are numbers are a 400", `{"model":"m","messages":[],"tools":[1,2]}`, "tool must be an object"},
-		{"tools items that are strings are a 400", `{"model":"m","messages":[],"tools":["repo_create_issue"]}`, "tool must be an object"},
-		{"a tool name that is not a string is a 400", `{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":{}}}]}`, "no function name"},
-		{"deep nesting inside a tool schema is a 400", `{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"a","parameters":` + strings.Repeat(`{"a":`, 300) + `1` + strings.Repeat(`}`, 300) + `}}]}`, "nesting"},
-		{"invalid UTF-8 in a tool description is a 400", "{\"model\":\"m\",\"messages\":[],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"description\":\"\xc3\x28\"}}]}", "UTF-8"},
-		{"a tool name of a kilobyte is a 400", `{"model":"m","messages":[],"tools":[` + strings.Join(append(twelve, tool(strings.Repeat("n", 1024))), ",") + `]}`, "name is 1024 bytes"},
-		{"more tools than the gateway indexes is a 400", `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[` + strings.Join(many, ",") + `]}`, "at most 4096"},
-		{"duplicate names among many tools are a 400", `{"model":"m","messages":[],"tools":[` + strings.Join(append(twelve, tool("t3")), ",") + `]}`, "duplicate"},
+		{"an empty body is a 400", ``, "not valid JSON", ""},
+		{"a string body is a 400", `"hello"`, "JSON object", ""},
+		{"a null body is a 400", `null`, "JSON object", ""},
+		{"messages that is a string is a 400", `{"model":"m","messages":"hi"}`, "'messages' must be an array", "messages"},
+		{"messages that is an object is a 400", `{"model":"m","messages":{"role":"user"}}`, "'messages' must be an array", "messages"},
+		{"tools that is a string is a 400", `{"model":"m","messages":[],"tools":"all"}`, "tools must be an array", "tools"},
+		{"tools items that are numbers are a 400", `{"model":"m","messages":[],"tools":[1,2]}`, "tool must be an object", "tools"},
+		{"tools items that are strings are a 400", `{"model":"m","messages":[],"tools":["repo_create_issue"]}`, "tool must be an object", "tools"},
+		{"a tool name that is not a string is a 400", `{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":{}}}]}`, "no function name", "tools"},
+		{"deep nesting inside a tool schema is a 400", `{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"a","parameters":` + strings.Repeat(`{"a":`, 300) + `1` + strings.Repeat(`}`, 300) + `}}]}`, "nesting", ""},
+		{"invalid UTF-8 in a tool description is a 400", "{\"model\":\"m\",\"messages\":[],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"description\":\"\xc3\x28\"}}]}", "UTF-8", ""},
+		{"a tool name of a kilobyte is a 400", `{"model":"m","messages":[],"tools":[` + strings.Join(append(twelve, tool(strings.Repeat("n", 1024))), ",") + `]}`, "name is 1024 bytes", "tools"},
+		{"more tools than the gateway indexes is a 400", `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[` + strings.Join(many, ",") + `]}`, "at most 4096", "tools"},
+		{"duplicate names among many tools are a 400", `{"model":"m","messages":[],"tools":[` + strings.Join(append(twelve, tool("t3")), ",") + `]}`, "duplicate", "tools"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var upstreamCalls atomic.Int32
@@ -63,6 +64,9 @@ func TestMalformedRequestsAre400NeverA500(t *testing.T) {
 				wantError(t, x, http.StatusBadRequest, "invalid_request")
 				if msg := gjson.GetBytes(x.body, "error.message").String(); !strings.Contains(msg, tc.msg) {
 					t.Errorf("message %q does not say %q", msg, tc.msg)
+				}
+				if p := gjson.GetBytes(x.body, "error.param"); p.String() != tc.param {
+					t.Errorf("param %s, want %q", p.Raw, tc.param)
 				}
 			}
 			if upstreamCalls.Load() != 0 {

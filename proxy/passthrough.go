@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"time"
 )
 
 // newPassthrough returns the plain streaming reverse proxy for everything
 // under /v1 that is not chat completions (models, embeddings, files, ...).
+// An event stream it relays is guarded as a passed-through chat stream is
+// (guardStream).
 func (g *Gateway) newPassthrough() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -18,6 +23,16 @@ func (g *Gateway) newPassthrough() *httputil.ReverseProxy {
 			pr.Out.URL = g.upstreamURL(rest, pr.In.URL.RawQuery)
 			pr.Out.Host = ""
 			g.setAuth(pr.Out.Header, pr.In)
+			// The request's own cancel, for ModifyResponse to stop a
+			// stream gone silent; the client's leaving still cancels it.
+			ctx, cancel := context.WithCancel(pr.Out.Context())
+			pr.Out = pr.Out.WithContext(context.WithValue(ctx, cancelKey{}, cancel))
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if cancel, ok := resp.Request.Context().Value(cancelKey{}).(context.CancelFunc); ok {
+				g.guardStream(resp.Request.Context(), resp, idle(g.policy().Gateway.IdleTimeout), cancel)
+			}
+			return nil
 		},
 		Transport:     g.transport(),
 		FlushInterval: -1,
@@ -26,6 +41,90 @@ func (g *Gateway) newPassthrough() *httputil.ReverseProxy {
 			g.writeError(w, r, upstreamErr(r.Context(), err))
 		},
 	}
+}
+
+// cancelKey holds a passthrough request's context.CancelFunc in its context.
+type cancelKey struct{}
+
+// guardStream makes an event stream passed through end as a rewritten
+// stream does when its upstream fails (relay.fail): when no data arrives
+// for idle, cancel stops the upstream request, and a stream that ends in
+// an error (that, the request timeout, a cut connection) ends with an
+// error event instead of a clean end, which a client would take for a
+// whole answer. ctx is the upstream request's: once the client has left,
+// nothing is written. A stream in a Content-Encoding (one the client
+// negotiated on another route) gets no event, which would not be in its
+// encoding: its read error stands. Any other response is left as it is.
+func (g *Gateway) guardStream(ctx context.Context, resp *http.Response, idle time.Duration, cancel context.CancelFunc) {
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil || mt != "text/event-stream" {
+		return
+	}
+	ce := resp.Header.Get("Content-Encoding")
+	resp.Body = &streamGuard{
+		body: resp.Body, idle: newIdleReader(resp.Body, idle, cancel), ctx: ctx, g: g,
+		encoded: ce != "" && ce != "identity", newlines: 2,
+	}
+}
+
+// streamGuard is an event stream's body that turns a failed read into an
+// error event, then io.EOF.
+type streamGuard struct {
+	body     io.ReadCloser
+	idle     *idleReader
+	ctx      context.Context
+	g        *Gateway
+	encoded  bool   // the body is compressed: no event can be added
+	newlines int    // how many newlines end what was read so far, up to 2
+	failed   bool   // a read failed: tail is what is left to return
+	tail     []byte // the error event
+}
+
+func (s *streamGuard) Read(p []byte) (int, error) {
+	if s.failed {
+		if len(s.tail) == 0 {
+			return 0, io.EOF
+		}
+		n := copy(p, s.tail)
+		s.tail = s.tail[n:]
+		return n, nil
+	}
+	n, err := s.idle.Read(p)
+	for _, c := range p[:n] {
+		if c == '\n' {
+			s.newlines = min(s.newlines+1, 2)
+		} else if c != '\r' {
+			s.newlines = 0
+		}
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return n, err
+	}
+	var cause error
+	switch {
+	case s.idle.expired():
+		cause = fmt.Errorf("%w: no stream data for %s", ErrUpstreamTimeout, s.idle.d)
+	case errors.Is(s.ctx.Err(), context.DeadlineExceeded):
+		cause = fmt.Errorf("%w: the request timeout passed mid-stream: %w", ErrUpstreamTimeout, err)
+	case s.ctx.Err() != nil:
+		return n, err // the client left: nobody reads an error event
+	default:
+		cause = fmt.Errorf("%w: stream ended early: %w", ErrUpstreamBadResponse, err)
+	}
+	s.g.logger().Warn("passthrough stream failed after start", "err", cause)
+	if s.encoded {
+		return n, cause
+	}
+	_, e := classify(cause)
+	// The event follows a blank line, so a cut event cannot swallow it.
+	s.tail = append(append(append([]byte("\n\n"[s.newlines:]), "data: "...), errorBody(e)...), "\n\n"...)
+	s.failed = true
+	return n, nil
+}
+
+func (s *streamGuard) Close() error {
+	s.idle.stop()
+	return s.body.Close()
 }
 
 // upstreamErr classifies a transport error: the client leaving, a timeout,

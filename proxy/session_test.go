@@ -3,7 +3,10 @@ package proxy
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
@@ -73,6 +76,47 @@ func TestLaterTurnsKeepTheToolsAlreadyUsed(t *testing.T) {
 			last := first[len(first)-1].Names
 			if got := recs[0].Names; len(got) < len(last) || !slices.Equal(got[:len(last)], last) {
 				t.Errorf("second turn offered %v, want it to start with turn 1's %v", got, last)
+			}
+		})
+	}
+}
+
+// TestALongSessionIDIsHeldUnderAShortKey: the store holds a long
+// X-Session-ID's session under a key of bounded length (a 900 KB id per
+// session used to be held whole, in the store and in every decision
+// record), and the debug route still finds it by the id.
+func TestALongSessionIDIsHeldUnderAShortKey(t *testing.T) {
+	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+	mem := session.NewMemory(100, 0)
+	var log syncBuffer
+	base := newTestGateway(t, model, func(g *Gateway) {
+		g.Sessions = mem
+		g.AdminToken = "adm"
+		g.DecisionLog = slog.New(slog.NewJSONHandler(&log, nil))
+	})
+	id := strings.Repeat("conversation-", 5000) // 65 KB
+	hdr := map[string]string{"Authorization": "Bearer sk-tenant-a", "X-Session-ID": id}
+	mustRead(t, post(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": twoStepTask.Prompt}}, testCatalog(30), false, nil), hdr))
+	recs := log.waitLines(t, 1)
+	if len(recs) != 1 {
+		t.Fatalf("%d decision records, want 1", len(recs))
+	}
+	key := recs[0].Get("session").String()
+	debug := strings.TrimSuffix(base, "/v1") + "/debug/sessions/"
+	status, body := getWithHeaders(t, debug+id, map[string]string{AdminTokenHeader: "adm", "Authorization": "Bearer sk-tenant-a"})
+	byKey, _ := getWithHeaders(t, debug+key, map[string]string{AdminTokenHeader: "adm"})
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"the store holds one session, under a short key", len(mem.Keys()) == 1 && len(mem.Keys()[0]) <= 100},
+		{"the decision record names the session by that key", mem.Len() == 1 && key == mem.Keys()[0] && isStoreKey(key)},
+		{"the debug route finds the session by the long id", status == http.StatusOK && strings.Contains(body, key)},
+		{"the debug route finds the session by the key the record names", byKey == http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.ok {
+				t.Errorf("keys %.300q, record's %.300q, debug %d %.300s", mem.Keys(), key, status, body)
 			}
 		})
 	}

@@ -30,7 +30,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 	}()
 	ew, ok := t.d.(rewrite.EventWriter)
 	if !ok {
-		writeJSONError(w, http.StatusBadRequest, apiError{"streaming is not supported for this API through the gateway", "invalid_request_error", "stream_unsupported"})
+		writeJSONError(w, http.StatusBadRequest, apiError{Message: "streaming is not supported for this API through the gateway", Type: "invalid_request_error", Code: "stream_unsupported"})
 		return
 	}
 	s := &relay{w: w, rc: http.NewResponseController(w), t: t, ew: ew}
@@ -494,7 +494,7 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 	if !s.started {
 		var ib *inBandError
 		if errors.As(err, &ib) {
-			writeJSONError(s.w, http.StatusBadGateway, apiError{"upstream stream error: " + string(ib.data), "gateway_error", "upstream_stream_error"})
+			writeJSONError(s.w, http.StatusBadGateway, apiError{Message: "upstream stream error: " + string(ib.data), Type: "gateway_error", Code: "upstream_stream_error"})
 			return
 		}
 		g.fail(s.w, r, err)
@@ -513,7 +513,7 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 	}
 	var se *statusError
 	if errors.As(err, &se) {
-		_ = s.write(errorBody(apiError{fmt.Sprintf("upstream answered %d: %s", se.resp.StatusCode, truncate(se.body, 500)), "upstream_error", "upstream_status"}))
+		_ = s.write(errorBody(apiError{Message: fmt.Sprintf("upstream answered %d: %s", se.resp.StatusCode, truncate(se.body, 500)), Type: "upstream_error", Code: "upstream_status"}))
 		return
 	}
 	_, e := classify(err)

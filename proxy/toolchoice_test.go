@@ -85,8 +85,8 @@ func TestAToolChoiceOfAToolThePolicyHidesIsRefused(t *testing.T) {
 				return
 			}
 			e := gjson.GetBytes(b, "error")
-			if e.Get("type").String() != "invalid_request_error" || !strings.Contains(e.Get("message").String(), `deny "mail_*"`) {
-				t.Errorf("error %s; want an invalid_request_error naming the rule", b)
+			if e.Get("type").String() != "invalid_request_error" || !strings.Contains(e.Get("message").String(), `deny "mail_*"`) || e.Get("param").String() != "tool_choice" {
+				t.Errorf("error %s; want an invalid_request_error of param tool_choice naming the rule", b)
 			}
 			if up.body != nil {
 				t.Errorf("the upstream was called")

@@ -36,6 +36,20 @@ const MaxDepth = 128
 // to a 400 with the wrapped message.
 var ErrBadRequest = errors.New("invalid request")
 
+// ParamError is a refusal that one request parameter is at fault for, as
+// OpenAI's errors name it in their param member ("messages", "tools").
+// Err wraps ErrBadRequest; the message is Err's.
+type ParamError struct {
+	Param string
+	Err   error
+}
+
+func (e *ParamError) Error() string { return e.Err.Error() }
+func (e *ParamError) Unwrap() error { return e.Err }
+
+// WithParam returns err as the fault of the request parameter param.
+func WithParam(param string, err error) error { return &ParamError{Param: param, Err: err} }
+
 // Request is what the gateway reads from a Chat Completions request body. Its
 // string fields alias the body it was parsed from, unless Detached: that
 // body must not change while the request is in use.
@@ -182,7 +196,7 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 	})
 	r.Model, r.Stream, r.N = model.String(), stream.Bool(), n.Int()
 	if !msgs.IsArray() {
-		return nil, fmt.Errorf("%w: 'messages' must be an array", ErrBadRequest)
+		return nil, WithParam(pathMessages, fmt.Errorf("%w: 'messages' must be an array", ErrBadRequest))
 	}
 	r.IncludeUsage = opts.Get(pathIncludeUsageKey).Bool()
 	r.hasStreamOptions = opts.Exists()
@@ -207,7 +221,7 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 		if !ok {
 			parsed, err := parseTools(tools, false)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+				return nil, WithParam(pathTools, fmt.Errorf("%w: %w", ErrBadRequest, err))
 			}
 			known = KnownTools{Tools: parsed}
 			if cache != nil {

@@ -110,3 +110,40 @@ func TestRemoveTakesToolsOutOfActiveAndGuesses(t *testing.T) {
 		t.Errorf("active %v, guesses %v; want [a g2], [g2]", s.Active, s.Guesses)
 	}
 }
+
+func TestKeysStayShortWhateverTheSessionID(t *testing.T) {
+	tenant := Tenant("Bearer sk-alpha-123")
+	huge := strings.Repeat("x", 900_000)
+	for _, tc := range []struct {
+		name     string
+		explicit string
+		want     func(key string) bool
+	}{
+		{"a short id stays readable in the key", "conv-42", func(k string) bool { return k == tenant+":id:conv-42" }},
+		{"an id of the longest readable length stays readable", strings.Repeat("a", MaxReadableID), func(k string) bool {
+			return k == tenant+":id:"+strings.Repeat("a", MaxReadableID)
+		}},
+		{"an id one byte longer is hashed into a key of bounded length", strings.Repeat("a", MaxReadableID+1), func(k string) bool {
+			return len(k) <= maxKeyLen && !strings.Contains(k, "aaaa")
+		}},
+		{"a 900 KB id gives a key of bounded length", huge, func(k string) bool { return len(k) <= maxKeyLen }},
+		{"two long ids that differ in their last byte give two keys", huge[1:] + "y", func(k string) bool { return k != Key(tenant, huge, "", "") }},
+		{"the same long id under another credential gives another key", huge, func(k string) bool {
+			return k != Key(Tenant("Bearer sk-beta-456"), huge, "", "")
+		}},
+		{"a short id spelling a long id's key does not reach its session", strings.SplitN(Key(tenant, huge, "", ""), ":", 3)[2], func(k string) bool {
+			return k != Key(tenant, huge, "", "")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := Key(tenant, tc.explicit, "", "")
+			if !tc.want(k) {
+				t.Errorf("key %.200q (%d bytes)", k, len(k))
+			}
+		})
+	}
+}
+
+// maxKeyLen bounds every key Key returns: a tenant label, a kind and an
+// id of at most MaxReadableID bytes.
+const maxKeyLen = 16 + len(":id:") + MaxReadableID

@@ -1,0 +1,180 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// streamAt posts body to base+path and reads the whole answer, failing the
+// test if that takes more than 10 s.
+func streamAt(t *testing.T, base, path, body string) exchange {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("posting: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the gateway's answer after %s: %v", time.Since(start), err)
+	}
+	return exchange{status: resp.StatusCode, header: resp.Header, body: b, took: time.Since(start)}
+}
+
+// TestAPassthroughStreamThatFailsEndsWithAnErrorEvent: a stream the
+// gateway passes through unchanged ends as a rewritten one does when its
+// upstream fails: after timeouts.idle of silence (the upstream request
+// cancelled), at the request timeout, or cut short, with an error event
+// and no [DONE], never with a clean end a client takes for a whole answer.
+func TestAPassthroughStreamThatFailsEndsWithAnErrorEvent(t *testing.T) {
+	noTools := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	fewTools := string(chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(3), true, nil))
+	silent := func(cancelled chan<- struct{}) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, textChunk("partial"))
+			_ = http.NewResponseController(w).Flush()
+			if waitGone(r) {
+				close(cancelled)
+			}
+		}
+	}
+	// trickling sends an event every 50 ms, past the request timeout.
+	trickling := func(cancelled chan<- struct{}) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for {
+				_, _ = io.WriteString(w, textChunk("."))
+				_ = http.NewResponseController(w).Flush()
+				select {
+				case <-r.Context().Done():
+					close(cancelled)
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}
+	}
+	cut := func(cancelled chan<- struct{}) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			close(cancelled)
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, textChunk("partial")+`data: {"id":"c1","choi`)
+			_ = http.NewResponseController(w).Flush()
+			panic(http.ErrAbortHandler)
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		path     string
+		body     string
+		upstream func(chan<- struct{}) http.HandlerFunc
+		code     string
+	}{
+		{"a chat stream without tools silent after its first event ends at the idle timeout", "/chat/completions", noTools, silent, "upstream_timeout"},
+		{"a chat stream with fewer tools than min_tools silent after its first event ends at the idle timeout", "/chat/completions", fewTools, silent, "upstream_timeout"},
+		{"a stream on another route silent after its first event ends at the idle timeout", "/responses", noTools, silent, "upstream_timeout"},
+		{"a chat stream still going at the request timeout ends with a timeout event", "/chat/completions", noTools, trickling, "upstream_timeout"},
+		{"a chat stream cut mid-event ends with an error event of its own", "/chat/completions", noTools, cut, "upstream_bad_response"},
+		{"a stream on another route cut mid-event ends with an error event of its own", "/responses", noTools, cut, "upstream_bad_response"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cancelled := make(chan struct{})
+			base := newTestGateway(t, tc.upstream(cancelled), withPolicy(loadPolicy(t, "gateway:\n  timeouts: {idle: 300ms, request: 1s}\n")))
+			x := streamAt(t, base, tc.path, tc.body)
+			rep := readStream(t, bytes.NewReader(x.body))
+			if x.status != http.StatusOK || !strings.HasPrefix(rep.content, ".") && rep.content != "partial" || !rep.errorEvent || rep.dones != 0 {
+				t.Fatalf("status %d content %q error event %v [DONE] %d; want the upstream's text, then an error event and no [DONE]:\n%s", x.status, rep.content, rep.errorEvent, rep.dones, x.body)
+			}
+			last := rep.raw[len(rep.raw)-1]
+			if e := gjson.Get(last, "error"); e.Get("code").String() != tc.code || e.Get("type").String() != "gateway_error" || e.Get("param").Raw != "null" {
+				t.Errorf("last event %s; want a gateway_error of code %s", last, tc.code)
+			}
+			if !bytes.HasSuffix(x.body, []byte("\n\ndata: "+last+"\n\n")) {
+				t.Errorf("the error event is not an event of its own:\n%q", x.body)
+			}
+			if x.took > 3*time.Second {
+				t.Errorf("the stream took %s to end; the timeouts are 300 ms idle and 1 s in all", x.took)
+			}
+			select {
+			case <-cancelled:
+			case <-time.After(5 * time.Second):
+				t.Errorf("the upstream request was not cancelled")
+			}
+		})
+	}
+	t.Run("a passthrough stream that ends well reaches the client byte for byte", func(t *testing.T) {
+		stream := textChunk("whole") + finishChunk("stop") + doneEvent
+		base := newTestGateway(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, stream)
+		}), withPolicy(loadPolicy(t, "gateway:\n  timeouts: {idle: 300ms}\n")))
+		for _, path := range []string{"/chat/completions", "/responses"} {
+			if x := streamAt(t, base, path, noTools); x.status != http.StatusOK || string(x.body) != stream {
+				t.Errorf("%s: status %d body %q; want the upstream's stream", path, x.status, x.body)
+			}
+		}
+	})
+}
+
+// failingBody returns its data, then err.
+type failingBody struct {
+	data []byte
+	err  error
+}
+
+func (f *failingBody) Read(p []byte) (int, error) {
+	if len(f.data) == 0 {
+		return 0, f.err
+	}
+	n := copy(p, f.data)
+	f.data = f.data[n:]
+	return n, nil
+}
+
+func (f *failingBody) Close() error { return nil }
+
+func TestGuardStreamEndsAFailedStreamWithAnEventOfItsOwn(t *testing.T) {
+	broken := errors.New("connection reset")
+	event := `data: {"error":{"message":"upstream sent an unreadable response: stream ended early: connection reset","type":"gateway_error","param":null,"code":"upstream_bad_response"}}` + "\n\n"
+	for _, tc := range []struct {
+		name    string
+		header  map[string]string
+		data    string
+		want    string
+		wantErr error
+	}{
+		{"a stream cut mid-event gets a blank line, then the error event", map[string]string{"Content-Type": "text/event-stream"}, `data: {"id":`, `data: {"id":` + "\n\n" + event, nil},
+		{"a stream cut after an event gets the error event right after it", map[string]string{"Content-Type": "text/event-stream; charset=utf-8"}, "data: {}\n\n", "data: {}\n\n" + event, nil},
+		{"a stream cut after a line gets one more newline", map[string]string{"Content-Type": "text/event-stream"}, "data: {}\r\n", "data: {}\r\n\n" + event, nil},
+		{"a compressed stream keeps its read error, for no event would be in its encoding", map[string]string{"Content-Type": "text/event-stream", "Content-Encoding": "gzip"}, "\x1f\x8b", "\x1f\x8b", broken},
+		{"a JSON answer is left as it is", map[string]string{"Content-Type": "application/json"}, `{"id":`, `{"id":`, broken},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := &http.Response{Header: http.Header{}, Body: &failingBody{data: []byte(tc.data), err: broken}}
+			for k, v := range tc.header {
+				resp.Header.Set(k, v)
+			}
+			g := &Gateway{Logger: testLogger()}
+			g.guardStream(context.Background(), resp, time.Minute, func() {})
+			defer resp.Body.Close()
+			got, err := io.ReadAll(resp.Body)
+			if string(got) != tc.want || !errors.Is(err, tc.wantErr) {
+				t.Errorf("read %q, %v; want %q, %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
