@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -46,7 +47,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 	}
 	if why := g.passthroughReason(snap, req); why != "" {
 		tr.passthrough(why)
-		g.forwardChat(w, r, rest, snap, req, why)
+		g.forwardChat(tr, r, rest, snap, req, why)
 		return
 	}
 	t, err := g.newTurn(r.Context(), r, snap, req)
@@ -55,7 +56,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 		// to search, and the upstream gets the request without them.
 		const why = "policy hides every tool"
 		tr.passthrough(why)
-		g.forwardChat(w, r, rest, snap, req, why)
+		g.forwardChat(tr, r, rest, snap, req, why)
 		return
 	}
 	if err != nil {
@@ -210,16 +211,18 @@ func historyTokens(req *rewrite.Request) int {
 
 // forwardChat sends a request upstream as the client wrote it, except that
 // tools the policy denies are removed; the response streams back unchanged.
-func (g *Gateway) forwardChat(w http.ResponseWriter, r *http.Request, rest string, snap *policy.Snapshot, req *rewrite.Request, why string) {
+func (g *Gateway) forwardChat(w *tracker, r *http.Request, rest string, snap *policy.Snapshot, req *rewrite.Request, why string) {
 	body := req.Original()
 	if len(req.Tools) > 0 {
 		kept := make([]string, 0, len(req.Tools))
+		pos := make([]int, 0, len(req.Tools))
 		decide := snap.Decider(req.LastUser)
-		for _, t := range req.Tools {
+		for i, t := range req.Tools {
 			if decide(t.Name).Visible {
-				kept = append(kept, t.Raw)
+				kept, pos = append(kept, t.Raw), append(pos, i)
 			}
 		}
+		w.notePassthroughTools(req, kept, pos)
 		if len(kept) != len(req.Tools) {
 			var err error
 			if body, err = g.chat.Build(&rewrite.Request{Body: body}, kept, nil); err != nil {
@@ -241,16 +244,21 @@ func (g *Gateway) forwardChat(w http.ResponseWriter, r *http.Request, rest strin
 	copyEndToEnd(w.Header(), resp.Header, responseSkip...)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
+	usage := newUsageTap(req, resp)
 	buf := make([]byte, 32<<10)
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
+			usage.see(buf[:n])
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}
 			_ = rc.Flush()
 		}
 		if rerr != nil {
+			if rerr == io.EOF {
+				w.rep.passPrompt = usage.promptTokens()
+			}
 			return
 		}
 	}

@@ -47,6 +47,12 @@ func (g *Gateway) logDecision(tr *tracker, total time.Duration) {
 	}
 	if t := tr.turn; t != nil {
 		attrs = append(attrs, turnAttrs(t, total)...)
+	} else if rep.toolsIn > 0 && rep.tokErr == nil {
+		attrs = append(attrs, slog.Int("tools_client", rep.toolsIn), slog.String("encoding", string(rep.enc)),
+			slog.Int("tool_tokens_client", rep.tokIn), slog.Int("tool_tokens_upstream", rep.passSent))
+		if gw, direct, ok := rep.passInput(); ok {
+			attrs = append(attrs, slog.Int64("input_tokens", gw), slog.Int64("input_tokens_direct_estimate", direct))
+		}
 	}
 	g.DecisionLog.LogAttrs(context.Background(), slog.LevelInfo, "decision", attrs...)
 }

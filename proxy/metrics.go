@@ -70,11 +70,11 @@ func NewMetrics() *Metrics {
 		}, []string{"stream"}),
 		toolTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_tool_tokens_total",
-			Help: "Tokens of tool definitions: side=client counts the client's tools array once per request, side=upstream the tools sent on every upstream call.",
+			Help: "Tokens of tool definitions: side=client counts the client's tools array once per chat request, side=upstream the tools sent on every upstream call; requests passed through count both sides (equal unless the policy removed tools).",
 		}, []string{"side"}),
 		inputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_input_tokens_total",
-			Help: "Upstream input tokens: path=gateway is the upstream usage over all calls; path=direct_estimate is each request's first call with the full tools array instead (search rounds excluded).",
+			Help: "Upstream input tokens of chat requests with tools: path=gateway is the upstream usage over all calls; path=direct_estimate is each request's first call with the full tools array instead (search rounds excluded). Requests passed through count on both paths when their answer is whole (not streamed) and reports usage.",
 		}, []string{"path"}),
 		cachedTokens: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolgate_input_tokens_cached_total",
@@ -180,6 +180,10 @@ func (m *Metrics) observe(tr *tracker, total time.Duration) {
 	m.requests.WithLabelValues(tr.route, tr.rep.mode, status).Inc()
 	if tr.rep.reason != "" {
 		m.passthrough.WithLabelValues(tr.rep.reason).Inc()
+	}
+	if tr.rep.mode == "passthrough" {
+		m.observePassthrough(&tr.rep)
+		return
 	}
 	t := tr.turn
 	if t == nil {

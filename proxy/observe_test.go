@@ -759,3 +759,59 @@ func TestAMissIsACallOfAToolTheUpstreamWasNotSent(t *testing.T) {
 		})
 	}
 }
+
+// TestPassedThroughRequestsCountInTheTokenMetrics: a savings ratio read
+// from the token metrics must cover every chat request with tools, not
+// only those the gateway rewrote.
+func TestPassedThroughRequestsCountInTheTokenMetrics(t *testing.T) {
+	const answer = `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5000,"completion_tokens":1,"total_tokens":5001}}`
+	tests := []struct {
+		name, policy, reason string
+		stream               bool
+		// what the upstream got against what the client sent, and
+		// whether the input tokens are counted
+		fewerSent, input bool
+	}{
+		{"a request with fewer than min_tools counts its tools and prompt on both sides", "{}\n", "fewer than min_tools", false, false, true},
+		{"a tool the policy removed counts on the client's side only", "deny: [repo_list_issues]\n", "fewer than min_tools", false, true, true},
+		{"a streamed request counts its tools but not its prompt", "{}\n", "fewer than min_tools", true, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, textChunk("hi")+finishChunk("stop")+doneEvent)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, answer)
+			})
+			m := NewMetrics()
+			base := newTestGateway(t, up, withPolicy(loadPolicy(t, tt.policy)), func(g *Gateway) { g.Metrics = m })
+			x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(3), tt.stream, nil), nil)
+			if x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			var text string
+			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				if text = scrape(t, base); metricValue(t, text, `toolgate_passthrough_total{reason="`+tt.reason+`"}`) == 1 {
+					break
+				}
+			}
+			client := metricValue(t, text, `toolgate_tool_tokens_total{side="client"}`)
+			sent := metricValue(t, text, `toolgate_tool_tokens_total{side="upstream"}`)
+			gw := metricValue(t, text, `toolgate_input_tokens_total{path="gateway"}`)
+			direct := metricValue(t, text, `toolgate_input_tokens_total{path="direct_estimate"}`)
+			if client <= 0 || sent <= 0 || (sent < client) != tt.fewerSent {
+				t.Errorf("tool tokens client %v, upstream %v; want both counted, upstream fewer: %v", client, sent, tt.fewerSent)
+			}
+			switch {
+			case tt.input && (gw != 5000 || direct != 5000-sent+client):
+				t.Errorf("input tokens gateway %v, direct %v; want 5000 and %v", gw, direct, 5000-sent+client)
+			case !tt.input && (gw > 0 || direct > 0):
+				t.Errorf("input tokens gateway %v, direct %v; want none counted", gw, direct)
+			}
+		})
+	}
+}

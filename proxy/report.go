@@ -32,6 +32,11 @@ type report struct {
 
 	rounds   []roundNote
 	searches []searchNote
+
+	// A chat request passed through: the tokens of the tools it forwarded
+	// and its answer's prompt tokens (0: unknown).
+	passSent   int
+	passPrompt int64
 }
 
 // roundNote is one upstream call of a turn.

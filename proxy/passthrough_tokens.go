@@ -1,0 +1,102 @@
+package proxy
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/rewrite"
+)
+
+// Token accounting for chat requests sent upstream without the search
+// loop. They save nothing (or only the tools the policy hides), and the
+// token metrics must count them too: a savings ratio read from metrics
+// that left them out would claim the gateway's share of the traffic for
+// all of it.
+
+// notePassthroughTools counts the client's tools array (once per array,
+// as a turn does) and the tools forwarded (raws, at positions pos of the
+// client's array).
+func (tr *tracker) notePassthroughTools(req *rewrite.Request, raws []string, pos []int) {
+	rep := &tr.rep
+	rep.enc = encodingFor(req.Model)
+	rep.toolsIn = len(req.Tools)
+	tk := req.ToolsKey
+	if tk == 0 {
+		tk = tr.g.parsed.keyOf(req.ToolsRaw.Raw)
+	}
+	rep.catTok, rep.tokErr = tr.g.tokens.catalog(rep.enc, strconv.FormatUint(tk, 36), req.Tools)
+	if rep.tokErr == nil {
+		rep.tokIn = rep.catTok.total
+		rep.passSent, rep.tokErr = tr.g.tokens.round(rep.enc, rep.catTok, raws, pos)
+	}
+	if rep.tokErr != nil {
+		tr.g.logger().Warn("counting tool tokens", "err", rep.tokErr)
+	}
+}
+
+// maxUsageTap bounds the whole answer a passthrough keeps to read its
+// usage from; a longer one goes uncounted.
+const maxUsageTap = 1 << 20
+
+// usageTap keeps a copy of a whole (non-streamed, uncompressed, 200)
+// answer as it is relayed, to read its usage at the end. Streams are not
+// read: their usage, if the client asked for one, is in an event the
+// relay would have to parse.
+type usageTap struct {
+	on  bool
+	buf []byte
+}
+
+func newUsageTap(req *rewrite.Request, resp *http.Response) *usageTap {
+	return &usageTap{on: len(req.Tools) > 0 && !req.Stream && resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Encoding") == ""}
+}
+
+func (u *usageTap) see(b []byte) {
+	if !u.on {
+		return
+	}
+	if len(u.buf)+len(b) > maxUsageTap {
+		u.on, u.buf = false, nil
+		return
+	}
+	u.buf = append(u.buf, b...)
+}
+
+// promptTokens returns the answer's usage.prompt_tokens, or 0 when it
+// was not kept or has none.
+func (u *usageTap) promptTokens() int64 {
+	if !u.on {
+		return 0
+	}
+	return gjson.GetBytes(u.buf, "usage.prompt_tokens").Int()
+}
+
+// passInput returns a passed-through request's input tokens and what
+// they would have been direct: its prompt with the client's whole array
+// in place of what was forwarded, as for a turn's first call. ok is false
+// when its answer's usage was not read, or counts below the gateway's
+// count of the tools in the prompt (see turn.inputTokens).
+func (rep *report) passInput() (gateway, direct int64, ok bool) {
+	p, sent := rep.passPrompt, int64(rep.passSent)
+	if rep.toolsIn == 0 || rep.tokErr != nil || p <= 0 || p < sent {
+		return 0, 0, false
+	}
+	return p, p - sent + int64(rep.tokIn), true
+}
+
+// observePassthrough records a passed-through chat request's tokens: the
+// tool tokens of both sides and, when known, its input tokens on both
+// paths.
+func (m *Metrics) observePassthrough(rep *report) {
+	if rep.toolsIn == 0 || rep.tokErr != nil {
+		return
+	}
+	m.toolTokens.WithLabelValues("client").Add(float64(rep.tokIn))
+	m.toolTokens.WithLabelValues("upstream").Add(float64(rep.passSent))
+	if gw, direct, ok := rep.passInput(); ok {
+		m.inputTokens.WithLabelValues("gateway").Add(float64(gw))
+		m.inputTokens.WithLabelValues("direct_estimate").Add(float64(direct))
+	}
+}
