@@ -83,7 +83,9 @@ func (t *turn) trimsSearchRounds() bool { return t.snap.Gateway.SearchRound != p
 // bound keeps the active set within max_active. Tools from earlier turns
 // go first: those not used recently, oldest first, then the least recently
 // used; then this turn's own picks (preselected, follow-up, explored,
-// discovered), oldest first. Pinned tools stay.
+// discovered), oldest first; what the round's searches just found goes
+// last, its lowest ranked first, for the round that answers them offers
+// it and its results told the model so. Pinned tools stay.
 func (t *turn) bound() {
 	max := t.snap.Gateway.MaxActive
 	if max <= 0 {
@@ -112,11 +114,25 @@ func (t *turn) bound() {
 	}
 	take(t.st.Active, func(n string) bool { return earlier(n) && !slices.Contains(t.st.Recent, n) })
 	take(t.st.Recent, earlier)
-	take(t.st.Active, func(string) bool { return true })
+	take(t.st.Active, func(n string) bool { return !t.found[n] })
+	newestFirst := slices.Clone(t.st.Active) // found tools joined in rank order
+	slices.Reverse(newestFirst)
+	take(newestFirst, func(string) bool { return true })
 	for _, n := range victims {
 		delete(t.reasons, n)
 	}
 	t.st.Remove(victims)
+}
+
+// room is how many tools a search may still add this round and keep:
+// max_active less the pinned tools and what the round's searches found
+// (see bound), or -1 when there is no bound.
+func (t *turn) room() int {
+	max := t.snap.Gateway.MaxActive
+	if max <= 0 {
+		return -1
+	}
+	return max - len(t.pinned) - len(t.found)
 }
 
 func (t *turn) count() int {

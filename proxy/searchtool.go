@@ -179,6 +179,11 @@ func (t *turn) search(ctx context.Context, raw string) string {
 		return "Error: the search failed; try again with other keywords."
 	}
 	res.Items = t.withBundles(a.Query, res.Items)
+	if room := t.room(); room >= 0 && len(res.Items) > room {
+		// More than max_active keeps would be listed as callable and
+		// then evicted (bound): the best ranked stay, one at least.
+		res.Items = res.Items[:max(room, 1)]
+	}
 	for _, it := range res.Items {
 		t.join(it.Name, reasonDiscovered)
 		if t.found == nil {

@@ -1,13 +1,19 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
 	"github.com/toolgate/toolgate/session"
@@ -117,6 +123,116 @@ func TestALongSessionIDIsHeldUnderAShortKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if !tc.ok {
 				t.Errorf("keys %.300q, record's %.300q, debug %d %.300s", mem.Keys(), key, status, body)
+			}
+		})
+	}
+}
+
+// scriptedSearch is an upstream that calls tool_search with query in a
+// turn's first call and answers in text once its search is answered. It
+// records the tool names of every call and the search's result text.
+type scriptedSearch struct {
+	query func(firstCall []string) string
+	mu    sync.Mutex
+	calls [][]string
+	found []string // the results text of every search answered
+}
+
+func (s *scriptedSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	names := toolNames(b)
+	last := gjson.GetBytes(b, "messages.@reverse.0")
+	s.mu.Lock()
+	s.calls = append(s.calls, names)
+	q := ""
+	if last.Get("role").String() == "tool" {
+		s.found = append(s.found, last.Get("content").String())
+	} else {
+		q = s.query(names)
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if q == "" {
+		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Done."},"finish_reason":"stop"}]}`)
+		return
+	}
+	args, _ := json.Marshal(map[string]string{"query": q})
+	_, _ = fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_s","type":"function","function":{"name":%q,"arguments":%q}}]},"finish_reason":"tool_calls"}]}`, SearchToolName, args)
+}
+
+// listed returns the tool names a search's results text lists.
+func listed(text string) []string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if name, ok := strings.CutPrefix(line, "- "); ok {
+			name, _, _ = strings.Cut(name, " ")
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// TestAGuessASearchFindsStaysForTheNextTurn: the README promises that
+// tools the model found with tool_search stay; a preselected tool the
+// search returns again is one of them, not a guess the next user turn
+// drops.
+func TestAGuessASearchFindsStaysForTheNextTurn(t *testing.T) {
+	var guess string
+	up := &scriptedSearch{query: func(first []string) string {
+		for _, n := range first {
+			if n != SearchToolName {
+				guess = n
+				return strings.ReplaceAll(n, "_", " ")
+			}
+		}
+		t.Fatalf("the first call offered no preselected tool")
+		return ""
+	}}
+	var gw *Gateway
+	base := newTestGateway(t, up, func(g *Gateway) { gw = g })
+	msgs := []map[string]any{{"role": "user", "content": "File a bug about the login crash in the repository."}}
+	post(t, base, chatRequest(t, msgs, testCatalog(40), false, nil), map[string]string{"X-Session-ID": "refound"}).Body.Close()
+	if len(up.found) != 1 || !slices.Contains(listed(up.found[0]), guess) {
+		t.Fatalf("the search for %q found %v; the test needs it to find the guess", guess, up.found)
+	}
+	st, err := gw.Sessions.Get(context.Background(), session.Key(session.Tenant("Bearer sk-test"), "refound", "", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(st.Active, guess) || slices.Contains(st.Guesses, guess) {
+		t.Errorf("session active %v, guesses %v; want %s active and no longer a guess", st.Active, st.Guesses, guess)
+	}
+	if age := time.Since(st.Updated); age < 0 || age > time.Minute {
+		t.Errorf("session updated %v; want the time of the turn", st.Updated)
+	}
+}
+
+// TestASearchRoundOffersWhatItListsUnderASmallMaxActive: the results
+// text tells the model the tools are in its list; with max_active small,
+// the round must offer every tool it lists, the best ranked among them.
+func TestASearchRoundOffersWhatItListsUnderASmallMaxActive(t *testing.T) {
+	for _, maxActive := range []int{3, 5} {
+		t.Run(fmt.Sprintf("max_active %d", maxActive), func(t *testing.T) {
+			up := &scriptedSearch{query: func([]string) string { return "create issue repository" }}
+			pol := fmt.Sprintf("core: [calendar_create_event]\ngateway: {max_active: %d}\n", maxActive)
+			base := newTestGateway(t, up, withPolicy(loadPolicy(t, pol)))
+			msgs := []map[string]any{{"role": "user", "content": "Send the weekly report."}}
+			post(t, base, chatRequest(t, msgs, testCatalog(40), false, nil), nil).Body.Close()
+			if len(up.found) != 1 || len(up.calls) != 2 {
+				t.Fatalf("%d searches answered over %d calls; want 1 over 2", len(up.found), len(up.calls))
+			}
+			names := listed(up.found[0])
+			offered := up.calls[1]
+			if len(names) == 0 || names[0] != "repo_create_issue" {
+				t.Fatalf("the search listed %v; the test needs repo_create_issue first", names)
+			}
+			for _, n := range names {
+				if !slices.Contains(offered, n) {
+					t.Errorf("the results list %s, which the round's tools %v lack", n, offered)
+				}
+			}
+			if tools := len(offered) - 1; tools > maxActive { // tool_search aside
+				t.Errorf("the round offered %d tools besides tool_search; max_active is %d", tools, maxActive)
 			}
 		})
 	}

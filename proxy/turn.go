@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
@@ -151,18 +152,30 @@ func (t *turn) own(name string) string {
 	return strings.Clone(name)
 }
 
+// guessed reports whether a tool with this reason joined as the gateway's
+// guess for the turn, which a new user turn drops unless it was used.
+func guessed(reason string) bool {
+	return reason == reasonPreselect || reason == reasonFollowUp || reason == reasonExplore
+}
+
 func (t *turn) join(name, reason string) {
 	name, ok := t.policy.VisibleName(name) // the table's copy: see own
 	if !ok {
 		return
 	}
-	if t.st.Join(name) && (reason == reasonPreselect || reason == reasonFollowUp || reason == reasonExplore) {
+	if t.st.Join(name) && guessed(reason) {
 		t.st.Guess(name)
+	}
+	// A search that finds one of the turn's guesses makes it a tool the
+	// model asked for: it stays for the next user turn, as found tools do.
+	refound := reason == reasonDiscovered && guessed(t.reasons[name])
+	if refound {
+		t.st.Unguess(name)
 	}
 	// A retried turn finds its preselected tools already in the session;
 	// they keep the reason they joined for.
-	retried := t.reasons[name] == reasonSession && (reason == reasonPreselect || reason == reasonExplore || reason == reasonFollowUp)
-	if t.reasons[name] == "" || retried || reason == reasonCore || reason == reasonChoice || reason == reasonHistory {
+	retried := t.reasons[name] == reasonSession && guessed(reason)
+	if t.reasons[name] == "" || retried || refound || reason == reasonCore || reason == reasonChoice || reason == reasonHistory {
 		t.reasons[name] = reason
 	}
 	// Core, the tool_choice target and what this user turn has called are
@@ -178,6 +191,7 @@ func (t *turn) join(name, reason string) {
 // save stores the session; a failure costs a later search, so it is logged,
 // not returned.
 func (t *turn) save(ctx context.Context) {
+	t.st.Updated = time.Now().UTC()
 	if err := t.g.Sessions.Put(ctx, t.key, t.st); err != nil {
 		t.g.Metrics.sessionStoreFailed("put")
 		t.g.logger().Warn("saving session", "err", err)

@@ -80,6 +80,14 @@ func (s *State) Guess(name string) {
 	}
 }
 
+// Unguess marks an active tool as no longer a guess: the model asked for
+// it (a search found it) or called it.
+func (s *State) Unguess(name string) {
+	if i := slices.Index(s.Guesses, name); i >= 0 {
+		s.Guesses = slices.Delete(s.Guesses, i, i+1)
+	}
+}
+
 // DropGuesses removes the guesses that were never called from the active
 // tools, keeping the others' order, and returns them. A guess was ranked
 // for an earlier user turn; left in place, it would ride along on every
@@ -105,9 +113,7 @@ func (s *State) Remove(names []string) {
 // and no longer a guess.
 func (s *State) Touch(name string, keep int) {
 	s.Last = name
-	if i := slices.Index(s.Guesses, name); i >= 0 {
-		s.Guesses = slices.Delete(s.Guesses, i, i+1)
-	}
+	s.Unguess(name)
 	if i := slices.Index(s.Recent, name); i >= 0 {
 		s.Recent = slices.Delete(s.Recent, i, i+1)
 	}
