@@ -99,6 +99,10 @@ func streamOps(ops []byte, tail string) string {
 		case 6:
 			b.WriteString(doneEvent)
 		case 7:
+			if p >= 12 { // the role on a call's first fragment, as OpenAI sends it
+				b.WriteString(withRole(callChunk(i, fmt.Sprintf("call_r%d", p), names[p%len(names)], "")))
+				break
+			}
 			b.WriteString(sseData(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`))
 		case 8:
 			b.WriteString([]string{": keep-alive\n\n", "data: {broken\n\n", "event: ping\n\n", "data: 42\n\n"}[p%4])
@@ -126,7 +130,7 @@ func checkClientStream(body string) error {
 	if len(events) == 0 {
 		return errors.New("an empty stream")
 	}
-	finishes, next := 0, int64(0)
+	finishes, roles, next := 0, 0, int64(0)
 	for i, ev := range events {
 		last := i == len(events)-1
 		if ev == "[DONE]" {
@@ -151,6 +155,9 @@ func checkClientStream(body string) error {
 		if j.Get("choices.0.finish_reason").String() != "" {
 			finishes++
 		}
+		if j.Get("choices.0.delta.role").Exists() {
+			roles++
+		}
 		var bad error
 		j.Get("choices.0.delta.tool_calls").ForEach(func(_, c gjson.Result) bool {
 			idx := c.Get("index").Int()
@@ -173,6 +180,9 @@ func checkClientStream(body string) error {
 	if finishes > 1 {
 		return fmt.Errorf("%d finish chunks", finishes)
 	}
+	if roles > 1 {
+		return fmt.Errorf("%d role deltas", roles)
+	}
 	return nil
 }
 
@@ -190,6 +200,8 @@ func FuzzStreamRelay(f *testing.F) {
 	f.Add([]byte{4, 4, 6}, "")                         // two finishes
 	f.Add([]byte{0, 8, 18, 28, 38, 40, 6}, ": done\n") // noise
 	f.Add([]byte{120, 131, 121, 40, 6}, "")            // reasoning, then unnumbered whole calls
+	f.Add([]byte{7, 11, 12, 13, 14, 6}, "")            // a role, then a search: the next round has a role too
+	f.Add([]byte{137, 12, 13, 14, 6}, "")              // the role on the search call's first fragment
 	u, _ := url.Parse("http://upstream.invalid/v1")
 	snap := policy.Default()
 	body := chatRequestBytes(testCatalog(30))
@@ -209,7 +221,7 @@ func FuzzStreamRelay(f *testing.F) {
 			Catalogs: catalogs,
 			Logger:   testLogger(),
 			Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				stream := textChunk("after") + finishChunk("stop") + doneEvent
+				stream := withRole(textChunk("after")) + finishChunk("stop") + doneEvent
 				if calls.Add(1) == 1 {
 					stream = first
 				}

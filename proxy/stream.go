@@ -152,9 +152,10 @@ type relay struct {
 	held     []byte         // events framed before the headers were written
 	resp     *http.Response // the first event's upstream response
 	role     []byte         // the first chunk with the role and nothing else to send, held until something follows
-	sentRole bool
-	finished bool // a finish chunk reached the client
-	next     int  // the next tool-call index the client sees
+	sentRole bool           // an event has gone out (the held role chunk is sent before the first, or never)
+	roleOut  bool           // a role has gone out: later rounds' roles are dropped
+	finished bool           // a finish chunk reached the client
+	next     int            // the next tool-call index the client sees
 	model    string
 	frame    []byte // write's buffer
 }
@@ -319,18 +320,23 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 			// the first chunk, with the first call's start when the
 			// model calls tool_search first. The first chunk that has it
 			// (its internal calls cut) is held and goes out before the
-			// first event that is sent; later rounds' roles are
-			// dropped, so the client sees one.
+			// first event that is sent, unless that event has a role of
+			// its own; later rounds' roles are dropped, so the client
+			// sees one.
 			if !s.sentRole && s.role == nil && ev.Delta.Get("role").Exists() {
 				s.role, _ = s.ew.EditEvent(append([]byte(nil), data...), edit)
 			}
 			continue
 		}
+		hasRole := ev.Delta.Get("role").Exists()
+		if hasRole && s.roleOut {
+			edit.DropRole, hasRole = true, false
+		}
 		out, err := s.ew.EditEvent(data, edit)
 		if err != nil {
 			return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
 		}
-		if err := s.emit(resp, out); err != nil {
+		if err := s.emit(resp, out, hasRole); err != nil {
 			return res, err
 		}
 		if emitFinish {
@@ -358,19 +364,21 @@ func count(calls []*callState) (internal, real int) {
 	return internal, real
 }
 
-// emit writes one event (and the held role chunk before the first). The
-// first upstream response's headers are the ones the client gets.
-func (s *relay) emit(resp *http.Response, data []byte) error {
+// emit writes one event (and the held role chunk before the first, unless
+// the event has a role of its own: hasRole). The first upstream
+// response's headers are the ones the client gets.
+func (s *relay) emit(resp *http.Response, data []byte, hasRole bool) error {
 	if s.resp == nil {
 		s.resp = resp
 	}
-	if !s.sentRole && s.role != nil {
-		s.sentRole = true
+	if !s.sentRole && s.role != nil && !hasRole {
+		s.roleOut = true
 		if err := s.write(s.role); err != nil {
 			return err
 		}
 	}
 	s.sentRole = true
+	s.roleOut = s.roleOut || hasRole
 	return s.write(data)
 }
 
@@ -472,7 +480,7 @@ func (s *relay) end() (whole bool) {
 		usage = append([]byte{}, t.usage...)
 	}
 	for _, ev := range s.ew.EndEvents(t.id, t.created, s.model, finish, usage) {
-		if err := s.emit(nil, ev); err != nil {
+		if err := s.emit(nil, ev, false); err != nil {
 			return false
 		}
 	}

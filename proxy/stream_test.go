@@ -407,6 +407,14 @@ func TestTheClientGetsTheRoleOnceBeforeAnythingElse(t *testing.T) {
 		{"the role rides with a search call that a client's call follows", []string{
 			withRole(search) + callChunk(1, "call_r1", "repo_create_issue", `{}`) + finishChunk("tool_calls") + doneEvent}},
 		{"an answer without a search keeps its role", []string{answer}},
+		{"a round after a search whose first call carries the role", []string{
+			withRole(search) + finishChunk("tool_calls") + doneEvent,
+			withRole(callChunk(0, "call_r1", "repo_create_issue", `{}`)) + finishChunk("tool_calls") + doneEvent}},
+		{"a round after a search whose first text carries the role", []string{
+			withRole(search) + finishChunk("tool_calls") + doneEvent,
+			withRole(textChunk("Filed.")) + finishChunk("stop") + doneEvent}},
+		{"a round after a search that said something first", []string{
+			withRole(textChunk("Let me look. ")) + search + finishChunk("tool_calls") + doneEvent, answer}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -191,6 +191,9 @@ type EventEdit struct {
 	// DropUsage removes a usage object riding on a content chunk; the
 	// gateway sends one summed usage chunk of its own.
 	DropUsage bool
+	// DropRole removes the delta's role: a later round's, once the
+	// client has had the turn's.
+	DropRole bool
 	// Finish replaces the choice's finish_reason when not empty; "null"
 	// clears it, for a round the gateway continues.
 	Finish string
@@ -241,6 +244,12 @@ func EditEvent(data []byte, e EventEdit) ([]byte, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("rewriting chunk finish: %w", err)
+		}
+	}
+	if e.DropRole {
+		clone()
+		if out, err = sjson.DeleteBytes(out, "choices.0.delta.role"); err != nil {
+			return nil, fmt.Errorf("removing chunk role: %w", err)
 		}
 	}
 	if e.DropUsage && gjson.Get(view(out), "usage").Exists() {
