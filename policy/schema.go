@@ -52,19 +52,26 @@ type Document struct {
 	// Profiles override any section above for some clients; the first whose
 	// match fits a request wins. Lists replace the base list (except deny,
 	// which adds), maps merge by key, and settings merge field by field.
+	// gateway.listen and sessions cannot be set in a profile. Settings
+	// read at start-up or from the base policy take no effect there:
+	// gateway.upstream, upstream_key, body_limit, timeouts.connect and
+	// timeouts.first_byte, and search.embeddings url, model, key and
+	// cache_dir (provider openai only where the base had it at start-up).
 	Profiles []ProfileSpec `yaml:"profiles"`
 }
 
 // GatewaySpec is the gateway section.
 type GatewaySpec struct {
-	// Listen is the address to serve on. Default 127.0.0.1:8080.
+	// Listen is the address to serve on, read at start-up. Default
+	// 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
-	// Upstream is the base URL of the OpenAI-compatible API, ending in /v1.
-	// Default https://api.openai.com/v1.
+	// Upstream is the base URL of the OpenAI-compatible API, ending in /v1,
+	// read at start-up. Default https://api.openai.com/v1.
 	Upstream string `yaml:"upstream"`
 	// UpstreamKey, when set, replaces the client's Authorization with this
 	// key. "$NAME" or "${NAME}" reads the environment variable NAME at load
-	// time. Default empty: the client's key passes through.
+	// time. It reloads live, but only the base policy's applies (not a
+	// profile's). Default empty: the client's key passes through.
 	UpstreamKey string `yaml:"upstream_key"`
 	// Mode is search, preselect, hybrid (default) or passthrough.
 	Mode Mode `yaml:"mode"`
@@ -76,7 +83,7 @@ type GatewaySpec struct {
 	// MaxActive bounds the tools sent upstream besides tool_search. Default 32.
 	MaxActive int `yaml:"max_active"`
 	// Preselect is how many tools are preselected per user turn in hybrid and
-	// preselect modes. Default 7.
+	// preselect modes. Default 6 (7 from 150 tools with ScaleWithCatalog).
 	Preselect int `yaml:"preselect"`
 	// Explore, in preselect mode, gives the last preselected slot to a tool
 	// drawn from the few ranked just below the cut, a different one each
@@ -118,19 +125,23 @@ type GatewaySpec struct {
 	PassthroughHistoryTokens int `yaml:"passthrough_history_tokens"`
 	// Timeouts bound the upstream exchange.
 	Timeouts TimeoutsSpec `yaml:"timeouts"`
-	// BodyLimit is the largest request body accepted, in bytes. Default
-	// 33554432 (32 MiB).
+	// BodyLimit is the largest request body accepted, in bytes. It is read
+	// from the base policy before the body is parsed, so a profile's has no
+	// effect. Default 33554432 (32 MiB).
 	BodyLimit int64 `yaml:"body_limit"`
-	// Retries is how many times an idempotent upstream failure (connection
-	// refused, 502/503 before any byte) is retried. Default 1.
+	// Retries is how many times an upstream answer with a 5xx status is
+	// sent again; the client has received nothing by then. A transport
+	// error (connection refused, a timeout) is not retried: it fails the
+	// request at once. Default 1.
 	Retries int `yaml:"retries"`
 }
 
 // TimeoutsSpec holds durations written like 10s, 2m, 1h30m.
 type TimeoutsSpec struct {
-	// Connect bounds dialing the upstream. Default 10s.
+	// Connect bounds dialing the upstream; read at start-up. Default 10s.
 	Connect time.Duration `yaml:"connect"`
-	// FirstByte bounds the wait for response headers. Default 120s.
+	// FirstByte bounds the wait for response headers; read at start-up.
+	// Default 120s.
 	FirstByte time.Duration `yaml:"first_byte"`
 	// Idle bounds the silence between stream chunks. Default 120s.
 	Idle time.Duration `yaml:"idle"`
@@ -141,7 +152,9 @@ type TimeoutsSpec struct {
 // SearchSpec is the search section.
 type SearchSpec struct {
 	// Limit is the default number of tools a tool_search returns (the
-	// model may ask for up to 10). Default 3.
+	// model may ask for up to 10). One search returns at most 10, so a
+	// value above 10 acts as 10. Default 4 (more from 180 tools with
+	// gateway.scale_with_catalog).
 	Limit int `yaml:"limit"`
 	// Weights of the ranking ensemble; 0 switches a signal off.
 	Weights WeightsSpec `yaml:"weights"`
@@ -177,21 +190,26 @@ type WeightsSpec struct {
 // EmbeddingsSpec is search.embeddings.
 type EmbeddingsSpec struct {
 	// Provider is offline (default; bundled word vectors, no network), openai
-	// (any OpenAI-compatible /v1/embeddings endpoint) or off.
+	// (any OpenAI-compatible /v1/embeddings endpoint) or off. The openai
+	// client is built at start-up from url, model, key and cache_dir; a
+	// reload that switches to openai does not create one (ranking stays
+	// on the word vectors until a restart).
 	Provider string `yaml:"provider"`
 	// URL is the embeddings base URL ending in /v1. Default: the upstream.
 	URL string `yaml:"url"`
 	// Model is the embeddings model. Default text-embedding-3-small.
 	Model string `yaml:"model"`
 	// Key is the embeddings API key; "$NAME" reads the environment. Default:
-	// the upstream_key, else the client's key.
+	// the upstream_key; with neither, requests carry no key (the client's
+	// key is never used for embeddings).
 	Key string `yaml:"key"`
 	// CacheDir holds embeddings on disk, relative to this file if not
 	// absolute. Default empty: the user cache dir (toolgate/embeddings).
 	CacheDir string `yaml:"cache_dir"`
 }
 
-// SessionsSpec is the sessions section.
+// SessionsSpec is the sessions section, read at start-up (a reload does
+// not change it).
 type SessionsSpec struct {
 	// TTL is how long an idle session is kept. Default 1h.
 	TTL time.Duration `yaml:"ttl"`
@@ -260,7 +278,8 @@ type CategorySpec struct {
 }
 
 // ProfileSpec is one entry of profiles: a match plus overrides of any
-// section except gateway.listen, sessions and profiles.
+// section except gateway.listen, sessions and profiles (see
+// Document.Profiles for the overrides that take no effect).
 type ProfileSpec struct {
 	// Name labels the profile in logs and decisions.
 	Name string `yaml:"name"`

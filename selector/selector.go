@@ -1,7 +1,10 @@
 // Package selector compiles a tools catalog into a search index and ranks the
 // catalog's tools for a query. It owns the index, the ranking signals and the
-// embeddings. It must not know HTTP, YAML, or where session state is stored:
-// callers hand it plain values (tools, enrichment, the session's signals).
+// embeddings. It serves no HTTP and knows nothing of the chat API, YAML, or
+// where session state is stored: callers hand it plain values (tools,
+// enrichment, the session's signals). Its only network use is the optional
+// OpenAI-compatible embeddings client (embed_openai.go) behind the Embedder
+// interface.
 package selector
 
 import (

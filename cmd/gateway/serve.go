@@ -40,7 +40,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.config, "config", os.Getenv("GATEWAY_CONFIG"), "policy file (env GATEWAY_CONFIG; default ./tools.yaml when present)")
 	fs.StringVar(&c.logLevel, "log-level", envOr("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
 	fs.StringVar(&c.decisionLog, "decision-log", os.Getenv("GATEWAY_DECISION_LOG"), "append one JSON record per chat request to FILE, \"-\" for stderr (env GATEWAY_DECISION_LOG; default off)")
-	fs.StringVar(&c.adminToken, "admin-token", os.Getenv("GATEWAY_ADMIN_TOKEN"), "enables GET /debug/sessions/{id} for requests with this X-Toolgate-Admin-Token (env GATEWAY_ADMIN_TOKEN; default off)")
+	fs.StringVar(&c.adminToken, "admin-token", os.Getenv("GATEWAY_ADMIN_TOKEN"), "enables GET /debug/sessions/{id} and the Go profiles under /debug/pprof/ for requests with this X-Toolgate-Admin-Token (env GATEWAY_ADMIN_TOKEN; default off)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("%w: %w", errUsage, err)
 	}
