@@ -180,6 +180,6 @@ func (c *Catalog) Observe(h *Habits, text string, called []string, newTurn bool)
 	if h == nil || text == "" || !newTurn && len(called) == 0 {
 		return
 	}
-	q, _ := c.analyzeQuery(text, 1)
+	q, _ := c.analyzeQuery(clip(text), 1)
 	h.observe(slices.Collect(maps.Keys(q.terms)), called, newTurn)
 }

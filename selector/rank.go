@@ -64,6 +64,7 @@ func (c *Catalog) Search(ctx context.Context, q Query) (Results, error) {
 	if err := ctx.Err(); err != nil {
 		return Results{}, fmt.Errorf("searching catalog: %w", err)
 	}
+	q.Text = clip(q.Text)
 	lq, words := c.analyzeQuery(q.Text, 1)
 	lex, err := c.lexicalWithParts(ctx, lq, q.Text)
 	if err != nil {
@@ -92,6 +93,7 @@ func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query)
 	if len(texts) == 0 {
 		return Results{}, nil
 	}
+	texts = clipAll(texts)
 	latest := texts[len(texts)-1]
 	lq, words := c.analyzeQuery(latest, 1)
 	c.discountDone(lq, q.Done)
