@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/selector"
 )
@@ -73,22 +76,38 @@ func (g *Gateway) searchDefinition(catKey, name string, total, limit int, cat *s
 	return def
 }
 
-// searchArgs reads tool_search arguments leniently: models sometimes send a
-// bare string or an unknown field; the query is what matters.
+// searchArgs are a tool_search call's arguments.
 type searchArgs struct {
-	Query string `json:"query"`
-	Limit int    `json:"limit"`
+	Query string
+	Limit int
 }
 
+// maxQueryLen bounds the query a search answer repeats back to the model
+// (the ranking reads a long one's head and tail: selector.clip).
+const maxQueryLen = 200
+
+// parseSearchArgs reads tool_search arguments leniently: models send a
+// bare string, a number for the query, a limit as a string or a float,
+// unknown fields. The query is what matters; a limit that is not a
+// number is ignored. Arguments that are not JSON are the query.
 func parseSearchArgs(raw string) searchArgs {
 	var a searchArgs
-	if err := json.Unmarshal([]byte(raw), &a); err != nil {
-		var s string
-		if json.Unmarshal([]byte(raw), &s) == nil {
-			a.Query = s
-		} else {
-			a.Query = raw
+	switch v := gjson.Parse(raw); {
+	case !gjson.Valid(raw):
+		a.Query = raw
+	case v.IsObject():
+		if q := v.Get("query"); q.Type == gjson.String || q.Type == gjson.Number {
+			a.Query = q.String()
 		}
+		if l := v.Get("limit"); l.Type == gjson.Number {
+			a.Limit = int(min(max(l.Float(), 0), maxSearchLimit))
+		} else if n, err := strconv.Atoi(strings.TrimSpace(l.String())); err == nil && l.Type == gjson.String {
+			a.Limit = min(max(n, 0), maxSearchLimit)
+		}
+	case v.Type == gjson.String:
+		a.Query = v.String()
+	default:
+		a.Query = raw
 	}
 	a.Query = strings.TrimSpace(a.Query)
 	return a
@@ -102,6 +121,7 @@ func parseSearchArgs(raw string) searchArgs {
 // paid for twice.
 func formatResults(query string, res selector.Results, hints func(category string) string) string {
 	var b strings.Builder
+	query = shortened(query)
 	if len(res.Items) == 0 {
 		fmt.Fprintf(&b, "No new tools matched %q. Try other English keywords (the action and the object), or answer without a tool.", query)
 		return b.String()
@@ -109,7 +129,7 @@ func formatResults(query string, res selector.Results, hints func(category strin
 	fmt.Fprintf(&b, "Found %d tool(s) for %q, now in your tool list; call them directly:\n", len(res.Items), query)
 	var cats []string
 	for _, it := range res.Items {
-		fmt.Fprintf(&b, "- %s", it.Name)
+		fmt.Fprintf(&b, "- %s", oneLine(it.Name))
 		if it.Hint != "" {
 			fmt.Fprintf(&b, " (hint: %s)", it.Hint)
 		}
@@ -260,4 +280,30 @@ func (t *turn) withBundles(query string, items []selector.Result) []selector.Res
 		}
 	}
 	return out
+}
+
+// shortened returns a query the answer may repeat: up to maxQueryLen
+// bytes, cut at a rune, with an ellipsis when cut. The model wrote the
+// query; repeating a megabyte of it back would cost its tokens again.
+func shortened(q string) string {
+	if len(q) <= maxQueryLen {
+		return q
+	}
+	cut := maxQueryLen
+	for cut > 0 && !utf8.RuneStart(q[cut]) {
+		cut--
+	}
+	return q[:cut] + "…"
+}
+
+// oneLine returns a tool name without line breaks or other control
+// characters: the results list one tool a line, and a client's tool
+// named "x\n- other (hint: …)" must not add lines of its own.
+func oneLine(name string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) {
+			return -1
+		}
+		return r
+	}, name)
 }

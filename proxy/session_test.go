@@ -160,18 +160,6 @@ func (s *scriptedSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_s","type":"function","function":{"name":%q,"arguments":%q}}]},"finish_reason":"tool_calls"}]}`, SearchToolName, args)
 }
 
-// listed returns the tool names a search's results text lists.
-func listed(text string) []string {
-	var out []string
-	for _, line := range strings.Split(text, "\n") {
-		if name, ok := strings.CutPrefix(line, "- "); ok {
-			name, _, _ = strings.Cut(name, " ")
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
 // TestAGuessASearchFindsStaysForTheNextTurn: the README promises that
 // tools the model found with tool_search stay; a preselected tool the
 // search returns again is one of them, not a guess the next user turn
@@ -192,7 +180,7 @@ func TestAGuessASearchFindsStaysForTheNextTurn(t *testing.T) {
 	base := newTestGateway(t, up, func(g *Gateway) { gw = g })
 	msgs := []map[string]any{{"role": "user", "content": "File a bug about the login crash in the repository."}}
 	post(t, base, chatRequest(t, msgs, testCatalog(40), false, nil), map[string]string{"X-Session-ID": "refound"}).Body.Close()
-	if len(up.found) != 1 || !slices.Contains(listed(up.found[0]), guess) {
+	if len(up.found) != 1 || !slices.Contains(foundTools(up.found[0]), guess) {
 		t.Fatalf("the search for %q found %v; the test needs it to find the guess", guess, up.found)
 	}
 	st, err := gw.Sessions.Get(context.Background(), session.Key(session.Tenant("Bearer sk-test"), "refound", "", ""))
@@ -221,7 +209,7 @@ func TestASearchRoundOffersWhatItListsUnderASmallMaxActive(t *testing.T) {
 			if len(up.found) != 1 || len(up.calls) != 2 {
 				t.Fatalf("%d searches answered over %d calls; want 1 over 2", len(up.found), len(up.calls))
 			}
-			names := listed(up.found[0])
+			names := foundTools(up.found[0])
 			offered := up.calls[1]
 			if len(names) == 0 || names[0] != "repo_create_issue" {
 				t.Fatalf("the search listed %v; the test needs repo_create_issue first", names)
