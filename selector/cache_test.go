@@ -78,3 +78,33 @@ func TestCacheCompilesEachKeyOnce(t *testing.T) {
 		}
 	})
 }
+
+func TestCacheHoldsNoMoreToolsThanItsBound(t *testing.T) {
+	c := newCache(10, 300)
+	get := func(key string, n int) {
+		t.Helper()
+		if _, err := c.Get(context.Background(), key, func() ([]Tool, Config) { return syntheticTools(n), Config{} }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		name      string
+		key       string
+		tools     int
+		wantLen   int
+		wantTools int64
+	}{
+		{"a first catalog is held", "a", 200, 1, 200},
+		{"a second that goes over the bound lets the first go", "b", 150, 1, 150},
+		{"a third that fits is held with it", "c", 100, 2, 250},
+		{"one larger than the bound is held alone", "d", 400, 1, 400},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			get(st.key, st.tools)
+			if s := c.Stats(); s.Len != st.wantLen || s.Tools != st.wantTools {
+				t.Errorf("%d catalogs, %d tools; want %d, %d", s.Len, s.Tools, st.wantLen, st.wantTools)
+			}
+		})
+	}
+}
