@@ -98,13 +98,19 @@ type exchange struct {
 	took   time.Duration
 }
 
-// send posts body with a deadline, so a gateway that hangs fails the test
-// instead of stalling it.
+// send posts body to the chat route with a deadline, so a gateway that
+// hangs fails the test instead of stalling it.
 func send(t *testing.T, base string, body []byte, hdr map[string]string) exchange {
+	t.Helper()
+	return sendTo(t, base, "/chat/completions", body, hdr)
+}
+
+// sendTo is send to base+path.
+func sendTo(t *testing.T, base, path string, body []byte, hdr map[string]string) exchange {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions", bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer sk-test")
 	for k, v := range hdr {
@@ -118,7 +124,7 @@ func send(t *testing.T, base string, body []byte, hdr map[string]string) exchang
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("reading the gateway's answer: %v", err)
+		t.Fatalf("reading the gateway's answer after %s: %v", time.Since(start), err)
 	}
 	return exchange{status: resp.StatusCode, header: resp.Header, body: b, took: time.Since(start)}
 }

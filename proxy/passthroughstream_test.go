@@ -13,27 +13,6 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// streamAt posts body to base+path and reads the whole answer, failing the
-// test if that takes more than 10 s.
-func streamAt(t *testing.T, base, path, body string) exchange {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("posting: %v", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading the gateway's answer after %s: %v", time.Since(start), err)
-	}
-	return exchange{status: resp.StatusCode, header: resp.Header, body: b, took: time.Since(start)}
-}
-
 // TestAPassthroughStreamThatFailsEndsWithAnErrorEvent: a stream the
 // gateway passes through unchanged ends as a rewritten one does when its
 // upstream fails: after timeouts.idle of silence (the upstream request
@@ -94,7 +73,7 @@ func TestAPassthroughStreamThatFailsEndsWithAnErrorEvent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cancelled := make(chan struct{})
 			base := newTestGateway(t, tc.upstream(cancelled), withPolicy(loadPolicy(t, "gateway:\n  timeouts: {idle: 300ms, request: 1s}\n")))
-			x := streamAt(t, base, tc.path, tc.body)
+			x := sendTo(t, base, tc.path, []byte(tc.body), nil)
 			rep := readStream(t, bytes.NewReader(x.body))
 			if x.status != http.StatusOK || !strings.HasPrefix(rep.content, ".") && rep.content != "partial" || !rep.errorEvent || rep.dones != 0 {
 				t.Fatalf("status %d content %q error event %v [DONE] %d; want the upstream's text, then an error event and no [DONE]:\n%s", x.status, rep.content, rep.errorEvent, rep.dones, x.body)
@@ -123,7 +102,7 @@ func TestAPassthroughStreamThatFailsEndsWithAnErrorEvent(t *testing.T) {
 			_, _ = io.WriteString(w, stream)
 		}), withPolicy(loadPolicy(t, "gateway:\n  timeouts: {idle: 300ms}\n")))
 		for _, path := range []string{"/chat/completions", "/responses"} {
-			if x := streamAt(t, base, path, noTools); x.status != http.StatusOK || string(x.body) != stream {
+			if x := sendTo(t, base, path, []byte(noTools), nil); x.status != http.StatusOK || string(x.body) != stream {
 				t.Errorf("%s: status %d body %q; want the upstream's stream", path, x.status, x.body)
 			}
 		}

@@ -384,6 +384,17 @@ func TestStreamedTurnsKeepTheUpstreamConnection(t *testing.T) {
 	}
 }
 
+// streamRounds sends the streamed bigRequest through a gateway whose
+// upstream answers its n-th call with rounds[n] (sseHandler), and returns
+// the exchange, what the client assembled and the upstream calls made.
+func streamRounds(t *testing.T, rounds ...string) (exchange, streamReply, int) {
+	t.Helper()
+	var calls atomic.Int32
+	base := newTestGateway(t, sseHandler(&calls, rounds...))
+	x := send(t, base, bigRequest(t, true), nil)
+	return x, readStream(t, bytes.NewReader(x.body)), int(calls.Load())
+}
+
 // withRole gives a chunk made by textChunk or callChunk the assistant's
 // role, as OpenAI sends it in a stream's first chunk.
 func withRole(chunk string) string {
@@ -418,10 +429,7 @@ func TestTheClientGetsTheRoleOnceBeforeAnythingElse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var calls atomic.Int32
-			base := newTestGateway(t, sseHandler(&calls, tt.rounds...))
-			x := send(t, base, bigRequest(t, true), nil)
-			rep := readStream(t, bytes.NewReader(x.body))
+			x, rep, _ := streamRounds(t, tt.rounds...)
 			if len(rep.roles) != 1 || rep.roles[0] != "assistant" || rep.lateRole || rep.errorEvent || rep.dones != 1 {
 				t.Errorf("roles %q (late: %v), error event %v, [DONE] %d; want one assistant role before any content or call, no error, one [DONE]:\n%s",
 					rep.roles, rep.lateRole, rep.errorEvent, rep.dones, x.body)
@@ -448,23 +456,17 @@ func TestAStreamEndingWithoutItsLastBlankLineIsComplete(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var calls atomic.Int32
-			base := newTestGateway(t, sseHandler(&calls, tt.rounds...))
-			x := send(t, base, bigRequest(t, true), nil)
-			rep := readStream(t, bytes.NewReader(x.body))
-			if x.status != http.StatusOK || rep.content != "It is sunny." || rep.errorEvent || rep.dones != 1 || int(calls.Load()) != len(tt.rounds) {
+			x, rep, calls := streamRounds(t, tt.rounds...)
+			if x.status != http.StatusOK || rep.content != "It is sunny." || rep.errorEvent || rep.dones != 1 || calls != len(tt.rounds) {
 				t.Errorf("status %d, content %q, error event %v, [DONE] %d, upstream calls %d; want 200, the answer, no error, one [DONE], %d calls:\n%s",
-					x.status, rep.content, rep.errorEvent, rep.dones, calls.Load(), len(tt.rounds), x.body)
+					x.status, rep.content, rep.errorEvent, rep.dones, calls, len(tt.rounds), x.body)
 			}
 		})
 	}
 }
 
 func TestAChunkCutShortEndsWithAnErrorEvent(t *testing.T) {
-	var calls atomic.Int32
-	base := newTestGateway(t, sseHandler(&calls, textChunk("half an ")+`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"ans`))
-	x := send(t, base, bigRequest(t, true), nil)
-	rep := readStream(t, bytes.NewReader(x.body))
+	x, rep, _ := streamRounds(t, textChunk("half an ")+`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"ans`)
 	if rep.content != "half an " || !rep.errorEvent || rep.dones != 0 {
 		t.Errorf("content %q, error event %v, [DONE] %d; want the whole chunks' text, an error event, no [DONE]:\n%s", rep.content, rep.errorEvent, rep.dones, x.body)
 	}
