@@ -239,7 +239,7 @@ func (g *Gateway) forwardChat(w *tracker, r *http.Request, rest string, snap *po
 		g.fail(w, r, err)
 		return
 	}
-	g.guardStream(r.Context(), resp, idle(snap.Gateway.IdleTimeout), cancel)
+	g.guardStream(ctx, resp, idle(snap.Gateway.IdleTimeout), cancel)
 	defer resp.Body.Close()
 	copyEndToEnd(w.Header(), resp.Header, responseSkip...)
 	w.WriteHeader(resp.StatusCode)

@@ -20,18 +20,14 @@ import (
 // client's array).
 func (tr *tracker) notePassthroughTools(req *rewrite.Request, raws []string, pos []int) {
 	rep := &tr.rep
-	rep.enc = encodingFor(req.Model)
-	rep.toolsIn = len(req.Tools)
 	tk := req.ToolsKey
 	if tk == 0 {
 		tk = tr.g.parsed.keyOf(req.ToolsRaw.Raw)
 	}
-	rep.catTok, rep.tokErr = tr.g.tokens.catalog(rep.enc, strconv.FormatUint(tk, 36), req.Tools)
-	if rep.tokErr == nil {
-		rep.tokIn = rep.catTok.total
-		rep.passSent, rep.tokErr = tr.g.tokens.round(rep.enc, rep.catTok, raws, pos)
+	if rep.countClient(tr.g, req, strconv.FormatUint(tk, 36)); rep.tokErr != nil {
+		return
 	}
-	if rep.tokErr != nil {
+	if rep.passSent, rep.tokErr = tr.g.tokens.round(rep.enc, rep.catTok, raws, pos); rep.tokErr != nil {
 		tr.g.logger().Warn("counting tool tokens", "err", rep.tokErr)
 	}
 }
@@ -79,11 +75,11 @@ func (u *usageTap) promptTokens() int64 {
 // when its answer's usage was not read, or counts below the gateway's
 // count of the tools in the prompt (see turn.inputTokens).
 func (rep *report) passInput() (gateway, direct int64, ok bool) {
-	p, sent := rep.passPrompt, int64(rep.passSent)
-	if rep.toolsIn == 0 || rep.tokErr != nil || p <= 0 || p < sent {
+	if rep.toolsIn == 0 || rep.tokErr != nil || rep.passPrompt <= 0 {
 		return 0, 0, false
 	}
-	return p, p - sent + int64(rep.tokIn), true
+	direct, ok = rep.directFor(rep.passPrompt, int64(rep.passSent))
+	return rep.passPrompt, direct, ok
 }
 
 // observePassthrough records a passed-through chat request's tokens: the

@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tiktoken-go/tokenizer"
 
+	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
 )
 
@@ -68,13 +69,19 @@ const searchHitsLogged = 8
 func (t *turn) noteClient(rep *report) {
 	t.rep = rep
 	rep.mode = string(t.snap.Gateway.Mode)
-	rep.enc = encodingFor(t.req.Model)
-	rep.toolsIn = len(t.req.Tools)
-	rep.catTok, rep.tokErr = t.g.tokens.catalog(rep.enc, t.catKey, t.req.Tools)
+	rep.countClient(t.g, t.req, t.catKey)
+}
+
+// countClient counts req's tools array in its model's encoding, cached
+// under key (once per array): the tokens a direct request would send.
+func (rep *report) countClient(g *Gateway, req *rewrite.Request, key string) {
+	rep.enc = encodingFor(req.Model)
+	rep.toolsIn = len(req.Tools)
+	rep.catTok, rep.tokErr = g.tokens.catalog(rep.enc, key, req.Tools)
 	if rep.tokErr == nil {
 		rep.tokIn = rep.catTok.total
 	} else {
-		t.g.logger().Warn("counting tool tokens", "err", rep.tokErr)
+		g.logger().Warn("counting tool tokens", "err", rep.tokErr)
 	}
 }
 
@@ -163,11 +170,19 @@ func (t *turn) inputTokens() (gateway, direct int64, ok bool) {
 	if len(rep.rounds) > 1 {
 		first = rep.rounds[1].promptBefore
 	}
-	sent := int64(rep.rounds[0].tokens)
+	direct, ok = rep.directFor(first, int64(rep.rounds[0].tokens))
+	return gateway, direct, ok
+}
+
+// directFor estimates what a call whose prompt counted first tokens, sent
+// of them the tools it carried, would have counted with the client's
+// whole array instead; ok is false when first is below sent (see
+// inputTokens).
+func (rep *report) directFor(first, sent int64) (direct int64, ok bool) {
 	if first < sent {
-		return 0, 0, false
+		return 0, false
 	}
-	return gateway, first - sent + int64(rep.tokIn), true
+	return first - sent + int64(rep.tokIn), true
 }
 
 func promptTokens(usage []byte) int64 {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
@@ -289,11 +288,7 @@ func shortened(q string) string {
 	if len(q) <= maxQueryLen {
 		return q
 	}
-	cut := maxQueryLen
-	for cut > 0 && !utf8.RuneStart(q[cut]) {
-		cut--
-	}
-	return q[:cut] + "…"
+	return clip(q, maxQueryLen) + "…"
 }
 
 // oneLine returns a tool name without line breaks or other control

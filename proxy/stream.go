@@ -315,6 +315,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 				edit.Finish, emitFinish = "null", false
 			}
 		}
+		hasRole := ev.Delta.Get("role").Exists()
 		if !ev.Text && len(calls) == 0 && !emitFinish {
 			// Nothing for the client, but the role: OpenAI sends it in
 			// the first chunk, with the first call's start when the
@@ -323,12 +324,11 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 			// first event that is sent, unless that event has a role of
 			// its own; later rounds' roles are dropped, so the client
 			// sees one.
-			if !s.sentRole && s.role == nil && ev.Delta.Get("role").Exists() {
+			if !s.sentRole && s.role == nil && hasRole {
 				s.role, _ = s.ew.EditEvent(append([]byte(nil), data...), edit)
 			}
 			continue
 		}
-		hasRole := ev.Delta.Get("role").Exists()
 		if hasRole && s.roleOut {
 			edit.DropRole, hasRole = true, false
 		}
