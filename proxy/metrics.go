@@ -177,7 +177,8 @@ func (m *Metrics) observe(tr *tracker, total time.Duration) {
 	if tr.status != 0 {
 		status = strconv.Itoa(tr.status)
 	}
-	m.requests.WithLabelValues(tr.route, tr.rep.mode, status).Inc()
+	// Counted last: a scrape that sees the request sees all it recorded.
+	defer m.requests.WithLabelValues(tr.route, tr.rep.mode, status).Inc()
 	if tr.rep.reason != "" {
 		m.passthrough.WithLabelValues(tr.rep.reason).Inc()
 	}
