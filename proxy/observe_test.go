@@ -774,14 +774,24 @@ func TestPassedThroughRequestsCountInTheTokenMetrics(t *testing.T) {
 	}{
 		{"a request with fewer than min_tools counts its tools and prompt on both sides", "{}\n", "fewer than min_tools", false, false, true},
 		{"a tool the policy removed counts on the client's side only", "deny: [repo_list_issues]\n", "fewer than min_tools", false, true, true},
-		{"a streamed request counts its tools but not its prompt", "{}\n", "fewer than min_tools", true, false, false},
+		{"a streamed request without a usage event counts its tools but not its prompt", "{}\n", "fewer than min_tools", true, false, false},
+		{"a streamed request counts its prompt from the usage event", "{}\n", "fewer than min_tools", true, false, true},
+		{"a streamed request whose usage follows a long answer counts its prompt", "{}\n", "fewer than min_tools", true, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if tt.stream {
 					w.Header().Set("Content-Type", "text/event-stream")
-					_, _ = io.WriteString(w, textChunk("hi")+finishChunk("stop")+doneEvent)
+					text := textChunk("hi")
+					if strings.Contains(tt.name, "long answer") {
+						text = strings.Repeat(textChunk(strings.Repeat("word ", 50)), 400) // ~100 KB, in many reads
+					}
+					_, _ = io.WriteString(w, text+finishChunk("stop"))
+					if tt.input {
+						_, _ = io.WriteString(w, sseData(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5000,"completion_tokens":1,"total_tokens":5001}}`))
+					}
+					_, _ = io.WriteString(w, doneEvent)
 					return
 				}
 				w.Header().Set("Content-Type", "application/json")

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"net/http"
 	"strconv"
 
@@ -36,28 +37,46 @@ func (tr *tracker) notePassthroughTools(req *rewrite.Request, raws []string, pos
 // usage from; a longer one goes uncounted.
 const maxUsageTap = 1 << 20
 
-// usageTap keeps a copy of a whole (non-streamed, uncompressed, 200)
-// answer as it is relayed, to read its usage at the end. Streams are not
-// read: their usage, if the client asked for one, is in an event the
-// relay would have to parse.
+// streamUsageTail is how much of a stream's end a passthrough keeps: the
+// usage event (sent when the client asked for stream_options.include_usage)
+// is the last before [DONE] and a few hundred bytes long.
+const streamUsageTail = 8 << 10
+
+// usageTap keeps a copy of a passed-through answer as it is relayed, to
+// read its usage at the end: a whole (non-streamed) answer up to
+// maxUsageTap, or a stream's last streamUsageTail bytes. Only
+// uncompressed 200s with tools are read.
 type usageTap struct {
-	on  bool
-	buf []byte
+	on     bool
+	stream bool
+	buf    []byte
 }
 
 func newUsageTap(req *rewrite.Request, resp *http.Response) *usageTap {
-	return &usageTap{on: len(req.Tools) > 0 && !req.Stream && resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Encoding") == ""}
+	return &usageTap{
+		on:     len(req.Tools) > 0 && resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Encoding") == "",
+		stream: req.Stream,
+	}
 }
 
 func (u *usageTap) see(b []byte) {
-	if !u.on {
-		return
-	}
-	if len(u.buf)+len(b) > maxUsageTap {
+	switch {
+	case !u.on:
+	case u.stream:
+		if len(b) >= streamUsageTail {
+			u.buf = append(u.buf[:0], b[len(b)-streamUsageTail:]...)
+			return
+		}
+		if len(u.buf)+len(b) > 2*streamUsageTail {
+			// Slide, not grow: the copy happens once per tail's worth.
+			u.buf = append(u.buf[:0], u.buf[len(u.buf)-(streamUsageTail-len(b)):]...)
+		}
+		u.buf = append(u.buf, b...)
+	case len(u.buf)+len(b) > maxUsageTap:
 		u.on, u.buf = false, nil
-		return
+	default:
+		u.buf = append(u.buf, b...)
 	}
-	u.buf = append(u.buf, b...)
 }
 
 // promptTokens returns the answer's usage.prompt_tokens, or 0 when it
@@ -66,7 +85,24 @@ func (u *usageTap) promptTokens() int64 {
 	if !u.on {
 		return 0
 	}
-	return gjson.GetBytes(u.buf, "usage.prompt_tokens").Int()
+	if !u.stream {
+		return gjson.GetBytes(u.buf, "usage.prompt_tokens").Int()
+	}
+	// The last data line that carries a usage; the tail's first line may
+	// be cut and then is not JSON.
+	for rest := u.buf; len(rest) > 0; {
+		i := bytes.LastIndexByte(rest[:len(rest)-1], '\n') + 1
+		line := bytes.TrimSpace(rest[i:])
+		rest = rest[:max(i-1, 0)]
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue
+		}
+		if p := gjson.GetBytes(bytes.TrimSpace(data), "usage.prompt_tokens"); p.Type == gjson.Number {
+			return p.Int()
+		}
+	}
+	return 0
 }
 
 // passInput returns a passed-through request's input tokens and what
