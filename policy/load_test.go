@@ -412,6 +412,21 @@ func TestHintsAreLoadedRelativeToTheConfigFile(t *testing.T) {
 	}
 }
 
+func TestAHintsFileIsReadAsAnEditorShowsIt(t *testing.T) {
+	tests := []struct{ name, file, want string }{
+		{"a file saved with a byte-order mark reads without it", "\xef\xbb\xbfOpen the page first.\n", "Open the page first."},
+		{"a file saved with CRLF line ends reads with LF", "Open the page.\r\nThen read it.\r\n", "Open the page.\nThen read it."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustLoad(t, "categories:\n  web:\n    hints: web.md\n", map[string]string{"web.md": tt.file})
+			if got := s.Hints("web"); got != tt.want {
+				t.Errorf("hints %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestShippedPolicyLoadsAndRunsTheDefaults(t *testing.T) {
 	s, err := Load(filepath.Join("..", "tools.yaml"))
 	if err != nil {

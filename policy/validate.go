@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/url"
@@ -230,12 +232,30 @@ func (v *validator) hintsFile(path, file string) {
 		v.check(path, false, "hints file %s is %d bytes; at most %d are allowed", file, fi.Size(), maxHintBytes)
 		return
 	}
-	b, err := os.ReadFile(full)
+	b, err := readHints(full)
 	if err != nil {
 		v.check(path, false, "reading hints file %s: %v", file, errNoPath(err))
 		return
 	}
+	if len(b) > maxHintBytes { // it grew since the stat
+		v.check(path, false, "hints file %s is over %d bytes; at most %d are allowed", file, maxHintBytes, maxHintBytes)
+		return
+	}
+	// A BOM would reach the model as the first character of the hints,
+	// and a Windows editor's CRLFs as a token more per line.
+	b = bytes.ReplaceAll(bytes.TrimPrefix(b, utf8BOM), []byte("\r\n"), []byte("\n"))
 	v.hints[full] = string(b)
+}
+
+// readHints reads a hints file through a limit one byte past
+// maxHintBytes, so a file that grows after its stat costs no more.
+func readHints(full string) ([]byte, error) {
+	f, err := os.Open(full)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxHintBytes+1))
 }
 
 // errNoPath drops the path an *os.PathError repeats, since the message
