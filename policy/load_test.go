@@ -146,6 +146,21 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{"3:23: profiles[0].gateway.listen: cannot be set per profile", `4:5: unknown key "colour" in profiles[0]`},
 		},
 		{
+			name: "a profile cannot set what is read at start-up or before it is chosen",
+			src:  "profiles:\n  - match: {model: x}\n    gateway:\n      upstream: http://other:1/v1\n      upstream_key: k\n      body_limit: 10\n      timeouts: {connect: 1s, first_byte: 1s, idle: 5s}\n    search:\n      embeddings: {provider: openai, url: http://e:1/v1, model: m, key: k, cache_dir: c}\n",
+			want: []string{
+				"4:17: profiles[0].gateway.upstream: cannot be set per profile: the upstream URL is read at start-up",
+				"5:21: profiles[0].gateway.upstream_key: cannot be set per profile",
+				"6:19: profiles[0].gateway.body_limit: cannot be set per profile: the body is read before",
+				"7:27: profiles[0].gateway.timeouts.connect: cannot be set per profile",
+				"7:43: profiles[0].gateway.timeouts.first_byte: cannot be set per profile",
+				"9:43: profiles[0].search.embeddings.url: cannot be set per profile",
+				"9:65: profiles[0].search.embeddings.model",
+				"9:73: profiles[0].search.embeddings.key",
+				"9:87: profiles[0].search.embeddings.cache_dir",
+			},
+		},
+		{
 			name: "a profile's bad enum is located inside the profile",
 			src:  "profiles:\n  - tools:\n      x: {risk: nuclear}\n",
 			want: []string{`3:17: profiles[0].tools.x.risk: unknown risk "nuclear"`},

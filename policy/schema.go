@@ -52,11 +52,12 @@ type Document struct {
 	// Profiles override any section above for some clients; the first whose
 	// match fits a request wins. Lists replace the base list (except deny,
 	// which adds), maps merge by key, and settings merge field by field.
-	// gateway.listen and sessions cannot be set in a profile. Settings
-	// read at start-up or from the base policy take no effect there:
-	// gateway.upstream, upstream_key, body_limit, timeouts.connect and
-	// timeouts.first_byte, and search.embeddings url, model, key and
-	// cache_dir (provider openai only where the base had it at start-up).
+	// gateway.listen and sessions cannot be set in a profile, nor the
+	// settings read at start-up or from the base policy, which would take
+	// no effect there: gateway.upstream, upstream_key, body_limit,
+	// timeouts.connect and timeouts.first_byte, and search.embeddings
+	// url, model, key and cache_dir (provider openai works only where the
+	// base had it at start-up).
 	Profiles []ProfileSpec `yaml:"profiles"`
 }
 
@@ -278,8 +279,8 @@ type CategorySpec struct {
 }
 
 // ProfileSpec is one entry of profiles: a match plus overrides of any
-// section except gateway.listen, sessions and profiles (see
-// Document.Profiles for the overrides that take no effect).
+// section except gateway.listen, sessions, profiles and the start-up
+// settings Document.Profiles lists.
 type ProfileSpec struct {
 	// Name labels the profile in logs and decisions.
 	Name string `yaml:"name"`

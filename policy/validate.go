@@ -164,6 +164,22 @@ func (v *validator) profile(i int, ps *ProfileSpec, bundles map[string]bool) {
 	}
 	v.check(prefix+".gateway.listen", false, "cannot be set per profile: the gateway listens once")
 	v.check(prefix+".sessions", false, "cannot be set per profile: the session store is shared")
+	// Settings read once, or before a request's profile is known: a
+	// profile setting them would be silently ignored, and a per-model
+	// upstream or key that is not used is a misrouted request.
+	for _, s := range []struct{ path, why string }{
+		{"gateway.upstream", "the upstream URL is read at start-up"},
+		{"gateway.upstream_key", "the upstream key is the base policy's"},
+		{"gateway.body_limit", "the body is read before a profile is chosen"},
+		{"gateway.timeouts.connect", "the upstream transport is built at start-up"},
+		{"gateway.timeouts.first_byte", "the upstream transport is built at start-up"},
+		{"search.embeddings.url", "the embeddings client is built at start-up"},
+		{"search.embeddings.model", "the embeddings client is built at start-up"},
+		{"search.embeddings.key", "the embeddings client is built at start-up"},
+		{"search.embeddings.cache_dir", "the embeddings client is built at start-up"},
+	} {
+		v.check(prefix+"."+s.path, false, "cannot be set per profile: %s", s.why)
+	}
 	v.check(prefix+".profiles", false, "profiles cannot nest")
 	for _, k := range []string{"key", "model"} {
 		val := ps.Match.Key
