@@ -192,11 +192,25 @@ func (g *Gateway) apiPath(p string) (string, bool) {
 	return "", false
 }
 
-// upstreamURL joins the upstream base with an API path such as "/models".
-func (g *Gateway) upstreamURL(rest, rawQuery string) *url.URL {
+// upstreamURL joins the upstream base with an API path such as "/models"
+// of the client's request in. The path keeps the client's escaping, as a
+// reverse proxy does: a model id such as meta-llama%2FLlama-3.1-8B names
+// one resource, and decoded it would name another. The query is the base
+// URL's own (an Azure-style ?api-version=) followed by the client's.
+func (g *Gateway) upstreamURL(rest string, in *url.URL) *url.URL {
 	u := *g.Upstream
 	u.Path = g.basePath + rest
 	u.RawPath = ""
-	u.RawQuery = rawQuery
+	if raw, ok := g.apiPath(in.EscapedPath()); ok && raw != rest {
+		// url.URL uses RawPath only while it is an encoding of Path, so a
+		// prefix the client escaped falls back to the decoded path.
+		u.RawPath = strings.TrimRight(g.Upstream.EscapedPath(), "/") + raw
+	}
+	switch {
+	case g.Upstream.RawQuery == "":
+		u.RawQuery = in.RawQuery
+	case in.RawQuery != "":
+		u.RawQuery = g.Upstream.RawQuery + "&" + in.RawQuery
+	}
 	return &u
 }

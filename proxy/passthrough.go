@@ -20,7 +20,7 @@ func (g *Gateway) newPassthrough() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			rest, _ := g.apiPath(pr.In.URL.Path)
-			pr.Out.URL = g.upstreamURL(rest, pr.In.URL.RawQuery)
+			pr.Out.URL = g.upstreamURL(rest, pr.In.URL)
 			pr.Out.Host = ""
 			g.setAuth(pr.Out.Header, pr.In)
 			// The request's own cancel, for ModifyResponse to stop a

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,7 +15,10 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
+	"github.com/toolgate/toolgate/selector"
+	"github.com/toolgate/toolgate/session"
 )
 
 // recorder is an upstream that remembers the last request and answers with
@@ -340,6 +345,58 @@ func TestARequestWithACustomToolPassesThroughWithItsCalls(t *testing.T) {
 			}
 			if tc.gone != "" && names[tc.gone] {
 				t.Errorf("upstream got %s, which the policy denies", tc.gone)
+			}
+		})
+	}
+}
+
+// TestTheUpstreamGetsTheClientsPathAndBothQueries: the upstream receives
+// the path as the client escaped it and its base URL's query (Azure's
+// ?api-version=) before the client's, on every route, as a reverse proxy
+// sends them.
+func TestTheUpstreamGetsTheClientsPathAndBothQueries(t *testing.T) {
+	tests := []struct {
+		name, base, method, path, want string
+	}{
+		{"a model id with an escaped slash keeps it", "/v1", http.MethodGet, "/v1/models/meta-llama%2FLlama-3.1-8B", "/v1/models/meta-llama%2FLlama-3.1-8B"},
+		{"escaped letters stay escaped", "/v1", http.MethodGet, "/v1/files/%66ile-abc/content", "/v1/files/%66ile-abc/content"},
+		{"the client's query reaches the upstream", "/v1", http.MethodGet, "/v1/models?limit=2&after=a%2Fb", "/v1/models?limit=2&after=a%2Fb"},
+		{"the base URL's query reaches a passthrough route", "/openai/v1?api-version=2024-10-21", http.MethodGet, "/v1/models", "/openai/v1/models?api-version=2024-10-21"},
+		{"the base URL's query comes before the client's", "/openai/v1?api-version=2024-10-21", http.MethodGet, "/openai/v1/models?limit=2", "/openai/v1/models?api-version=2024-10-21&limit=2"},
+		{"the base URL's query reaches a chat request", "/openai/v1?api-version=2024-10-21", http.MethodPost, "/v1/chat/completions", "/openai/v1/chat/completions?api-version=2024-10-21"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := make(chan string, 1)
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got <- r.RequestURI
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`)
+			}))
+			defer up.Close()
+			u, err := url.Parse(up.URL + tt.base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap := policy.Default()
+			g := &Gateway{Upstream: u, Policy: func() *policy.Snapshot { return snap }, Sessions: session.NewMemory(10, 0), Catalogs: selector.NewCache(2)}
+			srv := httptest.NewServer(g.Handler())
+			defer srv.Close()
+			var body io.Reader
+			if tt.method == http.MethodPost {
+				body = strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+			}
+			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, body)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if uri := <-got; uri != tt.want {
+				t.Errorf("upstream got %s, want %s", uri, tt.want)
 			}
 		})
 	}

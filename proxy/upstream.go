@@ -49,7 +49,7 @@ func (g *Gateway) send(ctx context.Context, in *http.Request, o sendOptions) (*h
 }
 
 func (g *Gateway) sendOnce(ctx context.Context, in *http.Request, o sendOptions) (*http.Response, error) {
-	u := g.upstreamURL(o.rest, in.URL.RawQuery)
+	u := g.upstreamURL(o.rest, in.URL)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(o.body))
 	if err != nil {
 		return nil, fmt.Errorf("building upstream request: %w", err)
