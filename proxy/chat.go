@@ -234,7 +234,10 @@ func (g *Gateway) forwardChat(w *tracker, r *http.Request, rest string, snap *po
 	g.logger().Debug("chat passthrough", "reason", why, "tools", len(req.Tools))
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	resp, err := g.send(ctx, r, sendOptions{rest: rest, body: body, stream: req.Stream, retries: g.retries(snap)})
+	// Sent once, as a reverse proxy sends it: the client's SDK retries a
+	// 5xx with its own backoff and the upstream's Retry-After, and a retry
+	// here would multiply its attempts.
+	resp, err := g.send(ctx, r, sendOptions{rest: rest, body: body, stream: req.Stream})
 	if err != nil {
 		g.fail(w, r, err)
 		return

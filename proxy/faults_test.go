@@ -294,6 +294,22 @@ func TestServerErrorsAreRetriedOnlyBeforeOutput(t *testing.T) {
 			t.Errorf("status %d after %d calls; want 502 after 1", x.status, calls.Load())
 		}
 	})
+	t.Run("a request passed through is sent once, as a reverse proxy sends it: its client retries", func(t *testing.T) {
+		for _, stream := range []bool{false, true} {
+			var calls atomic.Int32
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				w.Header().Set("Retry-After", "5")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error","code":null}}`)
+			})
+			base := newTestGateway(t, up)
+			x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(3), stream, nil), nil)
+			if x.status != http.StatusServiceUnavailable || calls.Load() != 1 || x.header.Get("Retry-After") != "5" {
+				t.Errorf("stream=%v: status %d after %d upstream calls, Retry-After %q; want the 503 and its Retry-After after 1", stream, x.status, calls.Load(), x.header.Get("Retry-After"))
+			}
+		}
+	})
 	t.Run("a 500 after text reached the client is not retried and ends the stream with an error event", func(t *testing.T) {
 		var calls atomic.Int32
 		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

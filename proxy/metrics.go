@@ -86,7 +86,7 @@ func NewMetrics() *Metrics {
 		}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolgate_upstream_retries_total",
-			Help: "Upstream calls sent again after a 5xx (gateway.retries), any route.",
+			Help: "Upstream calls of the gateway's rounds sent again after a 5xx (gateway.retries); requests passed through are sent once.",
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_policy_reloads_total",
