@@ -237,14 +237,16 @@ func (g *Gateway) forwardChat(w *tracker, r *http.Request, rest string, snap *po
 	// Sent once, as a reverse proxy sends it: the client's SDK retries a
 	// 5xx with its own backoff and the upstream's Retry-After, and a retry
 	// here would multiply its attempts.
-	resp, err := g.send(ctx, r, sendOptions{rest: rest, body: body, stream: req.Stream})
+	resp, err := g.send(ctx, r, sendOptions{rest: rest, body: body, stream: req.Stream, asIs: true})
 	if err != nil {
 		g.fail(w, r, err)
 		return
 	}
 	g.guardStream(ctx, resp, idle(snap.Gateway.IdleTimeout), cancel)
 	defer resp.Body.Close()
-	copyEndToEnd(w.Header(), resp.Header, responseSkip...)
+	// The body goes back as it came, so its length and encoding stay true
+	// (a body the transport decoded has neither header left).
+	copyEndToEnd(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	usage := newUsageTap(req, resp)

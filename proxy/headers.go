@@ -53,8 +53,11 @@ func contains(s []string, k string) bool {
 
 // requestSkip are client headers the gateway sets itself: the body changes
 // (length) and goes upstream unencoded (readBody decodes a compressed one),
-// the transport negotiates compression so responses stay readable.
-var requestSkip = []string{"Content-Length", "Content-Encoding", "Accept-Encoding", "Host"}
+// the transport negotiates compression so responses stay readable. The
+// forwarding headers go, as the passthrough's reverse proxy drops them: a
+// client's claim about where a request came from is not passed on.
+var requestSkip = []string{"Content-Length", "Content-Encoding", "Accept-Encoding", "Host",
+	"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"}
 
 // responseSkip are upstream headers that stop being true once the gateway
 // has read and rewritten the body.

@@ -401,3 +401,70 @@ func TestTheUpstreamGetsTheClientsPathAndBothQueries(t *testing.T) {
 		})
 	}
 }
+
+// TestAChatRequestKeepsItsHeadersAsAReverseProxyWould: what a client sends
+// and gets back through the gateway differs from direct only where the
+// gateway must change it.
+func TestAChatRequestKeepsItsHeadersAsAReverseProxyWould(t *testing.T) {
+	const answer = `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`
+	tests := []struct {
+		name       string
+		tools      int
+		header     map[string]string
+		wantUpType string // Content-Type the upstream gets
+		wantUA     string // User-Agent the upstream gets
+		passed     bool   // passed through: the client gets the upstream's Content-Length
+	}{
+		{"a request passed through keeps its content type and sends no user agent it did not have", 3,
+			map[string]string{"Content-Type": "application/json; charset=utf-8", "X-Forwarded-For": "6.6.6.6", "Forwarded": "for=6.6.6.6"},
+			"application/json; charset=utf-8", "", true},
+		{"a request passed through keeps its user agent", 3,
+			map[string]string{"User-Agent": "OpenAI/Python 1.0", "X-Forwarded-Proto": "https"},
+			"application/json", "OpenAI/Python 1.0", true},
+		{"a rewritten request is JSON and sends no user agent it did not have", 40,
+			map[string]string{"Content-Type": "text/plain", "X-Forwarded-For": "6.6.6.6"},
+			"application/json", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := make(chan http.Header, 4)
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got <- r.Header.Clone()
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+				_, _ = io.WriteString(w, answer)
+			})
+			base := newTestGateway(t, up)
+			req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions",
+				bytes.NewReader(chatRequest(t, []map[string]any{{"role": "user", "content": "open an issue"}}, testCatalog(tt.tools), false, nil)))
+			req.Header["User-Agent"] = []string{""} // this test's client sends none unless the case sets one
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			h := <-got
+			if ct := h.Get("Content-Type"); ct != tt.wantUpType {
+				t.Errorf("upstream Content-Type %q, want %q", ct, tt.wantUpType)
+			}
+			if ua := h.Get("User-Agent"); ua != tt.wantUA {
+				t.Errorf("upstream User-Agent %q, want %q", ua, tt.wantUA)
+			}
+			for _, k := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "Forwarded"} {
+				if v := h.Get(k); v != "" {
+					t.Errorf("upstream got the client's %s: %q", k, v)
+				}
+			}
+			if tt.passed && resp.ContentLength != int64(len(answer)) {
+				t.Errorf("client Content-Length %d; want the upstream's %d", resp.ContentLength, len(answer))
+			}
+		})
+	}
+}

@@ -19,6 +19,10 @@ type sendOptions struct {
 	body    []byte
 	retries int // extra attempts on a 5xx, only while nothing reached the client
 	stream  bool
+	// asIs: the body is the client's (a passthrough): its content type
+	// goes upstream with it. Compression stays the transport's to
+	// negotiate, so a passthrough's usage can be read for the metrics.
+	asIs bool
 }
 
 // send makes one upstream call for the client request in. A 2xx comes back
@@ -56,7 +60,12 @@ func (g *Gateway) sendOnce(ctx context.Context, in *http.Request, o sendOptions)
 	}
 	copyEndToEnd(req.Header, in.Header, requestSkip...)
 	g.setAuth(req.Header, in)
-	req.Header.Set("Content-Type", "application/json")
+	if !o.asIs || req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header.Set("User-Agent", "") // net/http then sends none, not its own
+	}
 	if o.stream {
 		req.Header.Set("Accept", "text/event-stream")
 	}
