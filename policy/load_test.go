@@ -339,7 +339,7 @@ func TestDefaults(t *testing.T) {
 		want := Gateway{
 			Listen: "127.0.0.1:8080", Upstream: "https://api.openai.com/v1", Mode: ModeHybrid,
 			MinTools: 12, MaxRounds: 4, MaxActive: 32, Preselect: 6, FollowUp: 2, SearchRound: SearchRoundFound, ScaleWithCatalog: true, BodyLimit: 32 << 20,
-			ConnectTimeout: 10 * time.Second, HeaderTimeout: 120 * time.Second,
+			ConnectTimeout: 10 * time.Second, HeaderTimeout: 10 * time.Minute,
 			IdleTimeout: 120 * time.Second, RequestTimeout: 10 * time.Minute, Retries: 1,
 		}
 		if g != want {

@@ -143,7 +143,9 @@ type TimeoutsSpec struct {
 	// Connect bounds dialing the upstream; read at start-up. Default 10s.
 	Connect time.Duration `yaml:"connect"`
 	// FirstByte bounds the wait for response headers; read at start-up.
-	// Default 120s.
+	// Default 10m, the OpenAI SDKs' own request timeout: a reasoning
+	// model's whole (non-streamed) answer can take minutes to its first
+	// byte, and a gateway must not cut what a direct call would get.
 	FirstByte time.Duration `yaml:"first_byte"`
 	// Idle bounds the silence between stream chunks. Default 120s.
 	Idle time.Duration `yaml:"idle"`
@@ -346,7 +348,7 @@ func defaultDocument() Document {
 			ScaleWithCatalog: true,
 			Timeouts: TimeoutsSpec{
 				Connect:   10 * time.Second,
-				FirstByte: 120 * time.Second,
+				FirstByte: 10 * time.Minute,
 				Idle:      120 * time.Second,
 				Request:   10 * time.Minute,
 			},
