@@ -142,12 +142,14 @@ type GatewaySpec struct {
 type TimeoutsSpec struct {
 	// Connect bounds dialing the upstream; read at start-up. Default 10s.
 	Connect time.Duration `yaml:"connect"`
-	// FirstByte bounds the wait for response headers; read at start-up.
-	// Default 10m, the OpenAI SDKs' own request timeout: a reasoning
-	// model's whole (non-streamed) answer can take minutes to its first
-	// byte, and a gateway must not cut what a direct call would get.
+	// FirstByte bounds the wait for response headers, and for a stream's
+	// first data after them; read at start-up. Default 10m, the OpenAI
+	// SDKs' own request timeout: a reasoning model's answer can take
+	// minutes to its first byte (streamed, nothing is sent while it
+	// thinks), and a gateway must not cut what a direct call would get.
 	FirstByte time.Duration `yaml:"first_byte"`
-	// Idle bounds the silence between stream chunks. Default 120s.
+	// Idle bounds the silence between stream chunks once the first has
+	// come. Default 120s.
 	Idle time.Duration `yaml:"idle"`
 	// Request bounds one whole client request, all rounds. Default 10m.
 	Request time.Duration `yaml:"request"`

@@ -242,7 +242,7 @@ func (g *Gateway) forwardChat(w *tracker, r *http.Request, rest string, snap *po
 		g.fail(w, r, err)
 		return
 	}
-	g.guardStream(ctx, resp, idle(snap.Gateway.IdleTimeout), cancel)
+	g.guardStream(ctx, resp, streamSilences(snap.Gateway), cancel)
 	defer resp.Body.Close()
 	// The body goes back as it came, so its length and encoding stay true
 	// (a body the transport decoded has neither header left).

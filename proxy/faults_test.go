@@ -405,3 +405,50 @@ func TestAClientHangingUpMidStreamCancelsTheUpstreamAndLeaksNothing(t *testing.T
 func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(testLogOut(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// TestAStreamMayThinkBeforeItsFirstEvent: a reasoning model streams
+// nothing while it thinks, which can outlast the idle timeout; the wait
+// for a stream's first data is first_byte's, and idle counts from then.
+func TestAStreamMayThinkBeforeItsFirstEvent(t *testing.T) {
+	const cfg = "gateway:\n  timeouts: {idle: 100ms, first_byte: 700ms}\n"
+	thinking := func(think time.Duration) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			_ = http.NewResponseController(w).Flush() // headers now, as OpenAI sends them
+			select {
+			case <-time.After(think):
+			case <-r.Context().Done():
+				return
+			}
+			_, _ = io.WriteString(w, textChunk("thought it through")+finishChunk("stop")+doneEvent)
+		}
+	}
+	tests := []struct {
+		name      string
+		think     time.Duration
+		body      []byte
+		wantWhole bool // else a timeout
+	}{
+		{"a rewritten stream silent past idle but within first_byte is whole", 300 * time.Millisecond, bigRequest(t, true), true},
+		{"a passed-through stream silent past idle but within first_byte is whole", 300 * time.Millisecond, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`), true},
+		{"a rewritten stream silent past first_byte is a 504 that names the wait, as nothing reached the client", 5 * time.Second, bigRequest(t, true), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := newTestGateway(t, thinking(tt.think), withPolicy(loadPolicy(t, cfg)))
+			x := send(t, base, tt.body, nil)
+			if !tt.wantWhole {
+				wantError(t, x, http.StatusGatewayTimeout, "upstream_timeout")
+				if msg := gjson.GetBytes(x.body, "error.message").String(); !strings.Contains(msg, "700ms after the headers") {
+					t.Errorf("error %q; want it to name the wait for the first data", msg)
+				}
+				return
+			}
+			rep := readStream(t, bytes.NewReader(x.body))
+			if x.status != http.StatusOK || rep.content != "thought it through" || rep.errorEvent || rep.dones != 1 {
+				t.Fatalf("status %d content %q error event %v [DONE] %d; want the whole answer\n%s", x.status, rep.content, rep.errorEvent, rep.dones, x.body)
+			}
+		})
+	}
+}

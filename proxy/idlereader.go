@@ -5,31 +5,42 @@ import (
 	"io"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
-// idle is the longest silence a stream may keep between chunks
-// (gateway.timeouts.idle): two minutes for a snapshot built without
-// defaults, as tests build them.
-func idle(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 2 * time.Minute
+// silences are how long a stream may stay silent: before its first data,
+// and between data. A reasoning model streams nothing while it thinks
+// (OpenAI Chat Completions sends no event until output begins), which can
+// take minutes, so the first wait is bounded like a whole answer's first
+// byte (gateway.timeouts.first_byte); after that, gateway.timeouts.idle.
+type silences struct{ first, between time.Duration }
+
+// streamSilences returns a stream's silences under g: two minutes between
+// data for a snapshot built without defaults, as tests build them.
+func streamSilences(g policy.Gateway) silences {
+	between := g.IdleTimeout
+	if between <= 0 {
+		between = 2 * time.Minute
 	}
-	return d
+	return silences{first: max(g.HeaderTimeout, between), between: between}
 }
 
-// idleReader cancels the upstream request when no data arrives for d.
+// idleReader cancels the upstream request when no data arrives for the
+// silence allowed.
 type idleReader struct {
 	r       io.Reader
-	d       time.Duration
+	s       silences
+	got     atomic.Bool // data arrived: the silence allowed is s.between
 	timer   *time.Timer
 	fired   atomic.Bool
 	stopped atomic.Bool
 	sawEOF  bool // a read returned io.EOF
 }
 
-func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelFunc) *idleReader {
-	ir := &idleReader{r: r, d: d}
-	ir.timer = time.AfterFunc(d, func() {
+func newIdleReader(r io.Reader, s silences, cancel context.CancelFunc) *idleReader {
+	ir := &idleReader{r: r, s: s}
+	ir.timer = time.AfterFunc(s.first, func() {
 		if !ir.stopped.Load() {
 			ir.fired.Store(true)
 			cancel()
@@ -41,13 +52,23 @@ func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelFunc) *idl
 func (ir *idleReader) Read(p []byte) (int, error) {
 	n, err := ir.r.Read(p)
 	if n > 0 {
-		ir.timer.Reset(ir.d)
+		ir.got.Store(true)
+		ir.timer.Reset(ir.s.between)
 	}
 	ir.sawEOF = ir.sawEOF || err == io.EOF
 	return n, err
 }
 
 func (ir *idleReader) expired() bool { return ir.fired.Load() }
+
+// silence says what expired() means: no data for how long, and before
+// what.
+func (ir *idleReader) silence() string {
+	if ir.got.Load() {
+		return "no stream data for " + ir.s.between.String()
+	}
+	return "no stream data " + ir.s.first.String() + " after the headers"
+}
 
 func (ir *idleReader) stop() {
 	ir.stopped.Store(true)

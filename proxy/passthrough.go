@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"time"
 )
 
 // newPassthrough returns the plain streaming reverse proxy for everything
@@ -30,7 +29,7 @@ func (g *Gateway) newPassthrough() *httputil.ReverseProxy {
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			if cancel, ok := resp.Request.Context().Value(cancelKey{}).(context.CancelFunc); ok {
-				g.guardStream(resp.Request.Context(), resp, idle(g.policy().Gateway.IdleTimeout), cancel)
+				g.guardStream(resp.Request.Context(), resp, streamSilences(g.policy().Gateway), cancel)
 			}
 			return nil
 		},
@@ -55,7 +54,7 @@ type cancelKey struct{}
 // nothing is written. A stream in a Content-Encoding (one the client
 // negotiated on another route) gets no event, which would not be in its
 // encoding: its read error stands. Any other response is left as it is.
-func (g *Gateway) guardStream(ctx context.Context, resp *http.Response, idle time.Duration, cancel context.CancelFunc) {
+func (g *Gateway) guardStream(ctx context.Context, resp *http.Response, idle silences, cancel context.CancelFunc) {
 	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if err != nil || mt != "text/event-stream" {
 		return
@@ -103,7 +102,7 @@ func (s *streamGuard) Read(p []byte) (int, error) {
 	var cause error
 	switch {
 	case s.idle.expired():
-		cause = fmt.Errorf("%w: no stream data for %s", ErrUpstreamTimeout, s.idle.d)
+		cause = fmt.Errorf("%w: %s", ErrUpstreamTimeout, s.idle.silence())
 	case errors.Is(s.ctx.Err(), context.DeadlineExceeded):
 		cause = fmt.Errorf("%w: the request timeout passed mid-stream: %w", ErrUpstreamTimeout, err)
 	case s.ctx.Err() != nil:

@@ -148,7 +148,7 @@ func TestGuardStreamEndsAFailedStreamWithAnEventOfItsOwn(t *testing.T) {
 				resp.Header.Set(k, v)
 			}
 			g := &Gateway{Logger: testLogger()}
-			g.guardStream(context.Background(), resp, time.Minute, func() {})
+			g.guardStream(context.Background(), resp, silences{first: time.Minute, between: time.Minute}, func() {})
 			defer resp.Body.Close()
 			got, err := io.ReadAll(resp.Body)
 			if string(got) != tc.want || !errors.Is(err, tc.wantErr) {

@@ -61,7 +61,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 			s.fail(g, r, err)
 			return
 		}
-		res, err := s.round(rctx, resp, round, idle(t.snap.Gateway.IdleTimeout), cancel)
+		res, err := s.round(rctx, resp, round, streamSilences(t.snap.Gateway), cancel)
 		if err != nil {
 			resp.Body.Close()
 			cancel()
@@ -180,9 +180,9 @@ type roundResult struct {
 }
 
 // round relays one upstream stream to the client.
-func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleTimeout time.Duration, cancel context.CancelFunc) (roundResult, error) {
+func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle silences, cancel context.CancelFunc) (roundResult, error) {
 	t := s.t
-	body := newIdleReader(resp.Body, idleTimeout, cancel)
+	body := newIdleReader(resp.Body, idle, cancel)
 	defer body.stop()
 	// Events are flushed whenever the relay is about to wait: before every
 	// read of the upstream, before a search round (streamTurn), and with
@@ -206,7 +206,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idleT
 		data, err := sse.Next()
 		if err != nil {
 			if body.expired() {
-				return res, fmt.Errorf("%w: no stream data for %s", ErrUpstreamTimeout, idleTimeout)
+				return res, fmt.Errorf("%w: %s", ErrUpstreamTimeout, body.silence())
 			}
 			// Some servers omit [DONE]: a stream that ends cleanly after
 			// its finish chunk is complete.
