@@ -13,7 +13,6 @@ import (
 	"github.com/toolgate/toolgate/internal/progress"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
-	"github.com/toolgate/toolgate/selector"
 )
 
 // runDemo replays the bundled agent tasks direct and through the gateway,
@@ -49,7 +48,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	o := demo.Options{Stream: *stream, Model: *model, OneSession: *oneSession, CacheRate: *cacheRate}
 	var (
-		qs   []selector.EvalQuery
+		qf   *queryFile
 		defs map[string][]rewrite.Tool
 	)
 	switch {
@@ -57,8 +56,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *catalog == "" || *tasks != "" {
 			return fmt.Errorf("%w: --queries needs --catalog (the eval catalog) and replaces --tasks", errUsage)
 		}
-		if qs, err = selector.LoadQueries(*queries); err != nil {
+		if qf, err = loadQueries(*queries); err != nil {
 			return err
+		}
+		if note := qf.skippedNote(); note != "" {
+			fmt.Fprintln(stderr, "demo:", note)
 		}
 		if defs, err = readCatalog(*catalog); err != nil {
 			return err
@@ -92,8 +94,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			label = fmt.Sprintf("agent of %d tools (%d of %d)", n, i+1, len(sizes))
 			what = fmt.Sprintf("demo over %d tools", n)
 		}
-		if qs != nil {
-			if o.Tasks, o.Catalog, err = episodes(qs, defs, *subset, *stepQuery, n); err != nil {
+		// On *queries, not on what was read from it: an empty file once
+		// left nothing read and replayed the bundled demo instead.
+		if *queries != "" {
+			if o.Tasks, o.Catalog, err = episodes(qf.queries, defs, *subset, *stepQuery, n); err != nil {
 				return err
 			}
 		}
