@@ -34,9 +34,12 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *catalog == "" || *queries == "" {
 		return fmt.Errorf("%w: eval needs --catalog and --queries", errUsage)
 	}
-	qs, err := selector.LoadQueries(*queries)
+	qf, err := loadQueries(*queries)
 	if err != nil {
 		return err
+	}
+	if note := qf.skippedNote(); note != "" {
+		fmt.Fprintln(stderr, "eval:", note)
 	}
 	var rank selector.Ranker
 	var hr *httpRanker
@@ -55,7 +58,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		rank = selector.SearchRanker(cats, max(*limit, 10))
 	}
-	rep, err := selector.Evaluate(ctx, qs, rank)
+	rep, err := selector.Evaluate(ctx, qf.queries, rank)
 	if err != nil {
 		return err
 	}

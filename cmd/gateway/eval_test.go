@@ -129,3 +129,43 @@ func TestDevSetRecallThroughTheGateway(t *testing.T) {
 		})
 	}
 }
+
+func TestEvalRefusesQueriesItCannotMeasure(t *testing.T) {
+	catalog := filepath.Join("..", "..", "testdata", "catalog.json")
+	for _, tc := range []struct {
+		name, text string
+		want       string // in the error
+	}{
+		{"an empty file is an error, not a table of zeros", "", "holds no queries"},
+		{"a file of blank lines is an error, not a table of zeros", "\n \n", "holds no queries"},
+		{"a file whose queries have no gold tools is an error", `{"id":"q1","query":"hello","gold":[]}` + "\n", "none of its 1 queries has gold tools"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			queries := writeFile(t, "q.jsonl", tc.text)
+			out, errOut, code := runGateway(t, context.Background(), "eval", "--catalog", catalog, "--queries", queries)
+			if code != 1 || !strings.Contains(errOut, queries) || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit %d, stderr %q; want 1 and an error naming %s: %s", code, errOut, queries, tc.want)
+			}
+			if out != "" {
+				t.Errorf("printed a table anyway:\n%s", out)
+			}
+		})
+	}
+	t.Run("queries without gold tools are counted, with the first one's line", func(t *testing.T) {
+		queries := writeFile(t, "q.jsonl", `{"id":"q1","query":"post a message in the chat channel","gold":["chat_post_message"]}
+
+{"id":"q2","query":"hello","gold":[]}
+{"id":"q3","query":"hi"}
+`)
+		out, errOut, code := runGateway(t, context.Background(), "eval", "--catalog", catalog, "--queries", queries)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		if want := "skipped 2 of 3 queries with no gold tools (first at " + queries + ":3)"; !strings.Contains(errOut, want) {
+			t.Errorf("stderr %q; want %q", errOut, want)
+		}
+		if m := allRow.FindStringSubmatch(out); m == nil || m[1] != "1" {
+			t.Errorf("want the one query with gold tools measured:\n%s", out)
+		}
+	})
+}
