@@ -41,18 +41,30 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if note := qf.skippedNote(); note != "" {
 		fmt.Fprintln(stderr, "eval:", note)
 	}
+	defs, err := readCatalog(*catalog)
+	if err != nil {
+		return err
+	}
+	warning, err := qf.checkGold(defs, *catalog, false)
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	if warning != "" {
+		fmt.Fprintln(stderr, "eval: warning:", warning)
+	}
+	snap, err := policy.Load(*config)
+	if err != nil {
+		return err
+	}
 	var rank selector.Ranker
 	var hr *httpRanker
 	if *through {
 		var stop func()
-		hr, stop, err = newHTTPRanker(ctx, *catalog, *config)
-		if err != nil {
-			return err
-		}
+		hr, stop = newHTTPRanker(snap, defs)
 		defer stop()
 		rank = hr.rank
 	} else {
-		cats, err := loadCatalogs(ctx, *catalog, *config)
+		cats, err := compileCatalogs(ctx, snap, defs)
 		if err != nil {
 			return err
 		}
@@ -123,6 +135,12 @@ func loadCatalogs(ctx context.Context, path, config string) (map[string]*selecto
 	if err != nil {
 		return nil, err
 	}
+	return compileCatalogs(ctx, snap, defs)
+}
+
+// compileCatalogs compiles every catalog of a catalog file's defs with
+// snap's enrichment and weights.
+func compileCatalogs(ctx context.Context, snap *policy.Snapshot, defs map[string][]rewrite.Tool) (map[string]*selector.Catalog, error) {
 	cats := make(map[string]*selector.Catalog, len(defs))
 	for id, rts := range defs {
 		tools, cfg := snap.Catalog(rts)

@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/fakellm"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
 	"github.com/toolgate/toolgate/session"
 )
@@ -37,15 +38,10 @@ type httpRanker struct {
 	offered []int // tools offered per query, for the summary
 }
 
-func newHTTPRanker(ctx context.Context, catalogPath, config string) (*httpRanker, func(), error) {
-	snap, err := policy.Load(config)
-	if err != nil {
-		return nil, nil, err
-	}
-	defs, err := readCatalog(catalogPath)
-	if err != nil {
-		return nil, nil, err
-	}
+// newHTTPRanker starts the scripted model and builds the gateway in front
+// of it, with policy snap, for the catalogs of a catalog file; the func it
+// returns stops the model.
+func newHTTPRanker(snap *policy.Snapshot, defs map[string][]rewrite.Tool) (*httpRanker, func()) {
 	tools := make(map[string]json.RawMessage, len(defs))
 	for id, ts := range defs {
 		raws := make([]string, len(ts))
@@ -65,7 +61,7 @@ func newHTTPRanker(ctx context.Context, catalogPath, config string) (*httpRanker
 		Learned:  proxy.NewLearned(64),
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
-	return &httpRanker{gw: gw.Handler(), tools: tools, model: model}, up.Close, nil
+	return &httpRanker{gw: gw.Handler(), tools: tools, model: model}, up.Close
 }
 
 // rank sends one query through the gateway. selector.Evaluate calls it
