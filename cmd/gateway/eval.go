@@ -23,7 +23,6 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	catalog := fs.String("catalog", "", "catalog file: {id: [tools]} or a tools array")
 	queries := fs.String("queries", "", "queries file (JSONL: id, catalog, query, gold, gold_alts, subset)")
 	config := fs.String("config", "", "tools.yaml whose enrichment and weights apply (default: none)")
-	limit := fs.Int("limit", 10, "how many results to rank per query (recall@10 needs 10)")
 	misses := fs.Int("misses", 0, "after the table, list up to N queries with a gold tool outside the first 10: "+
 		"the gold tools missed and the 10 ranked instead (what to read before adding keywords or examples in tools.yaml)")
 	through := fs.Bool("http", false, "measure through an in-process gateway: a scripted model searches once with each query; "+
@@ -68,7 +67,10 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		rank = selector.SearchRanker(cats, max(*limit, 10))
+		// The first 10 are all that recall@10 and the misses list read;
+		// a --limit flag that could only raise this was removed, as it
+		// changed nothing.
+		rank = selector.SearchRanker(cats, 10)
 	}
 	rep, err := selector.Evaluate(ctx, qf.queries, rank)
 	if err != nil {

@@ -257,3 +257,20 @@ func TestEvalRefusesADevSetOverAnotherSetsCatalog(t *testing.T) {
 		})
 	}
 }
+
+func TestEvalHasNoLimitFlag(t *testing.T) {
+	catalog := filepath.Join("..", "..", "testdata", "catalog.json")
+	queries := writeFile(t, "q.jsonl", `{"id":"q1","query":"send an email","gold":["mail_send"]}`+"\n")
+	t.Run("--limit, which changed nothing, is a usage error", func(t *testing.T) {
+		_, errOut, code := runGateway(t, context.Background(), "eval", "--catalog", catalog, "--queries", queries, "--limit", "3")
+		if code != 2 || !strings.Contains(errOut, "-limit") {
+			t.Errorf("exit %d, stderr %q; want 2 and the flag named", code, errOut)
+		}
+	})
+	t.Run("the help does not offer it", func(t *testing.T) {
+		_, errOut, _ := runGateway(t, context.Background(), "eval", "-h")
+		if strings.Contains(errOut, "-limit") {
+			t.Errorf("help offers -limit:\n%s", errOut)
+		}
+	})
+}
