@@ -21,11 +21,24 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	config := fs.String("config", "", "tools.yaml whose enrichment and weights apply (default: none)")
 	id := fs.String("id", "", "catalog id when the file holds several")
 	limit := fs.Int("limit", 10, "how many tools to print")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: gateway search --catalog FILE [flags] QUERY...\n\n"+
+			"QUERY is the rest of the arguments, joined by spaces; flags may come before or after it\n"+
+			"(after --, everything is query, even words that start with -).\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	words, err := parseInterspersed(fs, args)
+	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if *catalog == "" || fs.NArg() == 0 {
-		return fmt.Errorf("%w: usage: gateway search --catalog FILE [--limit K] \"query\"", errUsage)
+	query := strings.TrimSpace(strings.Join(words, " "))
+	switch {
+	case *catalog == "":
+		return fmt.Errorf("%w: search needs --catalog FILE (gateway search --catalog FILE [flags] QUERY...)", errUsage)
+	case query == "":
+		return fmt.Errorf("%w: search needs a query that is not blank (gateway search --catalog FILE [flags] QUERY...)", errUsage)
+	case *limit <= 0:
+		return fmt.Errorf("%w: --limit %d: want how many tools to print, at least 1", errUsage, *limit)
 	}
 	cats, err := loadCatalogs(ctx, *catalog, *config)
 	if err != nil {
@@ -35,7 +48,7 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	res, err := cat.Search(ctx, selector.Query{Text: strings.Join(fs.Args(), " "), Limit: *limit, Explain: true})
+	res, err := cat.Search(ctx, selector.Query{Text: query, Limit: *limit, Explain: true})
 	if err != nil {
 		return err
 	}
@@ -46,6 +59,28 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(tw, "%d\t%.3f\t%s\t%s\t%.70s\n", i+1, it.Score, it.Name, formatSignals(it.Signals), it.Description)
 	}
 	return tw.Flush()
+}
+
+// parseInterspersed parses fs over args and returns the positional
+// arguments, letting flags come after them as well as before: flag.Parse
+// stops at the first positional argument, which read "search --catalog F
+// read file --limit 2" as a search for "read file --limit 2". A "--" ends
+// the flags; everything after it is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
 }
 
 func pickCatalog(cats map[string]*selector.Catalog, id string) (*selector.Catalog, error) {
