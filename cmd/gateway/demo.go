@@ -39,6 +39,22 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: demo takes no arguments, only flags; got %q", errUsage, fs.Args())
+	}
+	// The flags that shape eval queries into tasks mean nothing without
+	// them; accepted and ignored, they made a run look like what it was not.
+	if *queries == "" {
+		var stray []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "subset" || f.Name == "step-query" {
+				stray = append(stray, "--"+f.Name)
+			}
+		})
+		if len(stray) > 0 {
+			return fmt.Errorf("%w: %s: only with --queries", errUsage, strings.Join(stray, " and "))
+		}
+	}
 	sizes, err := agentSizes(*agentTools)
 	if err != nil || (len(sizes) > 0 && *queries == "") {
 		return fmt.Errorf("%w: --agent-tools %q: want numbers of tools, comma-separated, with --queries", errUsage, *agentTools)

@@ -33,6 +33,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *catalog == "" || *queries == "" {
 		return fmt.Errorf("%w: eval needs --catalog and --queries", errUsage)
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: eval takes no arguments, only flags; got %q", errUsage, fs.Args())
+	}
 	qf, err := loadQueries(*queries)
 	if err != nil {
 		return err

@@ -274,3 +274,22 @@ func TestEvalHasNoLimitFlag(t *testing.T) {
 		}
 	})
 }
+
+func TestEvalRefusesArguments(t *testing.T) {
+	catalog := filepath.Join("..", "..", "testdata", "catalog.json")
+	queries := writeFile(t, "q.jsonl", `{"id":"q1","query":"send an email","gold":["mail_send"]}`+"\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"an argument after the flags is a usage error, not ignored", []string{"--catalog", catalog, "--queries", queries, "other.jsonl"}},
+		{"an argument between flags is a usage error, not ignored", []string{"--catalog", catalog, "extra", "--queries", queries}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := runGateway(t, context.Background(), append([]string{"eval"}, tc.args...)...)
+			if code != 2 || out != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want a usage error (2)", code, out, errOut)
+			}
+		})
+	}
+}
