@@ -82,11 +82,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	default:
-		if o.Catalog, err = readOptional(*catalog); err != nil {
-			return err
+		// Read and checked here, where the files are known: demo.Run's
+		// errors about its input cannot name them.
+		if *catalog != "" {
+			if o.Catalog, err = readDemoCatalog(*catalog); err != nil {
+				return err
+			}
 		}
-		if o.Tasks, err = readOptional(*tasks); err != nil {
-			return err
+		if *tasks != "" {
+			if o.Tasks, err = readTasks(*tasks); err != nil {
+				return err
+			}
 		}
 	}
 	if *config != "" {
@@ -147,17 +153,6 @@ func agentSizes(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-func readOptional(path string) ([]byte, error) {
-	if path == "" {
-		return nil, nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	return b, nil
 }
 
 // isTerminal reports whether w is a character device, so progress bars go

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -151,23 +150,9 @@ func compileCatalogs(ctx context.Context, snap *policy.Snapshot, defs map[string
 		tools, cfg := snap.Catalog(rts)
 		c, err := selector.Compile(ctx, tools, cfg)
 		if err != nil {
-			return nil, fmt.Errorf("catalog %q: %w", id, err)
+			return nil, fmt.Errorf("compiling catalog %q: %w", id, err)
 		}
 		cats[id] = c
 	}
 	return cats, nil
-}
-
-// readCatalog reads a catalog file: {catalog id: [tools]} or a plain tools
-// array (under the id "").
-func readCatalog(path string) (map[string][]rewrite.Tool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading catalog: %w", err)
-	}
-	defs, err := rewrite.ParseCatalog(data)
-	if err != nil {
-		return nil, fmt.Errorf("parsing catalog %s: %w", path, err)
-	}
-	return defs, nil
 }

@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/tidwall/gjson"
@@ -44,11 +43,7 @@ type httpRanker struct {
 func newHTTPRanker(snap *policy.Snapshot, defs map[string][]rewrite.Tool) (*httpRanker, func()) {
 	tools := make(map[string]json.RawMessage, len(defs))
 	for id, ts := range defs {
-		raws := make([]string, len(ts))
-		for i, t := range ts {
-			raws[i] = t.Raw
-		}
-		tools[id] = json.RawMessage("[" + strings.Join(raws, ",") + "]")
+		tools[id] = toolsArray(ts)
 	}
 	model := &searchOnceModel{}
 	up := httptest.NewServer(model)

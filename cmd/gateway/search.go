@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -44,7 +45,7 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	cat, err := pickCatalog(cats, *id)
+	cat, err := pickCatalog(cats, *id, *catalog)
 	if err != nil {
 		return err
 	}
@@ -83,7 +84,9 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func pickCatalog(cats map[string]*selector.Catalog, id string) (*selector.Catalog, error) {
+// pickCatalog returns the catalog of id from the catalog file at path: the
+// only one when id is "" and there is one.
+func pickCatalog(cats map[string]*selector.Catalog, id, path string) (*selector.Catalog, error) {
 	if c, ok := cats[id]; ok {
 		return c, nil
 	}
@@ -92,12 +95,18 @@ func pickCatalog(cats map[string]*selector.Catalog, id string) (*selector.Catalo
 			return c, nil
 		}
 	}
+	if _, plain := cats[""]; plain && len(cats) == 1 {
+		return nil, fmt.Errorf("%w: --id %q: %s is a plain tools array, which has no catalog ids; leave --id out", errUsage, id, path)
+	}
 	ids := make([]string, 0, len(cats))
 	for k := range cats {
-		ids = append(ids, k)
+		ids = append(ids, strconv.Quote(k))
 	}
 	sort.Strings(ids)
-	return nil, fmt.Errorf("%w: pick a catalog with --id (one of %s)", errUsage, strings.Join(ids, ", "))
+	if id == "" {
+		return nil, fmt.Errorf("%w: %s holds several catalogs; pick one with --id (one of %s)", errUsage, path, strings.Join(ids, ", "))
+	}
+	return nil, fmt.Errorf("%w: --id %q: %s has no such catalog (it holds %s)", errUsage, id, path, strings.Join(ids, ", "))
 }
 
 func formatSignals(sig map[string]float64) string {
