@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -81,6 +82,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if defs, err = readCatalog(*catalog); err != nil {
 			return err
 		}
+		// Checked here, where each query's FILE:LINE is known (demo.Run
+		// sees only the tasks made of them), and only for the queries
+		// that --subset replays.
+		if _, err := qf.withSubset(*subset).checkGold(defs, *catalog, true); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
 	default:
 		// Read and checked here, where the files are known: demo.Run's
 		// errors about its input cannot name them.
@@ -127,6 +134,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			o.Progress = progress.Bar(stderr, label)
 		}
 		res, err := demo.Run(ctx, o)
+		if errors.Is(err, demo.ErrMissingTools) {
+			return fmt.Errorf("%s: tasks %s over catalog %s: %w", what, orBundled(*tasks), orBundled(*catalog), err)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -153,6 +163,14 @@ func agentSizes(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// orBundled names an input file for a message: its path, or "(bundled)".
+func orBundled(path string) string {
+	if path == "" {
+		return "(bundled)"
+	}
+	return path
 }
 
 // isTerminal reports whether w is a character device, so progress bars go

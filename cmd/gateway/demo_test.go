@@ -47,3 +47,44 @@ func TestDemoSaysHowManyQueriesItSkipped(t *testing.T) {
 		t.Errorf("want the one query with gold tools replayed:\n%s", out)
 	}
 }
+
+func TestDemoRefusesStepsWhoseToolsTheCatalogLacks(t *testing.T) {
+	tasks := writeFile(t, "tasks.json", `[{"name":"t1","prompt":"read it","steps":[{"tool":"fs_read_file","query":"read","args":{}},
+		{"tool":"nosuch_tool","query":"x","args":{}}],"answer":"Done."}]`)
+	unrelated := writeFile(t, "unrelated.json", `[{"type":"function","function":{"name":"FinanceTool","description":"Stocks."}},
+		{"type":"function","function":{"name":"CourseTool","description":"Courses."}}]`)
+	queries := writeFile(t, "q.jsonl", `{"id":"q1","query":"Take a screenshot of the web page.","gold":["browser_screenshot"],"subset":"ok"}
+{"id":"q2","query":"Screenshot the page and water the plants.","gold":["browser_screenshot","no_such_tool"],"subset":"bad"}
+`)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // in stderr; none means the demo runs
+	}{
+		{"a task's step naming a tool the bundled catalog lacks is an error", []string{"--tasks", tasks},
+			[]string{tasks, "over catalog (bundled)", "nosuch_tool (task t1, step 2)"}},
+		{"the bundled tasks over a catalog of unrelated tools are an error", []string{"--catalog", unrelated},
+			[]string{unrelated, "fs_read_file (task bug_notes_to_issue, step 1)"}},
+		{"a query with a gold tool the catalog lacks is an error at its line", []string{"--queries", queries, "--catalog", bundledCatalog},
+			[]string{queries + ":2: query q2: gold tools not in catalog " + bundledCatalog + ": no_such_tool"}},
+		{"a query left out by --subset is not checked", []string{"--queries", queries, "--catalog", bundledCatalog, "--subset", "ok"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := runGateway(t, context.Background(), append([]string{"demo"}, tc.args...)...)
+			if tc.want == nil {
+				if code != 0 || !strings.Contains(out, "1/1") {
+					t.Errorf("exit %d, stderr %q; want the demo run:\n%s", code, errOut, out)
+				}
+				return
+			}
+			if code != 1 || out != "" {
+				t.Errorf("exit %d, stdout %q; want 1 and nothing run", code, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q; want %q in it", errOut, w)
+				}
+			}
+		})
+	}
+}

@@ -69,6 +69,19 @@ func loadQueries(path string) (*queryFile, error) {
 // at returns where query i is, as FILE:LINE.
 func (qf *queryFile) at(i int) string { return fmt.Sprintf("%s:%d", qf.path, qf.lines[i]) }
 
+// withSubset returns the queries whose subset starts with prefix, as
+// episodes picks them.
+func (qf *queryFile) withSubset(prefix string) *queryFile {
+	out := &queryFile{path: qf.path, skipped: qf.skipped}
+	for i, q := range qf.queries {
+		if strings.HasPrefix(q.Subset, prefix) {
+			out.queries = append(out.queries, q)
+			out.lines = append(out.lines, qf.lines[i])
+		}
+	}
+	return out
+}
+
 // skippedNote says how many queries were left out for having no gold
 // tools, or "" when none were.
 func (qf *queryFile) skippedNote() string {
