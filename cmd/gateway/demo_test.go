@@ -88,3 +88,14 @@ func TestDemoRefusesStepsWhoseToolsTheCatalogLacks(t *testing.T) {
 		})
 	}
 }
+
+func TestDemoReportsAnInterruption(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // as Ctrl-C would, before the first request
+	t.Run("an interrupted demo exits 130 and says it was interrupted", func(t *testing.T) {
+		out, errOut, code := runGateway(t, ctx, "demo")
+		if code != 130 || !strings.Contains(errOut, "interrupted") || out != "" {
+			t.Errorf("exit %d, stdout %q, stderr %q; want 130 and an interruption reported", code, out, errOut)
+		}
+	})
+}

@@ -149,8 +149,11 @@ func compileCatalogs(ctx context.Context, snap *policy.Snapshot, defs map[string
 	for id, rts := range defs {
 		tools, cfg := snap.Catalog(rts)
 		c, err := selector.Compile(ctx, tools, cfg)
+		if err != nil && id != "" {
+			return nil, fmt.Errorf("catalog %q: %w", id, err)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("compiling catalog %q: %w", id, err)
+			return nil, err // a plain tools array's, whose id "" says nothing
 		}
 		cats[id] = c
 	}

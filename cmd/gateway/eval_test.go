@@ -293,3 +293,22 @@ func TestEvalRefusesArguments(t *testing.T) {
 		})
 	}
 }
+
+func TestEvalReportsAnInterruption(t *testing.T) {
+	catalog := filepath.Join("..", "..", "testdata", "catalog.json")
+	queries := writeFile(t, "q.jsonl", `{"id":"q1","query":"send an email","gold":["mail_send"]}`+"\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // as Ctrl-C would, before the first query is ranked
+	for _, mode := range []string{"selector", "http"} {
+		t.Run("an interrupted eval exits 130 and says it was interrupted ("+mode+")", func(t *testing.T) {
+			args := []string{"eval", "--catalog", catalog, "--queries", queries}
+			if mode == "http" {
+				args = append(args, "--http")
+			}
+			out, errOut, code := runGateway(t, ctx, args...)
+			if code != 130 || !strings.Contains(errOut, "interrupted") || strings.Contains(errOut, "404") || out != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 130 and an interruption reported", code, out, errOut)
+			}
+		})
+	}
+}

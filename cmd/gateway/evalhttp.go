@@ -84,6 +84,11 @@ func (h *httpRanker) rank(ctx context.Context, q selector.EvalQuery) ([]string, 
 	req.Header.Set("X-Session-ID", q.ID)
 	rec := httptest.NewRecorder()
 	h.gw.ServeHTTP(rec, req)
+	// A canceled request gets whatever answer the gateway's handler had
+	// then (a 404 page, for one): the cancellation is the news.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("query %s: %w", q.ID, err)
+	}
 	if rec.Code != http.StatusOK {
 		return nil, fmt.Errorf("query %s: gateway answered %d: %s", q.ID, rec.Code, rec.Body.Bytes())
 	}
