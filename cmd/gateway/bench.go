@@ -56,7 +56,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	return res.Print(stdout)
+	if err := res.Print(stdout); err != nil {
+		return err
+	}
+	if res.Interrupted {
+		return fmt.Errorf("bench: %w: what was measured is above", errInterrupted)
+	}
+	return nil
 }
 
 // startCPUProfile starts profiling into path and returns the func that
