@@ -21,7 +21,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +83,15 @@ func (o *Options) defaults() {
 	}
 }
 
+// MaxTools is the largest catalog the gateway accepts in one request
+// (proxy/caps.go's maxCatalogTools, unexported there;
+// TestMaxToolsIsTheGatewaysLimit keeps the two equal). A larger size
+// failed at warm-up, seconds in, with "status 400".
+const MaxTools = 4096
+
+// Modes are the policy modes a run can put the gateway in.
+var Modes = []string{string(policy.ModeHybrid), string(policy.ModeSearch), string(policy.ModePreselect), string(policy.ModePassthrough)}
+
 // Paths a request can take to the upstream.
 const (
 	Direct  = "direct"
@@ -139,6 +150,11 @@ type Result struct {
 // Run measures every size and mode.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	o.defaults()
+	for _, n := range o.Sizes {
+		if n <= 0 || n > MaxTools {
+			return nil, fmt.Errorf("catalog size %d: want 1 to %d tools, the most the gateway accepts in one request", n, MaxTools)
+		}
+	}
 	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Budget)
 	defer cancel()
@@ -261,6 +277,11 @@ func start(o Options) (*env, error) {
 func benchPolicy(mode string) (*policy.Snapshot, error) {
 	if mode == "" {
 		return policy.Default(), nil
+	}
+	// Checked before the policy file is written: an unknown mode was
+	// reported as a problem in that temporary file.
+	if !slices.Contains(Modes, mode) {
+		return nil, fmt.Errorf("bench mode %q: want one of %s", mode, strings.Join(Modes, ", "))
 	}
 	dir, err := os.MkdirTemp("", "toolgate-bench-")
 	if err != nil {

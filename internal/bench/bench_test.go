@@ -347,3 +347,49 @@ func TestRatiosCompareWhatTheProxiesAdd(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxToolsIsTheGatewaysLimit keeps MaxTools equal to the gateway's
+// own limit, which proxy does not export: a request of MaxTools+1 tools
+// is refused with it named.
+func TestMaxToolsIsTheGatewaysLimit(t *testing.T) {
+	e, err := start(Options{Sessions: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	tools, err := catalog(MaxTools + 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := requestBody(tools, false, userMessages[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer bench-key-not-a-secret")
+	w := httptest.NewRecorder()
+	e.handler.ServeHTTP(w, req)
+	if want := fmt.Sprintf("at most %d", MaxTools); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), want) {
+		t.Errorf("%d tools: status %d, %s; want 400 and %q", MaxTools+1, w.Code, w.Body.String(), want)
+	}
+}
+
+func TestRunRefusesWhatItCannotMeasure(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		o      Options
+		want   string
+		banned string
+	}{
+		{"an unknown mode names the modes, not a temporary file", Options{Mode: "bogus"}, "want one of hybrid, search, preselect, passthrough", "toolgate-bench-"},
+		{"a size above the gateway's limit is refused before anything runs", Options{Sizes: []int{MaxTools + 1}}, "want 1 to 4096 tools", "status 400"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Budget = time.Minute
+			_, err := Run(context.Background(), tc.o)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), tc.banned) {
+				t.Errorf("err = %v; want %q in it", err, tc.want)
+			}
+		})
+	}
+}
