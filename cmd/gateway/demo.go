@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,7 +14,6 @@ import (
 	"github.com/toolgate/toolgate/internal/progress"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
-	"github.com/toolgate/toolgate/selector"
 )
 
 // runDemo replays the bundled agent tasks direct and through the gateway,
@@ -40,6 +40,22 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: demo takes no arguments, only flags; got %q", errUsage, fs.Args())
+	}
+	// The flags that shape eval queries into tasks mean nothing without
+	// them; accepted and ignored, they made a run look like what it was not.
+	if *queries == "" {
+		var stray []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "subset" || f.Name == "step-query" {
+				stray = append(stray, "--"+f.Name)
+			}
+		})
+		if len(stray) > 0 {
+			return fmt.Errorf("%w: %s: only with --queries", errUsage, strings.Join(stray, " and "))
+		}
+	}
 	sizes, err := agentSizes(*agentTools)
 	if err != nil || (len(sizes) > 0 && *queries == "") {
 		return fmt.Errorf("%w: --agent-tools %q: want numbers of tools, comma-separated, with --queries", errUsage, *agentTools)
@@ -49,7 +65,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	o := demo.Options{Stream: *stream, Model: *model, OneSession: *oneSession, CacheRate: *cacheRate}
 	var (
-		qs   []selector.EvalQuery
+		qf   *queryFile
 		defs map[string][]rewrite.Tool
 	)
 	switch {
@@ -57,18 +73,33 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *catalog == "" || *tasks != "" {
 			return fmt.Errorf("%w: --queries needs --catalog (the eval catalog) and replaces --tasks", errUsage)
 		}
-		if qs, err = selector.LoadQueries(*queries); err != nil {
+		if qf, err = loadQueries(*queries); err != nil {
 			return err
+		}
+		if note := qf.skippedNote(); note != "" {
+			fmt.Fprintln(stderr, "demo:", note)
 		}
 		if defs, err = readCatalog(*catalog); err != nil {
 			return err
 		}
-	default:
-		if o.Catalog, err = readOptional(*catalog); err != nil {
-			return err
+		// Checked here, where each query's FILE:LINE is known (demo.Run
+		// sees only the tasks made of them), and only for the queries
+		// that --subset replays.
+		if _, err := qf.withSubset(*subset).checkGold(defs, *catalog, true); err != nil {
+			return fmt.Errorf("demo: %w", err)
 		}
-		if o.Tasks, err = readOptional(*tasks); err != nil {
-			return err
+	default:
+		// Read and checked here, where the files are known: demo.Run's
+		// errors about its input cannot name them.
+		if *catalog != "" {
+			if o.Catalog, err = readDemoCatalog(*catalog); err != nil {
+				return err
+			}
+		}
+		if *tasks != "" {
+			if o.Tasks, err = readTasks(*tasks); err != nil {
+				return err
+			}
 		}
 	}
 	if *config != "" {
@@ -92,8 +123,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			label = fmt.Sprintf("agent of %d tools (%d of %d)", n, i+1, len(sizes))
 			what = fmt.Sprintf("demo over %d tools", n)
 		}
-		if qs != nil {
-			if o.Tasks, o.Catalog, err = episodes(qs, defs, *subset, *stepQuery, n); err != nil {
+		// On *queries, not on what was read from it: an empty file once
+		// left nothing read and replayed the bundled demo instead.
+		if *queries != "" {
+			if o.Tasks, o.Catalog, err = episodes(qf.queries, defs, *subset, *stepQuery, n); err != nil {
 				return err
 			}
 		}
@@ -101,6 +134,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			o.Progress = progress.Bar(stderr, label)
 		}
 		res, err := demo.Run(ctx, o)
+		if errors.Is(err, demo.ErrMissingTools) {
+			return fmt.Errorf("%s: tasks %s over catalog %s: %w", what, orBundled(*tasks), orBundled(*catalog), err)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -129,15 +165,12 @@ func agentSizes(s string) ([]int, error) {
 	return out, nil
 }
 
-func readOptional(path string) ([]byte, error) {
+// orBundled names an input file for a message: its path, or "(bundled)".
+func orBundled(path string) string {
 	if path == "" {
-		return nil, nil
+		return "(bundled)"
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	return b, nil
+	return path
 }
 
 // isTerminal reports whether w is a character device, so progress bars go

@@ -69,15 +69,11 @@ func episodes(qs []selector.EvalQuery, defs map[string][]rewrite.Tool, subset, s
 			return nil, nil, err
 		}
 	}
-	raws := make([]string, len(tools))
-	for i, t := range tools {
-		raws[i] = t.Raw
-	}
 	tasks, err = json.Marshal(out)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding episodes: %w", err)
 	}
-	return tasks, []byte("[" + strings.Join(raws, ",") + "]"), nil
+	return tasks, toolsArray(tools), nil
 }
 
 // agentCatalog returns an agent's n tools out of a catalog: every tool the

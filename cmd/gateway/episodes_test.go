@@ -243,7 +243,7 @@ func TestDemoSweepsAgentSizesOneRowEach(t *testing.T) {
 	})
 }
 
-func TestDemoAgentToolsNeedsEvalQueries(t *testing.T) {
+func TestDemoRefusesFlagsItWouldIgnore(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -252,6 +252,11 @@ func TestDemoAgentToolsNeedsEvalQueries(t *testing.T) {
 		{"a negative agent size is a usage error", []string{"demo", "--agent-tools", "-1", "--queries", "q.jsonl", "--catalog", "c.json"}},
 		{"a list with a size that is not a number is a usage error", []string{"demo", "--agent-tools", "120,many", "--queries", "q.jsonl", "--catalog", "c.json"}},
 		{"a list with an empty size is a usage error", []string{"demo", "--agent-tools", "120,,150", "--queries", "q.jsonl", "--catalog", "c.json"}},
+		{"a subset without --queries is a usage error", []string{"demo", "--subset", "live"}},
+		{"a step query without --queries is a usage error", []string{"demo", "--step-query", "prompt"}},
+		{"the bundled step query given without --queries is a usage error too", []string{"demo", "--step-query=name"}},
+		{"an argument after the flags is a usage error, not ignored", []string{"demo", "--stream", "tasks.json"}},
+		{"an argument before the flags is a usage error, not ignored", []string{"demo", "extra", "--stream"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -23,7 +22,6 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	catalog := fs.String("catalog", "", "catalog file: {id: [tools]} or a tools array")
 	queries := fs.String("queries", "", "queries file (JSONL: id, catalog, query, gold, gold_alts, subset)")
 	config := fs.String("config", "", "tools.yaml whose enrichment and weights apply (default: none)")
-	limit := fs.Int("limit", 10, "how many results to rank per query (recall@10 needs 10)")
 	misses := fs.Int("misses", 0, "after the table, list up to N queries with a gold tool outside the first 10: "+
 		"the gold tools missed and the 10 ranked instead (what to read before adding keywords or examples in tools.yaml)")
 	through := fs.Bool("http", false, "measure through an in-process gateway: a scripted model searches once with each query; "+
@@ -34,7 +32,28 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *catalog == "" || *queries == "" {
 		return fmt.Errorf("%w: eval needs --catalog and --queries", errUsage)
 	}
-	qs, err := selector.LoadQueries(*queries)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: eval takes no arguments, only flags; got %q", errUsage, fs.Args())
+	}
+	qf, err := loadQueries(*queries)
+	if err != nil {
+		return err
+	}
+	if note := qf.skippedNote(); note != "" {
+		fmt.Fprintln(stderr, "eval:", note)
+	}
+	defs, err := readCatalog(*catalog)
+	if err != nil {
+		return err
+	}
+	warning, err := qf.checkGold(defs, *catalog, false)
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	if warning != "" {
+		fmt.Fprintln(stderr, "eval: warning:", warning)
+	}
+	snap, err := policy.Load(*config)
 	if err != nil {
 		return err
 	}
@@ -42,20 +61,20 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var hr *httpRanker
 	if *through {
 		var stop func()
-		hr, stop, err = newHTTPRanker(ctx, *catalog, *config)
-		if err != nil {
-			return err
-		}
+		hr, stop = newHTTPRanker(snap, defs)
 		defer stop()
 		rank = hr.rank
 	} else {
-		cats, err := loadCatalogs(ctx, *catalog, *config)
+		cats, err := compileCatalogs(ctx, snap, defs)
 		if err != nil {
 			return err
 		}
-		rank = selector.SearchRanker(cats, max(*limit, 10))
+		// The first 10 are all that recall@10 and the misses list read;
+		// a --limit flag that could only raise this was removed, as it
+		// changed nothing.
+		rank = selector.SearchRanker(cats, 10)
 	}
-	rep, err := selector.Evaluate(ctx, qs, rank)
+	rep, err := selector.Evaluate(ctx, qf.queries, rank)
 	if err != nil {
 		return err
 	}
@@ -120,28 +139,23 @@ func loadCatalogs(ctx context.Context, path, config string) (map[string]*selecto
 	if err != nil {
 		return nil, err
 	}
+	return compileCatalogs(ctx, snap, defs)
+}
+
+// compileCatalogs compiles every catalog of a catalog file's defs with
+// snap's enrichment and weights.
+func compileCatalogs(ctx context.Context, snap *policy.Snapshot, defs map[string][]rewrite.Tool) (map[string]*selector.Catalog, error) {
 	cats := make(map[string]*selector.Catalog, len(defs))
 	for id, rts := range defs {
 		tools, cfg := snap.Catalog(rts)
 		c, err := selector.Compile(ctx, tools, cfg)
-		if err != nil {
+		if err != nil && id != "" {
 			return nil, fmt.Errorf("catalog %q: %w", id, err)
+		}
+		if err != nil {
+			return nil, err // a plain tools array's, whose id "" says nothing
 		}
 		cats[id] = c
 	}
 	return cats, nil
-}
-
-// readCatalog reads a catalog file: {catalog id: [tools]} or a plain tools
-// array (under the id "").
-func readCatalog(path string) (map[string][]rewrite.Tool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading catalog: %w", err)
-	}
-	defs, err := rewrite.ParseCatalog(data)
-	if err != nil {
-		return nil, fmt.Errorf("parsing catalog %s: %w", path, err)
-	}
-	return defs, nil
 }

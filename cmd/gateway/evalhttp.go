@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/tidwall/gjson"
@@ -19,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/fakellm"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
 	"github.com/toolgate/toolgate/session"
 )
@@ -37,22 +37,13 @@ type httpRanker struct {
 	offered []int // tools offered per query, for the summary
 }
 
-func newHTTPRanker(ctx context.Context, catalogPath, config string) (*httpRanker, func(), error) {
-	snap, err := policy.Load(config)
-	if err != nil {
-		return nil, nil, err
-	}
-	defs, err := readCatalog(catalogPath)
-	if err != nil {
-		return nil, nil, err
-	}
+// newHTTPRanker starts the scripted model and builds the gateway in front
+// of it, with policy snap, for the catalogs of a catalog file; the func it
+// returns stops the model.
+func newHTTPRanker(snap *policy.Snapshot, defs map[string][]rewrite.Tool) (*httpRanker, func()) {
 	tools := make(map[string]json.RawMessage, len(defs))
 	for id, ts := range defs {
-		raws := make([]string, len(ts))
-		for i, t := range ts {
-			raws[i] = t.Raw
-		}
-		tools[id] = json.RawMessage("[" + strings.Join(raws, ",") + "]")
+		tools[id] = toolsArray(ts)
 	}
 	model := &searchOnceModel{}
 	up := httptest.NewServer(model)
@@ -65,7 +56,7 @@ func newHTTPRanker(ctx context.Context, catalogPath, config string) (*httpRanker
 		Learned:  proxy.NewLearned(64),
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
-	return &httpRanker{gw: gw.Handler(), tools: tools, model: model}, up.Close, nil
+	return &httpRanker{gw: gw.Handler(), tools: tools, model: model}, up.Close
 }
 
 // rank sends one query through the gateway. selector.Evaluate calls it
@@ -93,6 +84,11 @@ func (h *httpRanker) rank(ctx context.Context, q selector.EvalQuery) ([]string, 
 	req.Header.Set("X-Session-ID", q.ID)
 	rec := httptest.NewRecorder()
 	h.gw.ServeHTTP(rec, req)
+	// A canceled request gets whatever answer the gateway's handler had
+	// then (a 404 page, for one): the cancellation is the news.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("query %s: %w", q.ID, err)
+	}
 	if rec.Code != http.StatusOK {
 		return nil, fmt.Errorf("query %s: gateway answered %d: %s", q.ID, rec.Code, rec.Body.Bytes())
 	}

@@ -40,6 +40,9 @@ func exitCode(err error, stderr io.Writer) int {
 		return 0 // -h asked for the usage, which the flag set has printed
 	case errors.Is(err, errSilent):
 		return 1
+	case errors.Is(err, errInterrupted):
+		fmt.Fprintln(stderr, "gateway:", err)
+		return 130 // as a shell reports a command that SIGINT ended
 	case errors.Is(err, errUsage):
 		fmt.Fprintln(stderr, "gateway:", err)
 		return 2
@@ -51,6 +54,20 @@ func exitCode(err error, stderr io.Writer) int {
 
 // errSilent is returned by commands that already printed why they failed.
 var errSilent = errors.New("failed")
+
+// errInterrupted marks a command that Ctrl-C or SIGTERM cut short, so that
+// it exits 130 and says so instead of reporting whatever the cancellation
+// broke (eval --http printed the gateway's "404 page not found").
+var errInterrupted = errors.New("interrupted")
+
+// interrupted marks err as an interruption when the command's context was
+// canceled: once it is, any failure is the cancellation's doing.
+func interrupted(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, errInterrupted) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errInterrupted, err)
+}
 
 const usage = `usage: gateway [command] [flags]
 
@@ -77,13 +94,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "validate":
 		return runValidate(ctx, args, stdout, stderr)
 	case "search":
-		return runSearch(ctx, args, stdout, stderr)
+		return interrupted(ctx, runSearch(ctx, args, stdout, stderr))
 	case "eval":
-		return runEval(ctx, args, stdout, stderr)
+		return interrupted(ctx, runEval(ctx, args, stdout, stderr))
 	case "demo":
-		return runDemo(ctx, args, stdout, stderr)
+		return interrupted(ctx, runDemo(ctx, args, stdout, stderr))
 	case "bench":
-		return runBench(ctx, args, stdout, stderr)
+		return interrupted(ctx, runBench(ctx, args, stdout, stderr))
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

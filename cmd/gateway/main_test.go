@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -34,4 +36,26 @@ func TestHelpPrintsTheUsageAndExitsZero(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runGateway runs the gateway with args as main would and returns what it
+// printed on stdout, on stderr (exitCode's line included) and its exit
+// status.
+func runGateway(t *testing.T, ctx context.Context, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(ctx, args, &out, &errOut)
+	code = exitCode(err, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// writeFile writes text to name in a new temporary directory and returns
+// its path.
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -21,21 +22,34 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	config := fs.String("config", "", "tools.yaml whose enrichment and weights apply (default: none)")
 	id := fs.String("id", "", "catalog id when the file holds several")
 	limit := fs.Int("limit", 10, "how many tools to print")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: gateway search --catalog FILE [flags] QUERY...\n\n"+
+			"QUERY is the rest of the arguments, joined by spaces; flags may come before or after it\n"+
+			"(after --, everything is query, even words that start with -).\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	words, err := parseInterspersed(fs, args)
+	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if *catalog == "" || fs.NArg() == 0 {
-		return fmt.Errorf("%w: usage: gateway search --catalog FILE [--limit K] \"query\"", errUsage)
+	query := strings.TrimSpace(strings.Join(words, " "))
+	switch {
+	case *catalog == "":
+		return fmt.Errorf("%w: search needs --catalog FILE (gateway search --catalog FILE [flags] QUERY...)", errUsage)
+	case query == "":
+		return fmt.Errorf("%w: search needs a query that is not blank (gateway search --catalog FILE [flags] QUERY...)", errUsage)
+	case *limit <= 0:
+		return fmt.Errorf("%w: --limit %d: want how many tools to print, at least 1", errUsage, *limit)
 	}
 	cats, err := loadCatalogs(ctx, *catalog, *config)
 	if err != nil {
 		return err
 	}
-	cat, err := pickCatalog(cats, *id)
+	cat, err := pickCatalog(cats, *id, *catalog)
 	if err != nil {
 		return err
 	}
-	res, err := cat.Search(ctx, selector.Query{Text: strings.Join(fs.Args(), " "), Limit: *limit, Explain: true})
+	res, err := cat.Search(ctx, selector.Query{Text: query, Limit: *limit, Explain: true})
 	if err != nil {
 		return err
 	}
@@ -48,7 +62,31 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return tw.Flush()
 }
 
-func pickCatalog(cats map[string]*selector.Catalog, id string) (*selector.Catalog, error) {
+// parseInterspersed parses fs over args and returns the positional
+// arguments, letting flags come after them as well as before: flag.Parse
+// stops at the first positional argument, which read "search --catalog F
+// read file --limit 2" as a search for "read file --limit 2". A "--" ends
+// the flags; everything after it is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// pickCatalog returns the catalog of id from the catalog file at path: the
+// only one when id is "" and there is one.
+func pickCatalog(cats map[string]*selector.Catalog, id, path string) (*selector.Catalog, error) {
 	if c, ok := cats[id]; ok {
 		return c, nil
 	}
@@ -57,12 +95,18 @@ func pickCatalog(cats map[string]*selector.Catalog, id string) (*selector.Catalo
 			return c, nil
 		}
 	}
+	if _, plain := cats[""]; plain && len(cats) == 1 {
+		return nil, fmt.Errorf("%w: --id %q: %s is a plain tools array, which has no catalog ids; leave --id out", errUsage, id, path)
+	}
 	ids := make([]string, 0, len(cats))
 	for k := range cats {
-		ids = append(ids, k)
+		ids = append(ids, strconv.Quote(k))
 	}
 	sort.Strings(ids)
-	return nil, fmt.Errorf("%w: pick a catalog with --id (one of %s)", errUsage, strings.Join(ids, ", "))
+	if id == "" {
+		return nil, fmt.Errorf("%w: %s holds several catalogs; pick one with --id (one of %s)", errUsage, path, strings.Join(ids, ", "))
+	}
+	return nil, fmt.Errorf("%w: --id %q: %s has no such catalog (it holds %s)", errUsage, id, path, strings.Join(ids, ", "))
 }
 
 func formatSignals(sig map[string]float64) string {

@@ -21,7 +21,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +83,15 @@ func (o *Options) defaults() {
 	}
 }
 
+// MaxTools is the largest catalog the gateway accepts in one request
+// (proxy/caps.go's maxCatalogTools, unexported there;
+// TestMaxToolsIsTheGatewaysLimit keeps the two equal). A larger size
+// failed at warm-up, seconds in, with "status 400".
+const MaxTools = 4096
+
+// Modes are the policy modes a run can put the gateway in.
+var Modes = []string{string(policy.ModeHybrid), string(policy.ModeSearch), string(policy.ModePreselect), string(policy.ModePassthrough)}
+
 // Paths a request can take to the upstream.
 const (
 	Direct  = "direct"
@@ -97,21 +108,29 @@ type Row struct {
 	BodyBytes int
 	Stream    bool
 	Path      string
-	P50       time.Duration // median over runs of each run's percentile
-	P95       time.Duration
-	P99       time.Duration
+	// Runs is how many latency runs completed; 0 means the latency of
+	// this path was not measured (the run was cut short first), and the
+	// row is not printed.
+	Runs int
+	P50  time.Duration // median over runs of each run's percentile
+	P95  time.Duration
+	P99  time.Duration
 	// RunP50 and RunP99 are each run's percentiles, in run order: the
 	// ratios' spread within one invocation.
 	RunP50, RunP99 []time.Duration
-	Throughput     float64 // requests per second with Options.Concurrency clients
+	Throughput     float64 // requests per second with Options.Concurrency clients; 0: not measured
 	Errors         int
 }
+
+// measured reports whether the row has a latency to show.
+func (r Row) measured() bool { return r.Runs > 0 }
 
 // Memory is the process's memory once the gateway holds many sessions. The
 // client, upstream and gateway share the process, so RSS is an upper
 // bound of the gateway's own.
 type Memory struct {
-	Sessions  int
+	Sessions  int   // sessions the gateway held, the earlier phases' included
+	Earlier   int   // sessions the earlier phases had left when it began
 	RSS       int64 // bytes; 0 where /proc is not available
 	HeapInuse uint64
 	Took      time.Duration
@@ -122,12 +141,21 @@ type Result struct {
 	Options Options
 	Rows    []Row
 	Memory  *Memory
-	Partial bool // the time budget ended the run early
+	// Partial says the run was cut short: by the time budget, or, when
+	// Interrupted, by the caller's context (Ctrl-C).
+	Partial     bool
+	Interrupted bool
 }
 
 // Run measures every size and mode.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	o.defaults()
+	for _, n := range o.Sizes {
+		if n <= 0 || n > MaxTools {
+			return nil, fmt.Errorf("catalog size %d: want 1 to %d tools, the most the gateway accepts in one request", n, MaxTools)
+		}
+	}
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Budget)
 	defer cancel()
 	env, err := start(o)
@@ -136,6 +164,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer env.close()
 	res := &Result{Options: o}
+	// cut marks the result as cut short, and by what: the budget's
+	// deadline and a Ctrl-C both end ctx.
+	cut := func() (*Result, error) {
+		res.Partial, res.Interrupted = true, caller.Err() != nil
+		return res, nil
+	}
 	total := len(o.Sizes)*2*(o.Runs*o.Requests+o.Throughput) + o.Sessions
 	var done atomic.Int64
 	tick := func(n int) {
@@ -153,8 +187,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.Rows = append(res.Rows, rows...)
 			if err != nil {
 				if ctx.Err() != nil {
-					res.Partial = true
-					return res, nil
+					return cut()
 				}
 				return res, err
 			}
@@ -168,8 +201,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		m, err := env.sessions(ctx, o, tools, tick)
 		if err != nil {
 			if ctx.Err() != nil {
-				res.Partial = true
-				return res, nil
+				return cut()
 			}
 			return res, err
 		}
@@ -245,6 +277,11 @@ func start(o Options) (*env, error) {
 func benchPolicy(mode string) (*policy.Snapshot, error) {
 	if mode == "" {
 		return policy.Default(), nil
+	}
+	// Checked before the policy file is written: an unknown mode was
+	// reported as a problem in that temporary file.
+	if !slices.Contains(Modes, mode) {
+		return nil, fmt.Errorf("bench mode %q: want one of %s", mode, strings.Join(Modes, ", "))
 	}
 	dir, err := os.MkdirTemp("", "toolgate-bench-")
 	if err != nil {
@@ -341,6 +378,19 @@ func (e *env) measure(ctx context.Context, o Options, tools []json.RawMessage, s
 		}
 	}
 	perRun := make([][3][]time.Duration, len(paths)) // path -> run percentiles
+	// finish sets the rows' latencies from the runs completed, so a run
+	// cut short keeps what its earlier runs measured; a path with no
+	// complete run stays unmeasured (it printed as 0.000ms).
+	finish := func() {
+		for i := range paths {
+			rows[i].Runs = len(perRun[i][0])
+			if rows[i].Runs == 0 {
+				continue
+			}
+			rows[i].P50, rows[i].P95, rows[i].P99 = median(perRun[i][0]), median(perRun[i][1]), median(perRun[i][2])
+			rows[i].RunP50, rows[i].RunP99 = perRun[i][0], perRun[i][2]
+		}
+	}
 	for run := 0; run < o.Runs; run++ {
 		lat := make([][]time.Duration, len(paths))
 		for n := 0; n < o.Requests; n++ {
@@ -352,6 +402,7 @@ func (e *env) measure(ctx context.Context, o Options, tools []json.RawMessage, s
 				d := time.Since(t0)
 				if err != nil {
 					if ctx.Err() != nil {
+						finish()
 						return rows, ctx.Err()
 					}
 					rows[i].Errors++
@@ -368,9 +419,8 @@ func (e *env) measure(ctx context.Context, o Options, tools []json.RawMessage, s
 			perRun[i][2] = append(perRun[i][2], p99)
 		}
 	}
+	finish()
 	for i := range paths {
-		rows[i].P50, rows[i].P95, rows[i].P99 = median(perRun[i][0]), median(perRun[i][1]), median(perRun[i][2])
-		rows[i].RunP50, rows[i].RunP99 = perRun[i][0], perRun[i][2]
 		rps, errs, err := e.throughput(ctx, o, paths[i], bodies, stream)
 		rows[i].Throughput, rows[i].Errors = rps, rows[i].Errors+errs
 		if err != nil {
@@ -390,7 +440,9 @@ func (e *env) throughput(ctx context.Context, o Options, path string, bodies req
 		return e.do(ctx, path, body, stream, "t"+session)
 	})
 	if ctx.Err() != nil {
-		return 0, errs, ctx.Err()
+		// Requests the cut failed are not the path's errors, and the
+		// phase was not measured.
+		return 0, 0, ctx.Err()
 	}
 	return float64(o.Throughput) / time.Since(t0).Seconds(), errs, nil
 }
@@ -426,6 +478,7 @@ func (e *env) sessions(ctx context.Context, o Options, tools []json.RawMessage, 
 	if err != nil {
 		return nil, err
 	}
+	earlier := e.store.Len()
 	t0 := time.Now()
 	failed := fanOut(ctx, o.Concurrency, o.Sessions, func(n int64) error {
 		if n%100 == 0 {
@@ -442,5 +495,5 @@ func (e *env) sessions(ctx context.Context, o Options, tools []json.RawMessage, 
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return &Memory{Sessions: e.store.Len(), RSS: rss(), HeapInuse: ms.HeapInuse, Took: time.Since(t0)}, nil
+	return &Memory{Sessions: e.store.Len(), Earlier: earlier, RSS: rss(), HeapInuse: ms.HeapInuse, Took: time.Since(t0)}, nil
 }

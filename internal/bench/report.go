@@ -54,7 +54,9 @@ func rss() int64 {
 
 // Print writes the latency table: each path's latency percentiles and,
 // for the proxies, what they add over the direct call at the same
-// percentile (the median over runs of each run's percentile).
+// percentile (the median over runs of each run's percentile). Rows the
+// run did not reach are left out, and a throughput it did not reach is
+// "-": printed as zeros they read as measurements.
 func (r *Result) Print(w io.Writer) error {
 	o := r.Options
 	mode := ""
@@ -65,33 +67,44 @@ func (r *Result) Print(w io.Writer) error {
 	if o.DecodeBody {
 		upstream = "fast loopback upstream (decodes the JSON body)"
 	}
-	turns := fmt.Sprintf("user messages drawn in rotation from %d", len(userMessages))
+	turns := fmt.Sprintf("each request's user message drawn in rotation from %d different ones", len(userMessages))
 	if o.Retries {
 		turns = fmt.Sprintf("each of %d sessions re-sending one of %d user messages (retries)", benchSessions, len(userMessages))
 	}
 	fmt.Fprintf(w, "toolgate bench: %s; %d runs x %d sequential requests per path (interleaved), then %d requests from %d clients for throughput; %s%s\n\n",
 		upstream, o.Runs, o.Requests, o.Throughput, o.Concurrency, turns, mode)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "tools\tbody\tmode\tpath\tp50\tp95\tp99\tadded p50\tadded p95\tadded p99\treq/s\terrors\t\n")
-	cases, _ := r.cases()
-	for _, row := range r.Rows {
-		d := cases[caseOf(row)][Direct]
-		mode := "json"
-		if row.Stream {
-			mode = "stream"
-		}
-		added := func(x, base time.Duration) string {
-			if row.Path == Direct {
-				return "-"
+	cases, order := r.cases()
+	if len(order) == 0 {
+		fmt.Fprintln(w, "no latency measured: the run ended before a path completed one run")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "tools\tbody\tmode\tpath\tp50\tp95\tp99\tadded p50\tadded p95\tadded p99\treq/s\terrors\t\n")
+		for _, row := range r.Rows {
+			if !row.measured() {
+				continue
 			}
-			return us(x - base)
+			d, direct := cases[caseOf(row)][Direct]
+			mode := "json"
+			if row.Stream {
+				mode = "stream"
+			}
+			added := func(x, base time.Duration) string {
+				if row.Path == Direct || !direct {
+					return "-"
+				}
+				return us(x - base)
+			}
+			rps := "-"
+			if row.Throughput > 0 {
+				rps = strconv.FormatFloat(row.Throughput, 'f', 0, 64)
+			}
+			fmt.Fprintf(tw, "%d\t%dKB\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", row.Tools, row.BodyBytes>>10, mode, row.Path,
+				us(row.P50), us(row.P95), us(row.P99), added(row.P50, d.P50), added(row.P95, d.P95), added(row.P99, d.P99),
+				rps, row.Errors)
 		}
-		fmt.Fprintf(tw, "%d\t%dKB\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t\n", row.Tools, row.BodyBytes>>10, mode, row.Path,
-			us(row.P50), us(row.P95), us(row.P99), added(row.P50, d.P50), added(row.P95, d.P95), added(row.P99, d.P99),
-			row.Throughput, row.Errors)
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("writing table: %w", err)
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("writing table: %w", err)
+		}
 	}
 	if lines := r.ratios(); len(lines) > 0 {
 		fmt.Fprintf(w, "\ngateway's added latency over the bare proxy's (issue #5's target: at most 1.0x at p50, 1.5x at p99):\n")
@@ -99,16 +112,30 @@ func (r *Result) Print(w io.Writer) error {
 			fmt.Fprintln(w, "  "+l)
 		}
 		if o.Runs > 1 {
-			fmt.Fprintln(w, "  (each ratio is of the medians in the table; in brackets the lowest and highest of the runs' own)")
+			fmt.Fprintln(w, "  (each ratio is the median of the runs' own ratios, in brackets the lowest and highest of them;\n"+
+				"  the table's columns are medians taken path by path, so their quotient can differ)")
 		}
 	}
 	if m := r.Memory; m != nil {
-		fmt.Fprintf(w, "\nmemory: %d sessions held after %d requests through the gateway (200 tools each, %s): RSS %s, Go heap in use %s\n"+
+		// The store also holds the latency and throughput phases'
+		// sessions; counting them as the memory phase's said "42 sessions
+		// held after 1 requests".
+		fmt.Fprintf(w, "\nmemory: %d sessions held: %d opened by the memory phase's requests (one each, 200 tools, %s) "+
+			"and %d left by the latency and throughput phases; RSS %s, Go heap in use %s\n"+
 			"(client, upstream and gateway share this process: RSS is an upper bound of the gateway's)\n",
-			m.Sessions, o.Sessions, m.Took.Round(time.Millisecond), mb(m.RSS), mb(int64(m.HeapInuse)))
+			m.Sessions, m.Sessions-m.Earlier, m.Took.Round(time.Millisecond), m.Earlier, mb(m.RSS), mb(int64(m.HeapInuse)))
 	}
 	if r.Partial {
-		fmt.Fprintln(w, "\nthe time budget ended the run early: the table is partial")
+		why := fmt.Sprintf("the time budget (--budget %s) ended the run early", o.Budget)
+		if r.Interrupted {
+			why = "interrupted"
+		}
+		fmt.Fprintf(w, "\n%s: the table shows what was measured (paths not reached are left out; a req/s of - was not measured)\n", why)
+		for _, k := range order {
+			if n := cases[k][Direct].Runs; n < o.Runs {
+				fmt.Fprintf(w, "  %d tools %s: %d of %d runs\n", k.tools, k.mode(), n, o.Runs)
+			}
+		}
 	}
 	return nil
 }
@@ -119,13 +146,24 @@ type caseKey struct {
 	stream bool
 }
 
+func (k caseKey) mode() string {
+	if k.stream {
+		return "stream"
+	}
+	return "json"
+}
+
 func caseOf(row Row) caseKey { return caseKey{row.Tools, row.Stream} }
 
-// cases returns the rows by case and path, and the cases in table order.
+// cases returns the measured rows by case and path, and the cases in table
+// order.
 func (r *Result) cases() (map[caseKey]map[string]Row, []caseKey) {
 	rows := map[caseKey]map[string]Row{}
 	var order []caseKey
 	for _, row := range r.Rows {
+		if !row.measured() {
+			continue
+		}
 		k := caseOf(row)
 		if rows[k] == nil {
 			rows[k] = map[string]Row{}
@@ -137,38 +175,18 @@ func (r *Result) cases() (map[caseKey]map[string]Row, []caseKey) {
 }
 
 // ratios returns, per catalog size and mode, the gateway's added latency
-// over the bare proxy's at p50 and p99 (from the same run's rows), as the
-// latency target is stated, and with several runs the lowest and highest
-// of the runs' own ratios: on a shared machine the spread is part of the
-// answer. A ratio is "n/a" when the bare proxy added nothing measurable: a
-// p99 above the direct call's by chance only.
+// over the bare proxy's at p50 and p99, as the latency target is stated.
+// Each run gives its own ratio, from its own three percentiles; the
+// headline is their median and, with several runs, the range their lowest
+// and highest: on a shared machine the spread is part of the answer. (The
+// headline was once the ratio of the table's medians, each taken path by
+// path from different runs, and could fall outside its own range: "p99
+// 5.41x (runs 0.80x-0.99x)".) A run whose bare proxy added nothing at that
+// percentile (its latency at or below direct's, by chance) has no ratio,
+// and is counted; a gateway path faster than direct gives a ratio below 0,
+// printed as such rather than as a large negative number that only says
+// how small the bare proxy's share was.
 func (r *Result) ratios() []string {
-	value := func(gw, bare, direct time.Duration) (float64, bool) {
-		if bare-direct <= 0 {
-			return 0, false
-		}
-		return float64(gw-direct) / float64(bare-direct), true
-	}
-	x := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) + "x" }
-	ratio := func(gw, bare, direct time.Duration, runs [3][]time.Duration) string {
-		v, ok := value(gw, bare, direct)
-		if !ok {
-			return "n/a"
-		}
-		out := x(v)
-		if n := len(runs[0]); n > 1 && len(runs[1]) == n && len(runs[2]) == n {
-			var each []float64
-			for i := range n {
-				if v, ok := value(runs[2][i], runs[1][i], runs[0][i]); ok {
-					each = append(each, v)
-				}
-			}
-			if len(each) > 1 {
-				out += " (runs " + x(slices.Min(each)) + "-" + x(slices.Max(each)) + ")"
-			}
-		}
-		return out
-	}
 	rows, order := r.cases()
 	var out []string
 	for _, k := range order {
@@ -179,15 +197,63 @@ func (r *Result) ratios() []string {
 		if !dok || !bok || !gok {
 			continue
 		}
-		mode := "json"
-		if k.stream {
-			mode = "stream"
-		}
-		p50 := ratio(g.P50, b.P50, d.P50, [3][]time.Duration{d.RunP50, b.RunP50, g.RunP50})
-		p99 := ratio(g.P99, b.P99, d.P99, [3][]time.Duration{d.RunP99, b.RunP99, g.RunP99})
-		out = append(out, fmt.Sprintf("%d tools %s: p50 %s, p99 %s", k.tools, mode, p50, p99))
+		p50 := ratio("p50", runsOf(d.P50, d.RunP50), runsOf(b.P50, b.RunP50), runsOf(g.P50, g.RunP50))
+		p99 := ratio("p99", runsOf(d.P99, d.RunP99), runsOf(b.P99, b.RunP99), runsOf(g.P99, g.RunP99))
+		out = append(out, fmt.Sprintf("%d tools %s: p50 %s, p99 %s", k.tools, k.mode(), p50, p99))
 	}
 	return out
+}
+
+// runsOf returns a row's per-run percentiles, or its one value when the
+// row has none.
+func runsOf(v time.Duration, runs []time.Duration) []time.Duration {
+	if len(runs) == 0 {
+		return []time.Duration{v}
+	}
+	return runs
+}
+
+// ratio formats the gateway's added latency over the bare proxy's at one
+// percentile from each run's direct, bare and gateway values (see ratios).
+func ratio(pct string, direct, bare, gw []time.Duration) string {
+	n := min(len(direct), len(bare), len(gw))
+	var each []float64
+	for i := range n {
+		if added := bare[i] - direct[i]; added > 0 {
+			each = append(each, float64(gw[i]-direct[i])/float64(added))
+		}
+	}
+	if len(each) == 0 {
+		return fmt.Sprintf("n/a (the bare proxy added nothing at %s: its latency was at or below direct's)", pct)
+	}
+	slices.Sort(each)
+	mid := len(each) / 2
+	med := each[mid]
+	if len(each)%2 == 0 {
+		med = (each[mid-1] + each[mid]) / 2
+	}
+	x := func(v float64) string {
+		if v < 0 {
+			return "<0x"
+		}
+		return strconv.FormatFloat(v, 'f', 2, 64) + "x"
+	}
+	var notes []string
+	switch hi := each[len(each)-1]; {
+	case hi < 0 && len(each) > 1:
+		notes = append(notes, "the gateway's path was faster than direct in every run")
+	case hi < 0:
+		notes = append(notes, "the gateway's path was faster than direct")
+	case len(each) > 1:
+		notes = append(notes, "runs "+x(each[0])+" to "+x(hi))
+	}
+	if skipped := n - len(each); skipped > 0 {
+		notes = append(notes, fmt.Sprintf("%d of %d runs n/a: the bare proxy added nothing", skipped, n))
+	}
+	if len(notes) == 0 {
+		return x(med)
+	}
+	return x(med) + " (" + strings.Join(notes, "; ") + ")"
 }
 
 func us(d time.Duration) string {

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -27,6 +28,7 @@ import (
 	"github.com/toolgate/toolgate/internal/fakellm"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
 	"github.com/toolgate/toolgate/session"
 )
@@ -111,6 +113,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if len(tasks) == 0 || len(tools) == 0 {
 		return nil, errors.New("demo needs at least one task and one tool")
 	}
+	if err := checkSteps(catalog, tasks); err != nil {
+		return nil, err
+	}
 	codec, err := tokenizer.Get(tokenizer.O200kBase)
 	if err != nil {
 		return nil, fmt.Errorf("loading tokenizer: %w", err)
@@ -164,6 +169,44 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Gateway.usage = via.usage()
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// ErrMissingTools is returned by Run when a task's step calls a tool the
+// catalog does not have.
+var ErrMissingTools = errors.New("the tasks call tools the catalog does not have")
+
+// checkSteps refuses a catalog the gateway would refuse (a duplicate name
+// was a 400 from the first task) and tasks with a step whose tool the
+// catalog lacks: no agent can call a tool it is not given, so such a step
+// never completes, and a run of them reported 0/N both ways as if it had
+// measured something.
+func checkSteps(catalog []byte, tasks []fakellm.Task) error {
+	tools, err := rewrite.ParseTools(gjson.ParseBytes(catalog))
+	if err != nil {
+		return fmt.Errorf("reading catalog: %w", err)
+	}
+	have := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		have[t.Name] = true
+	}
+	var missing []string
+	seen := map[string]bool{}
+	for _, task := range tasks {
+		for i, st := range task.Steps {
+			if !have[st.Tool] && !seen[st.Tool] {
+				seen[st.Tool] = true
+				missing = append(missing, fmt.Sprintf("%s (task %s, step %d)", st.Tool, task.Name, i+1))
+			}
+		}
+	}
+	const listed = 10
+	switch {
+	case len(missing) > listed:
+		return fmt.Errorf("%w: %s and %d more", ErrMissingTools, strings.Join(missing[:listed], ", "), len(missing)-listed)
+	case len(missing) > 0:
+		return fmt.Errorf("%w: %s", ErrMissingTools, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 func newGateway(upstream string, o Options) (*proxy.Gateway, error) {

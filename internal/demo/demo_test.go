@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -130,6 +131,35 @@ func TestOneConversationCompletesEveryTask(t *testing.T) {
 			}
 			if g := res.Gateway; g.TasksCompleted < tc.minTasks {
 				t.Errorf("gateway completed %d/%d tasks (%d/%d steps), want at least %d", g.TasksCompleted, res.Tasks, g.StepsCompleted, res.Steps, tc.minTasks)
+			}
+		})
+	}
+}
+
+func TestRunRefusesInputItCannotReplay(t *testing.T) {
+	tool := func(name string) string {
+		return `{"type":"function","function":{"name":"` + name + `","description":"d"}}`
+	}
+	tasks := `[{"name":"t1","prompt":"read it","steps":[{"tool":"a","query":"a","args":{}},{"tool":"nosuch_tool","query":"x","args":{}}],"answer":"Done."}]`
+	for _, tc := range []struct {
+		name           string
+		catalog, tasks string
+		missing        bool   // the error is ErrMissingTools
+		want           string // in the error
+	}{
+		{"a step whose tool the catalog lacks is named with its task and step", "[" + tool("a") + "]", tasks, true, "nosuch_tool (task t1, step 2)"},
+		{"the bundled tasks over an unrelated catalog are refused", "[" + tool("a") + "]", "", true, "fs_read_file (task bug_notes_to_issue, step 1)"},
+		{"a catalog with a duplicate name is refused before any task runs", "[" + tool("a") + "," + tool("a") + "," + tool("nosuch_tool") + "]", tasks, false,
+			`tools[1] "a": duplicate tool name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{Catalog: []byte(tc.catalog)}
+			if tc.tasks != "" {
+				o.Tasks = []byte(tc.tasks)
+			}
+			res, err := Run(context.Background(), o)
+			if err == nil || errors.Is(err, ErrMissingTools) != tc.missing || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v (result %+v); want %q in it", err, res, tc.want)
 			}
 		})
 	}
