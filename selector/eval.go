@@ -2,6 +2,7 @@ package selector
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,8 @@ type EvalQuery struct {
 	Gold     []string            `json:"gold"`
 	GoldAlts map[string][]string `json:"gold_alts"`
 	Subset   string              `json:"subset"`
+	// Line is the query's line in the file LoadQueries read, for messages.
+	Line int `json:"-"`
 }
 
 // EvalMetrics are recall numbers averaged over queries.
@@ -44,7 +47,7 @@ type EvalMiss struct {
 	Top     []string // the ranking's first 10
 }
 
-// LoadQueries reads a JSONL file of EvalQuery lines.
+// LoadQueries reads a JSONL file of EvalQuery lines, skipping blank ones.
 func LoadQueries(path string) ([]EvalQuery, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -55,13 +58,15 @@ func LoadQueries(path string) ([]EvalQuery, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for line := 1; sc.Scan(); line++ {
-		if len(sc.Bytes()) == 0 {
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 {
 			continue
 		}
 		var q EvalQuery
-		if err := json.Unmarshal(sc.Bytes(), &q); err != nil {
+		if err := json.Unmarshal(text, &q); err != nil {
 			return nil, fmt.Errorf("reading queries %s:%d: %w", path, line, err)
 		}
+		q.Line = line
 		out = append(out, q)
 	}
 	if err := sc.Err(); err != nil {

@@ -1,11 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -14,12 +10,11 @@ import (
 )
 
 // queryFile is an eval queries file (JSONL, the shared format) as eval and
-// demo --queries use it: the queries that have gold tools, each with the
-// line it came from, so that a problem with one is reported as FILE:LINE.
+// demo --queries use it: the queries that have gold tools, each knowing
+// its line, so that a problem with one is reported as FILE:LINE.
 type queryFile struct {
 	path    string
 	queries []selector.EvalQuery
-	lines   []int // lines[i] is the line of queries[i]
 	// skipped are the lines of queries without gold tools: there is
 	// nothing to measure or replay for them, and they are reported, not
 	// dropped silently.
@@ -30,31 +25,17 @@ type queryFile struct {
 // or blank lines only) is an error: run on it, eval printed a table of
 // zeros and demo fell back to its bundled tasks, both exiting 0.
 func loadQueries(path string) (*queryFile, error) {
-	data, err := os.ReadFile(path)
+	all, err := selector.LoadQueries(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading queries: %w", err)
+		return nil, err
 	}
 	qf := &queryFile{path: path}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for line := 1; sc.Scan(); line++ {
-		text := bytes.TrimSpace(sc.Bytes())
-		if len(text) == 0 {
-			continue
-		}
-		var q selector.EvalQuery
-		if err := json.Unmarshal(text, &q); err != nil {
-			return nil, fmt.Errorf("reading queries %s:%d: %w", path, line, err)
-		}
+	for _, q := range all {
 		if len(q.Gold) == 0 {
-			qf.skipped = append(qf.skipped, line)
+			qf.skipped = append(qf.skipped, q.Line)
 			continue
 		}
 		qf.queries = append(qf.queries, q)
-		qf.lines = append(qf.lines, line)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading queries %s: %w", path, err)
 	}
 	switch {
 	case len(qf.queries) == 0 && len(qf.skipped) == 0:
@@ -67,16 +48,15 @@ func loadQueries(path string) (*queryFile, error) {
 }
 
 // at returns where query i is, as FILE:LINE.
-func (qf *queryFile) at(i int) string { return fmt.Sprintf("%s:%d", qf.path, qf.lines[i]) }
+func (qf *queryFile) at(i int) string { return fmt.Sprintf("%s:%d", qf.path, qf.queries[i].Line) }
 
 // withSubset returns the queries whose subset starts with prefix, as
 // episodes picks them.
 func (qf *queryFile) withSubset(prefix string) *queryFile {
 	out := &queryFile{path: qf.path, skipped: qf.skipped}
-	for i, q := range qf.queries {
+	for _, q := range qf.queries {
 		if strings.HasPrefix(q.Subset, prefix) {
 			out.queries = append(out.queries, q)
-			out.lines = append(out.lines, qf.lines[i])
 		}
 	}
 	return out
