@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,15 +15,6 @@ var _ Store = (*Redis)(nil)
 // redisPrefix namespaces the gateway's keys, so a Redis shared with other
 // software never sees its keys collide with ours.
 const redisPrefix = "toolgate:session:"
-
-// Default network timeouts for the Redis store. They are far tighter than
-// go-redis's own (5 s dial, 3 s read) because the state is a cache: a slow
-// Redis must cost a request a repeated search, not seconds of latency.
-const (
-	redisDialTimeout  = time.Second
-	redisReadTimeout  = 250 * time.Millisecond
-	redisWriteTimeout = 250 * time.Millisecond
-)
 
 // Redis is a store shared by several gateway replicas, so a conversation
 // keeps its discovered tools whichever replica serves its next turn. Each
@@ -41,30 +31,10 @@ type Redis struct {
 // when done.
 // Errors never repeat the URL, which may carry a password.
 func NewRedis(rawURL string, ttl time.Duration) (*Redis, error) {
-	u, err := url.Parse(rawURL)
+	opt, err := ParseRedisURL(rawURL)
 	if err != nil {
-		return nil, errors.New("parsing the redis store URL: malformed URL")
+		return nil, err
 	}
-	opt, err := redis.ParseURL(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("parsing the redis store URL: %w", err)
-	}
-	q := u.Query()
-	if !q.Has("dial_timeout") {
-		opt.DialTimeout = redisDialTimeout
-	}
-	if !q.Has("read_timeout") {
-		opt.ReadTimeout = redisReadTimeout
-	}
-	if !q.Has("write_timeout") {
-		opt.WriteTimeout = redisWriteTimeout
-	}
-	if !q.Has("max_retries") {
-		opt.MaxRetries = 1
-	}
-	// go-redis dials five times per command by default; against a Redis
-	// that is down that turns every request into seconds of waiting.
-	opt.DialerRetries = 1
 	if ttl <= 0 {
 		ttl = time.Hour
 	}
