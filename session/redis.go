@@ -23,12 +23,19 @@ const redisPrefix = "toolgate:session:"
 type Redis struct {
 	client *redis.Client
 	ttl    time.Duration
+	// opTimeout bounds one operation, every attempt, the wait for a
+	// pooled connection and any dial included: the read timeout alone
+	// bounds one attempt, and a request did a Get and a Put of up to
+	// 2.8 s each behind a Redis slow to answer.
+	opTimeout time.Duration
 }
 
 // NewRedis connects lazily to the redis:// or rediss:// URL (go-redis's URL
 // options such as db, dial_timeout, read_timeout, pool_size apply; timeouts
-// not given default to 1 s dial, 250 ms read and write, one retry). Close it
-// when done.
+// not given default to 1 s dial, 250 ms read and write, one retry, and a
+// wait for a pooled connection as long as the read timeout). Each
+// operation, all its attempts included, is bounded by the read timeout.
+// Close it when done.
 // Errors never repeat the URL, which may carry a password.
 func NewRedis(rawURL string, ttl time.Duration) (*Redis, error) {
 	opt, err := ParseRedisURL(rawURL)
@@ -38,7 +45,20 @@ func NewRedis(rawURL string, ttl time.Duration) (*Redis, error) {
 	if ttl <= 0 {
 		ttl = time.Hour
 	}
-	return &Redis{client: redis.NewClient(opt), ttl: ttl}, nil
+	r := &Redis{client: redis.NewClient(opt), ttl: ttl}
+	if opt.ReadTimeout > 0 { // go-redis reads a negative one as none
+		r.opTimeout = opt.ReadTimeout
+	}
+	return r, nil
+}
+
+// op returns the context one operation runs under: ctx, bounded by
+// opTimeout.
+func (r *Redis) op(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.opTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, r.opTimeout)
 }
 
 // Ping checks that the server answers.
@@ -51,6 +71,8 @@ func (r *Redis) Ping(ctx context.Context) error {
 
 // Get returns the state under key, or ErrNotFound.
 func (r *Redis) Get(ctx context.Context, key string) (State, error) {
+	ctx, cancel := r.op(ctx)
+	defer cancel()
 	b, err := r.client.Get(ctx, redisPrefix+key).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return State{}, ErrNotFound
@@ -71,6 +93,8 @@ func (r *Redis) Put(ctx context.Context, key string, s State) error {
 	if err != nil {
 		return fmt.Errorf("encoding session: %w", err)
 	}
+	ctx, cancel := r.op(ctx)
+	defer cancel()
 	if err := r.client.Set(ctx, redisPrefix+key, b, r.ttl).Err(); err != nil {
 		return fmt.Errorf("writing session to redis: %w", err)
 	}
@@ -79,6 +103,8 @@ func (r *Redis) Put(ctx context.Context, key string, s State) error {
 
 // Delete forgets key.
 func (r *Redis) Delete(ctx context.Context, key string) error {
+	ctx, cancel := r.op(ctx)
+	defer cancel()
 	if err := r.client.Del(ctx, redisPrefix+key).Err(); err != nil {
 		return fmt.Errorf("deleting session from redis: %w", err)
 	}
