@@ -35,7 +35,7 @@ func TestSessionsStoreIsCheckedAsServeParsesIt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := loadString(t, "sessions:\n  store: "+strconv.Quote(tc.store)+"\n", nil)
-			_, serveErr := session.NewRedis(tc.store, time.Minute)
+			_, serveErr := session.NewRedis(tc.store, time.Minute, nil)
 			if tc.store != "memory" && tc.store != "memroy" && (err == nil) != (serveErr == nil) {
 				t.Errorf("validate says %v, serve says %v", err, serveErr)
 			}

@@ -117,8 +117,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	st, err := g.Sessions.Get(ctx, t.key)
 	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		// The session is a cache: losing it costs a search, not the request.
-		g.Metrics.sessionStoreFailed("get")
-		g.logger().Warn("loading session", "err", err)
+		g.sessionStoreFailed(ctx, "get", "loading session", err)
 	}
 	t.st = st
 	t.seedActive(ctx)
@@ -193,7 +192,17 @@ func (t *turn) join(name, reason string) {
 func (t *turn) save(ctx context.Context) {
 	t.st.Updated = time.Now().UTC()
 	if err := t.g.Sessions.Put(ctx, t.key, t.st); err != nil {
-		t.g.Metrics.sessionStoreFailed("put")
-		t.g.logger().Warn("saving session", "err", err)
+		t.g.sessionStoreFailed(ctx, "put", "saving session", err)
+	}
+}
+
+// sessionStoreFailed counts a failed session store operation and logs it,
+// unless the store was unavailable: such a store logs once when it becomes
+// unavailable and once when it answers again, where a warning per request
+// flooded the log while it was down.
+func (g *Gateway) sessionStoreFailed(ctx context.Context, op, msg string, err error) {
+	g.Metrics.sessionStoreFailed(op)
+	if !errors.Is(err, session.ErrUnavailable) {
+		g.logger().WarnContext(ctx, msg, "err", err)
 	}
 }

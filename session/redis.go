@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,7 +20,9 @@ const redisPrefix = "toolgate:session:"
 // Redis is a store shared by several gateway replicas, so a conversation
 // keeps its discovered tools whichever replica serves its next turn. Each
 // session is one JSON value that expires ttl after its last write, like
-// Memory's entries.
+// Memory's entries. A Redis that fails three operations in a row is not
+// asked for five seconds (see breaker): the store answers ErrUnavailable
+// at once meanwhile.
 type Redis struct {
 	client *redis.Client
 	ttl    time.Duration
@@ -28,6 +31,7 @@ type Redis struct {
 	// bounds one attempt, and a request did a Get and a Put of up to
 	// 2.8 s each behind a Redis slow to answer.
 	opTimeout time.Duration
+	breaker   *breaker
 }
 
 // NewRedis connects lazily to the redis:// or rediss:// URL (go-redis's URL
@@ -35,9 +39,10 @@ type Redis struct {
 // not given default to 1 s dial, 250 ms read and write, one retry, and a
 // wait for a pooled connection as long as the read timeout). Each
 // operation, all its attempts included, is bounded by the read timeout.
-// Close it when done.
+// logger (nil: none) hears when the store becomes unavailable and when it
+// answers again. Close it when done.
 // Errors never repeat the URL, which may carry a password.
-func NewRedis(rawURL string, ttl time.Duration) (*Redis, error) {
+func NewRedis(rawURL string, ttl time.Duration, logger *slog.Logger) (*Redis, error) {
 	opt, err := ParseRedisURL(rawURL)
 	if err != nil {
 		return nil, err
@@ -45,11 +50,37 @@ func NewRedis(rawURL string, ttl time.Duration) (*Redis, error) {
 	if ttl <= 0 {
 		ttl = time.Hour
 	}
-	r := &Redis{client: redis.NewClient(opt), ttl: ttl}
+	r := &Redis{client: redis.NewClient(opt), ttl: ttl, breaker: newBreaker(logger)}
 	if opt.ReadTimeout > 0 { // go-redis reads a negative one as none
 		r.opTimeout = opt.ReadTimeout
 	}
 	return r, nil
+}
+
+// do runs one operation: unless the breaker is open, fn runs bounded by
+// opTimeout, and its outcome feeds the breaker. redis.Nil is an answer.
+// A failure wraps ErrUnavailable, what says what was being done.
+func (r *Redis) do(ctx context.Context, what string, fn func(context.Context) error) error {
+	probe, err := r.breaker.allow()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	octx, cancel := r.op(ctx)
+	defer cancel()
+	err = fn(octx)
+	switch {
+	case err == nil, errors.Is(err, redis.Nil):
+		r.breaker.succeeded()
+		return err
+	case ctx.Err() != nil: // the caller gave up, not the server
+		r.breaker.abandoned(probe)
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within %v: %w", r.opTimeout, err)
+	}
+	r.breaker.failed(probe, err)
+	return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
 }
 
 // op returns the context one operation runs under: ctx, bounded by
@@ -61,7 +92,8 @@ func (r *Redis) op(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, r.opTimeout)
 }
 
-// Ping checks that the server answers.
+// Ping checks that the server answers. It bypasses the breaker: it is
+// asked once, at start-up.
 func (r *Redis) Ping(ctx context.Context) error {
 	if err := r.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("pinging the redis session store: %w", err)
@@ -71,14 +103,17 @@ func (r *Redis) Ping(ctx context.Context) error {
 
 // Get returns the state under key, or ErrNotFound.
 func (r *Redis) Get(ctx context.Context, key string) (State, error) {
-	ctx, cancel := r.op(ctx)
-	defer cancel()
-	b, err := r.client.Get(ctx, redisPrefix+key).Bytes()
+	var b []byte
+	err := r.do(ctx, "reading session from redis", func(ctx context.Context) error {
+		var err error
+		b, err = r.client.Get(ctx, redisPrefix+key).Bytes()
+		return err
+	})
 	if errors.Is(err, redis.Nil) {
 		return State{}, ErrNotFound
 	}
 	if err != nil {
-		return State{}, fmt.Errorf("reading session from redis: %w", err)
+		return State{}, err
 	}
 	var s State
 	if err := json.Unmarshal(b, &s); err != nil {
@@ -93,22 +128,16 @@ func (r *Redis) Put(ctx context.Context, key string, s State) error {
 	if err != nil {
 		return fmt.Errorf("encoding session: %w", err)
 	}
-	ctx, cancel := r.op(ctx)
-	defer cancel()
-	if err := r.client.Set(ctx, redisPrefix+key, b, r.ttl).Err(); err != nil {
-		return fmt.Errorf("writing session to redis: %w", err)
-	}
-	return nil
+	return r.do(ctx, "writing session to redis", func(ctx context.Context) error {
+		return r.client.Set(ctx, redisPrefix+key, b, r.ttl).Err()
+	})
 }
 
 // Delete forgets key.
 func (r *Redis) Delete(ctx context.Context, key string) error {
-	ctx, cancel := r.op(ctx)
-	defer cancel()
-	if err := r.client.Del(ctx, redisPrefix+key).Err(); err != nil {
-		return fmt.Errorf("deleting session from redis: %w", err)
-	}
-	return nil
+	return r.do(ctx, "deleting session from redis", func(ctx context.Context) error {
+		return r.client.Del(ctx, redisPrefix+key).Err()
+	})
 }
 
 // Close releases the connection pool.

@@ -27,7 +27,7 @@ func TestASlowRedisCostsACallAtMostItsTimeout(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newSlowProxy(t, miniredis.RunT(t).Addr(), 3*time.Second)
-			r, err := NewRedis("redis://"+p.Addr()+tc.query, time.Minute)
+			r, err := NewRedis("redis://"+p.Addr()+tc.query, time.Minute, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,7 +24,7 @@ func stores(t *testing.T) map[string]Store {
 
 func newTestRedis(t *testing.T, srv *miniredis.Miniredis, ttl time.Duration) *Redis {
 	t.Helper()
-	r, err := NewRedis("redis://"+srv.Addr(), ttl)
+	r, err := NewRedis("redis://"+srv.Addr(), ttl, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestNewRedisRejectsBadURLsWithoutEchoingThem(t *testing.T) {
 		{"a password with an unescaped slash", "redis://:hunt/er2@localhost:6379"},
 	} {
 		t.Run(tc.name+" is rejected", func(t *testing.T) {
-			_, err := NewRedis(tc.url, time.Minute)
+			_, err := NewRedis(tc.url, time.Minute, nil)
 			if err == nil {
 				t.Fatal("accepted")
 			}

@@ -18,7 +18,7 @@ func newSessions(ctx context.Context, s policy.Sessions, logger *slog.Logger) (s
 	if s.Store == "" || s.Store == "memory" {
 		return session.NewMemory(s.MaxEntries, s.TTL), func() {}, nil
 	}
-	r, err := session.NewRedis(s.Store, s.TTL)
+	r, err := session.NewRedis(s.Store, s.TTL, logger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sessions.store: %w", err)
 	}
