@@ -191,6 +191,9 @@ func (t *turn) join(name, reason string) {
 // not returned.
 func (t *turn) save(ctx context.Context) {
 	t.st.Updated = time.Now().UTC()
+	// A session outlives catalogs: names the client no longer sends go
+	// first when it holds more than it may keep.
+	t.st.Bound(func(name string) bool { _, ok := t.policy.Position(name); return ok })
 	if err := t.g.Sessions.Put(ctx, t.key, t.st); err != nil {
 		t.g.sessionStoreFailed(ctx, "put", "saving session", err)
 	}

@@ -17,6 +17,12 @@ var _ Store = (*Redis)(nil)
 // software never sees its keys collide with ours.
 const redisPrefix = "toolgate:session:"
 
+// MaxValueBytes bounds a session value read from Redis. A stored state
+// is bounded (MaxStoredNames), a few KB; a larger value was not written by
+// the gateway, and is refused as unreadable instead of being read, kept
+// and written back on every turn (a 2 MB value injected into Redis was).
+const MaxValueBytes = 1 << 20
+
 // Redis is a store shared by several gateway replicas, so a conversation
 // keeps its discovered tools whichever replica serves its next turn. Each
 // session is one JSON value that expires ttl after its last write, like
@@ -69,7 +75,8 @@ func (r *Redis) do(ctx context.Context, what string, fn func(context.Context) er
 	defer cancel()
 	err = fn(octx)
 	switch {
-	case err == nil, errors.Is(err, redis.Nil):
+	case err == nil, errors.Is(err, redis.Nil), redis.HasErrorPrefix(err, "WRONGTYPE"):
+		// Answers: the server is there, whatever it holds.
 		r.breaker.succeeded()
 		return err
 	case ctx.Err() != nil: // the caller gave up, not the server
@@ -101,23 +108,41 @@ func (r *Redis) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Get returns the state under key, or ErrNotFound.
+// Get returns the state under key, or ErrNotFound. A value that is not a
+// session, or is over MaxValueBytes, is ErrCorrupt; of a larger value at
+// most MaxValueBytes are read.
 func (r *Redis) Get(ctx context.Context, key string) (State, error) {
-	var b []byte
+	var (
+		size int64
+		b    []byte
+	)
 	err := r.do(ctx, "reading session from redis", func(ctx context.Context) error {
-		var err error
-		b, err = r.client.Get(ctx, redisPrefix+key).Bytes()
-		return err
+		// One round trip. The two are not atomic: a value replaced in
+		// between reads as unreadable or as not found, which costs that
+		// turn a search, like any lost session.
+		pipe := r.client.Pipeline()
+		strlen := pipe.StrLen(ctx, redisPrefix+key)
+		head := pipe.GetRange(ctx, redisPrefix+key, 0, MaxValueBytes-1)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		size, b = strlen.Val(), []byte(head.Val())
+		return nil
 	})
-	if errors.Is(err, redis.Nil) {
-		return State{}, ErrNotFound
-	}
-	if err != nil {
+	switch {
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return State{}, fmt.Errorf("reading session %s from redis: %w: not a string: %w", redisPrefix+key, ErrCorrupt, err)
+	case err != nil:
 		return State{}, err
+	case size == 0: // a missing key, or an empty value, holds no session
+		return State{}, ErrNotFound
+	case size > MaxValueBytes:
+		return State{}, fmt.Errorf("reading session %s from redis: %w: %d bytes, over the %d-byte limit",
+			redisPrefix+key, ErrCorrupt, size, MaxValueBytes)
 	}
 	var s State
 	if err := json.Unmarshal(b, &s); err != nil {
-		return State{}, fmt.Errorf("decoding session from redis: %w", err)
+		return State{}, fmt.Errorf("decoding session %s from redis: %w: %w", redisPrefix+key, ErrCorrupt, err)
 	}
 	return s, nil
 }

@@ -19,6 +19,7 @@ type slowProxy struct {
 	delay   atomic.Int64 // nanoseconds
 	conns   atomic.Int64
 	sent    atomic.Int64 // bytes from clients
+	got     atomic.Int64 // bytes to clients
 	mu      sync.Mutex
 	open    []net.Conn
 	stopped bool
@@ -111,7 +112,9 @@ func (p *slowProxy) replies(server, client net.Conn) {
 	}()
 	for c := range q {
 		time.Sleep(time.Until(c.at.Add(time.Duration(p.delay.Load()))))
-		if _, err := client.Write(c.b); err != nil {
+		n, err := client.Write(c.b)
+		p.got.Add(int64(n))
+		if err != nil {
 			break
 		}
 	}
