@@ -94,7 +94,8 @@ func TestAnOversizedStoredSessionIsReplaced(t *testing.T) {
 	if len(v) > 16<<10 {
 		t.Errorf("the stored value is %d bytes after the turn, want the turn's own small state", len(v))
 	}
-	if !strings.Contains(logs.String(), "unreadable") {
-		t.Errorf("the planted value was not reported:\n%s", logs.String())
+	if !strings.Contains(logs.String(), `"msg":"the stored session is unreadable`) ||
+		!strings.Contains(logs.String(), `"session":"`+strings.TrimPrefix(key, "toolgate:session:")+`"`) {
+		t.Errorf("the planted value was not reported with its session key:\n%s", logs.String())
 	}
 }

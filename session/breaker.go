@@ -15,6 +15,11 @@ import (
 // unavailable and when it answers again, so callers need not log each one.
 var ErrUnavailable = errors.New("session store unavailable")
 
+// ErrCredentials is wrapped, with ErrUnavailable, by an error of a store
+// whose server refused the credentials: the fix is the password, not the
+// network.
+var ErrCredentials = errors.New("the session store refused the credentials")
+
 // Breaker settings of the Redis store. Three failures in a row are not a
 // blip; five seconds without asking costs those sessions' turns a repeated
 // search at most, where asking cost each request up to the read timeout
@@ -88,7 +93,11 @@ func (b *breaker) failed(probe bool, cause error) {
 	case !b.open && b.failures >= b.threshold:
 		b.open = true
 		b.until = b.now().Add(b.cooldown)
-		b.logger.Warn("redis session store unavailable; serving without session state, asking it again every "+b.cooldown.String(),
+		what := "redis session store unavailable"
+		if errors.Is(cause, ErrCredentials) {
+			what = "redis session store refused the credentials"
+		}
+		b.logger.Warn(what+"; serving without session state, asking it again every "+b.cooldown.String(),
 			"failures", b.failures, "err", cause)
 	}
 }

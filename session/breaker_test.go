@@ -214,3 +214,41 @@ func TestTheRedisStoreStopsAskingAFailingServer(t *testing.T) {
 		}
 	})
 }
+
+func TestARefusedPasswordIsReportedAsSuch(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		userinfo string
+		want     string
+	}{
+		{"a wrong password", ":wrong-s3cret@", "WRONGPASS"},
+		{"no password where one is required", "", "NOAUTH"},
+	} {
+		t.Run(tc.name+" is ErrCredentials, and the store warns that Redis refused the credentials", func(t *testing.T) {
+			srv := miniredis.RunT(t)
+			srv.RequireAuth("right-s3cret")
+			logs := &logBuffer{}
+			r, err := NewRedis("redis://"+tc.userinfo+srv.Addr(), time.Minute, slog.New(slog.NewJSONHandler(logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = r.Close() })
+			if err := r.Ping(ctx); !errors.Is(err, ErrCredentials) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Ping: %v, want ErrCredentials (%s)", err, tc.want)
+			}
+			for range breakerThreshold {
+				_, err := r.Get(ctx, "conv")
+				if !errors.Is(err, ErrCredentials) || !errors.Is(err, ErrUnavailable) {
+					t.Fatalf("Get: %v, want ErrCredentials and ErrUnavailable", err)
+				}
+			}
+			if n := logs.count(`"level":"WARN"`, "refused the credentials", tc.want); n != 1 {
+				t.Errorf("want one warning that the credentials were refused:\n%s", logs.buf.String())
+			}
+			if strings.Contains(logs.buf.String(), "s3cret") {
+				t.Errorf("the log repeats a password:\n%s", logs.buf.String())
+			}
+		})
+	}
+}

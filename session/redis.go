@@ -86,6 +86,7 @@ func (r *Redis) do(ctx context.Context, what string, fn func(context.Context) er
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("no answer within %v: %w", r.opTimeout, err)
 	}
+	err = credentials(err)
 	r.breaker.failed(probe, err)
 	return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
 }
@@ -99,11 +100,24 @@ func (r *Redis) op(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, r.opTimeout)
 }
 
+// credentials marks an error of a server that refused the credentials
+// (Redis 6+ says WRONGPASS or NOAUTH, older ones "invalid password" and
+// "no password is set") with ErrCredentials; it was reported as an
+// unreachable server.
+func credentials(err error) error {
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "invalid password", "Client sent AUTH, but no password is set"} {
+		if redis.HasErrorPrefix(err, p) {
+			return fmt.Errorf("%w: %w", ErrCredentials, err)
+		}
+	}
+	return err
+}
+
 // Ping checks that the server answers. It bypasses the breaker: it is
-// asked once, at start-up.
+// asked once, at start-up. A refusal of the credentials is ErrCredentials.
 func (r *Redis) Ping(ctx context.Context) error {
 	if err := r.client.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("pinging the redis session store: %w", err)
+		return fmt.Errorf("pinging the redis session store: %w", credentials(err))
 	}
 	return nil
 }
