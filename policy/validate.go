@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -11,7 +12,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/session"
 )
 
 // maxProfiles bounds profiles; the low bits of a generation number index them.
@@ -94,7 +98,9 @@ func (v *validator) document(doc *Document, prefix string, bundles map[string]bo
 	ss := doc.Sessions
 	v.check(p("sessions.ttl"), ss.TTL > 0, "must be a positive duration such as 1h")
 	v.check(p("sessions.max_entries"), ss.MaxEntries >= 1, "must be >= 1")
-	v.check(p("sessions.store"), validStore(ss.Store), "want memory or a redis:// or rediss:// URL")
+	if err := validStore(ss.Store); err != nil {
+		v.check(p("sessions.store"), false, "%v", err)
+	}
 
 	v.globList(p("core"), doc.Core)
 	v.globList(p("deny"), doc.Deny)
@@ -298,12 +304,18 @@ func validMode(m Mode) bool {
 	return false
 }
 
-func validStore(s string) bool {
+// validStore checks a session store setting with the parser serve uses
+// (session.ParseRedisURL), so validate refuses exactly what serve refuses;
+// its errors never repeat the URL's password.
+func validStore(s string) error {
 	if s == "memory" {
-		return true
+		return nil
 	}
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "redis" || u.Scheme == "rediss") && u.Host != ""
+	if !strings.Contains(s, "://") {
+		return errors.New("want memory or a redis:// or rediss:// URL")
+	}
+	_, err := session.ParseRedisURL(s)
+	return err
 }
 
 // riskLevel orders risks; 0 is unknown or unset.

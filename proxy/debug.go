@@ -79,7 +79,9 @@ func (g *Gateway) servePprof(w http.ResponseWriter, r *http.Request) {
 //     request's own Authorization (or Api-Key) header, exactly as a chat
 //     request from that client with that X-Session-ID would be.
 //
-// It answers 404 when no such session is held.
+// It answers 404 when no such session is held, 503 when the store is
+// unavailable (down, slow, refusing the credentials) and 500 saying so
+// when the stored value is unreadable.
 func (g *Gateway) serveDebugSession(w http.ResponseWriter, r *http.Request) {
 	if !g.adminOK(w, r) {
 		return
@@ -97,6 +99,16 @@ func (g *Gateway) serveDebugSession(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		writeJSONError(w, http.StatusNotFound, apiError{Message: "no session " + key, Type: "invalid_request_error", Code: "not_found"})
+		return
+	case errors.Is(err, session.ErrUnavailable):
+		// The store logs when it becomes unavailable. Its errors say
+		// "session store unavailable" and the cause, never the URL or
+		// the password.
+		writeJSONError(w, http.StatusServiceUnavailable, apiError{Message: err.Error(), Type: "gateway_error", Code: "session_store_unavailable"})
+		return
+	case errors.Is(err, session.ErrCorrupt):
+		g.logger().WarnContext(r.Context(), "debug session: the stored value is unreadable", "session", key, "err", err)
+		writeJSONError(w, http.StatusInternalServerError, apiError{Message: err.Error(), Type: "gateway_error", Code: "session_unreadable"})
 		return
 	case err != nil:
 		g.writeError(w, r, err)

@@ -117,8 +117,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	st, err := g.Sessions.Get(ctx, t.key)
 	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		// The session is a cache: losing it costs a search, not the request.
-		g.Metrics.sessionStoreFailed("get")
-		g.logger().Warn("loading session", "err", err)
+		g.sessionStoreFailed(ctx, "get", t.key, err)
 	}
 	t.st = st
 	t.seedActive(ctx)
@@ -192,8 +191,29 @@ func (t *turn) join(name, reason string) {
 // not returned.
 func (t *turn) save(ctx context.Context) {
 	t.st.Updated = time.Now().UTC()
+	// A session outlives catalogs: names the client no longer sends go
+	// first when it holds more than it may keep.
+	t.st.Bound(func(name string) bool { _, ok := t.policy.Position(name); return ok })
 	if err := t.g.Sessions.Put(ctx, t.key, t.st); err != nil {
-		t.g.Metrics.sessionStoreFailed("put")
-		t.g.logger().Warn("saving session", "err", err)
+		t.g.sessionStoreFailed(ctx, "put", t.key, err)
+	}
+}
+
+// sessionStoreFailed counts a failed session store operation and logs it,
+// unless the store was unavailable: such a store logs once when it becomes
+// unavailable and once when it answers again, where a warning per request
+// flooded the log while it was down.
+// The warning names the session's store key, as the decision log does,
+// so an unreadable value can be found and inspected.
+func (g *Gateway) sessionStoreFailed(ctx context.Context, op, key string, err error) {
+	g.Metrics.sessionStoreFailed(op)
+	switch {
+	case errors.Is(err, session.ErrUnavailable):
+	case errors.Is(err, session.ErrCorrupt):
+		g.logger().WarnContext(ctx, "the stored session is unreadable; the turn starts it afresh and its save replaces it", "session", key, "err", err)
+	case op == "get":
+		g.logger().WarnContext(ctx, "loading session", "session", key, "err", err)
+	default:
+		g.logger().WarnContext(ctx, "saving session", "session", key, "err", err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,80 +17,146 @@ var _ Store = (*Redis)(nil)
 // software never sees its keys collide with ours.
 const redisPrefix = "toolgate:session:"
 
-// Default network timeouts for the Redis store. They are far tighter than
-// go-redis's own (5 s dial, 3 s read) because the state is a cache: a slow
-// Redis must cost a request a repeated search, not seconds of latency.
-const (
-	redisDialTimeout  = time.Second
-	redisReadTimeout  = 250 * time.Millisecond
-	redisWriteTimeout = 250 * time.Millisecond
-)
+// MaxValueBytes bounds a session value read from Redis. A stored state
+// is bounded (MaxStoredNames), a few KB; a larger value was not written by
+// the gateway, and is refused as unreadable instead of being read, kept
+// and written back on every turn (a 2 MB value injected into Redis was).
+const MaxValueBytes = 1 << 20
 
 // Redis is a store shared by several gateway replicas, so a conversation
 // keeps its discovered tools whichever replica serves its next turn. Each
 // session is one JSON value that expires ttl after its last write, like
-// Memory's entries.
+// Memory's entries. A Redis that fails three operations in a row is not
+// asked for five seconds (see breaker): the store answers ErrUnavailable
+// at once meanwhile.
 type Redis struct {
 	client *redis.Client
 	ttl    time.Duration
+	// opTimeout bounds one operation, every attempt, the wait for a
+	// pooled connection and any dial included: the read timeout alone
+	// bounds one attempt, and a request did a Get and a Put of up to
+	// 2.8 s each behind a Redis slow to answer.
+	opTimeout time.Duration
+	breaker   *breaker
 }
 
 // NewRedis connects lazily to the redis:// or rediss:// URL (go-redis's URL
 // options such as db, dial_timeout, read_timeout, pool_size apply; timeouts
-// not given default to 1 s dial, 250 ms read and write, one retry). Close it
-// when done.
+// not given default to 1 s dial, 250 ms read and write, one retry, and a
+// wait for a pooled connection as long as the read timeout). Each
+// operation, all its attempts included, is bounded by the read timeout.
+// logger (nil: none) hears when the store becomes unavailable and when it
+// answers again. Close it when done.
 // Errors never repeat the URL, which may carry a password.
-func NewRedis(rawURL string, ttl time.Duration) (*Redis, error) {
-	u, err := url.Parse(rawURL)
+func NewRedis(rawURL string, ttl time.Duration, logger *slog.Logger) (*Redis, error) {
+	opt, err := ParseRedisURL(rawURL)
 	if err != nil {
-		return nil, errors.New("parsing the redis store URL: malformed URL")
+		return nil, err
 	}
-	opt, err := redis.ParseURL(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("parsing the redis store URL: %w", err)
-	}
-	q := u.Query()
-	if !q.Has("dial_timeout") {
-		opt.DialTimeout = redisDialTimeout
-	}
-	if !q.Has("read_timeout") {
-		opt.ReadTimeout = redisReadTimeout
-	}
-	if !q.Has("write_timeout") {
-		opt.WriteTimeout = redisWriteTimeout
-	}
-	if !q.Has("max_retries") {
-		opt.MaxRetries = 1
-	}
-	// go-redis dials five times per command by default; against a Redis
-	// that is down that turns every request into seconds of waiting.
-	opt.DialerRetries = 1
 	if ttl <= 0 {
 		ttl = time.Hour
 	}
-	return &Redis{client: redis.NewClient(opt), ttl: ttl}, nil
+	r := &Redis{client: redis.NewClient(opt), ttl: ttl, breaker: newBreaker(logger)}
+	if opt.ReadTimeout > 0 { // go-redis reads a negative one as none
+		r.opTimeout = opt.ReadTimeout
+	}
+	return r, nil
 }
 
-// Ping checks that the server answers.
+// do runs one operation: unless the breaker is open, fn runs bounded by
+// opTimeout, and its outcome feeds the breaker. redis.Nil is an answer.
+// A failure wraps ErrUnavailable, what says what was being done.
+func (r *Redis) do(ctx context.Context, what string, fn func(context.Context) error) error {
+	probe, err := r.breaker.allow()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	octx, cancel := r.op(ctx)
+	defer cancel()
+	err = fn(octx)
+	switch {
+	case err == nil, errors.Is(err, redis.Nil), redis.HasErrorPrefix(err, "WRONGTYPE"):
+		// Answers: the server is there, whatever it holds.
+		r.breaker.succeeded()
+		return err
+	case ctx.Err() != nil: // the caller gave up, not the server
+		r.breaker.abandoned(probe)
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within %v: %w", r.opTimeout, err)
+	}
+	err = credentials(err)
+	r.breaker.failed(probe, err)
+	return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
+}
+
+// op returns the context one operation runs under: ctx, bounded by
+// opTimeout.
+func (r *Redis) op(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.opTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, r.opTimeout)
+}
+
+// credentials marks an error of a server that refused the credentials
+// (Redis 6+ says WRONGPASS or NOAUTH, older ones "invalid password" and
+// "no password is set") with ErrCredentials; it was reported as an
+// unreachable server.
+func credentials(err error) error {
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "invalid password", "Client sent AUTH, but no password is set"} {
+		if redis.HasErrorPrefix(err, p) {
+			return fmt.Errorf("%w: %w", ErrCredentials, err)
+		}
+	}
+	return err
+}
+
+// Ping checks that the server answers. It bypasses the breaker: it is
+// asked once, at start-up. A refusal of the credentials is ErrCredentials.
 func (r *Redis) Ping(ctx context.Context) error {
 	if err := r.client.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("pinging the redis session store: %w", err)
+		return fmt.Errorf("pinging the redis session store: %w", credentials(err))
 	}
 	return nil
 }
 
-// Get returns the state under key, or ErrNotFound.
+// Get returns the state under key, or ErrNotFound. A value that is not a
+// session, or is over MaxValueBytes, is ErrCorrupt; of a larger value at
+// most MaxValueBytes are read.
 func (r *Redis) Get(ctx context.Context, key string) (State, error) {
-	b, err := r.client.Get(ctx, redisPrefix+key).Bytes()
-	if errors.Is(err, redis.Nil) {
+	var (
+		size int64
+		b    []byte
+	)
+	err := r.do(ctx, "reading session from redis", func(ctx context.Context) error {
+		// One round trip. The two are not atomic: a value replaced in
+		// between reads as unreadable or as not found, which costs that
+		// turn a search, like any lost session.
+		pipe := r.client.Pipeline()
+		strlen := pipe.StrLen(ctx, redisPrefix+key)
+		head := pipe.GetRange(ctx, redisPrefix+key, 0, MaxValueBytes-1)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		size, b = strlen.Val(), []byte(head.Val())
+		return nil
+	})
+	switch {
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return State{}, fmt.Errorf("reading session %s from redis: %w: not a string: %w", redisPrefix+key, ErrCorrupt, err)
+	case err != nil:
+		return State{}, err
+	case size == 0: // a missing key, or an empty value, holds no session
 		return State{}, ErrNotFound
-	}
-	if err != nil {
-		return State{}, fmt.Errorf("reading session from redis: %w", err)
+	case size > MaxValueBytes:
+		return State{}, fmt.Errorf("reading session %s from redis: %w: %d bytes, over the %d-byte limit",
+			redisPrefix+key, ErrCorrupt, size, MaxValueBytes)
 	}
 	var s State
 	if err := json.Unmarshal(b, &s); err != nil {
-		return State{}, fmt.Errorf("decoding session from redis: %w", err)
+		return State{}, fmt.Errorf("decoding session %s from redis: %w: %w", redisPrefix+key, ErrCorrupt, err)
 	}
 	return s, nil
 }
@@ -101,18 +167,16 @@ func (r *Redis) Put(ctx context.Context, key string, s State) error {
 	if err != nil {
 		return fmt.Errorf("encoding session: %w", err)
 	}
-	if err := r.client.Set(ctx, redisPrefix+key, b, r.ttl).Err(); err != nil {
-		return fmt.Errorf("writing session to redis: %w", err)
-	}
-	return nil
+	return r.do(ctx, "writing session to redis", func(ctx context.Context) error {
+		return r.client.Set(ctx, redisPrefix+key, b, r.ttl).Err()
+	})
 }
 
 // Delete forgets key.
 func (r *Redis) Delete(ctx context.Context, key string) error {
-	if err := r.client.Del(ctx, redisPrefix+key).Err(); err != nil {
-		return fmt.Errorf("deleting session from redis: %w", err)
-	}
-	return nil
+	return r.do(ctx, "deleting session from redis", func(ctx context.Context) error {
+		return r.client.Del(ctx, redisPrefix+key).Err()
+	})
 }
 
 // Close releases the connection pool.

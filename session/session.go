@@ -16,6 +16,11 @@ import (
 // ErrNotFound is returned by Store.Get when the key has no state.
 var ErrNotFound = errors.New("session not found")
 
+// ErrCorrupt is returned (wrapped, naming the key) by Store.Get when the
+// value under the key is not a session state the gateway can read. The
+// caller starts the session afresh; its next Put overwrites the value.
+var ErrCorrupt = errors.New("the stored session value is unreadable")
+
 // Store keeps session state. Implementations must be safe for concurrent
 // use; Get returns a copy the caller may change.
 type Store interface {
@@ -120,6 +125,57 @@ func (s *State) Touch(name string, keep int) {
 	s.Recent = append(s.Recent, name)
 	if keep > 0 && len(s.Recent) > keep {
 		s.Recent = slices.Delete(s.Recent, 0, len(s.Recent)-keep)
+	}
+}
+
+// MaxStoredNames bounds each list of tool names a stored State keeps
+// (Active, Recent, Preselected, Guesses). It is far above what a session
+// uses (max_active defaults to 32), and bounds what one left behind: a
+// client whose tools changed every turn left every name it ever sent in
+// Active, 1,600 names (41 KB) after 400 turns, read and written back on
+// every turn.
+const MaxStoredNames = 256
+
+// Bound cuts every list of names to MaxStoredNames. From Active go first
+// the oldest names current reports false for (tools the request at hand
+// did not carry; nil: none), then the oldest; the guesses of names gone
+// go too. Recent keeps the most recent, Preselected its best ranked.
+func (s *State) Bound(current func(name string) bool) {
+	if over := len(s.Active) - MaxStoredNames; over > 0 {
+		gone := make([]bool, len(s.Active))
+		mark := func(ok func(string) bool) {
+			for i, n := range s.Active {
+				if over == 0 {
+					return
+				}
+				if !gone[i] && ok(n) {
+					gone[i], over = true, over-1
+				}
+			}
+		}
+		if current != nil {
+			mark(func(n string) bool { return !current(n) })
+		}
+		mark(func(string) bool { return true })
+		kept := make([]string, 0, MaxStoredNames)
+		keptSet := make(map[string]bool, MaxStoredNames)
+		for i, n := range s.Active {
+			if !gone[i] {
+				kept = append(kept, n)
+				keptSet[n] = true
+			}
+		}
+		s.Active = kept
+		s.Guesses = slices.DeleteFunc(s.Guesses, func(n string) bool { return !keptSet[n] })
+	}
+	if over := len(s.Recent) - MaxStoredNames; over > 0 {
+		s.Recent = slices.Delete(s.Recent, 0, over)
+	}
+	if len(s.Preselected) > MaxStoredNames {
+		s.Preselected = s.Preselected[:MaxStoredNames:MaxStoredNames]
+	}
+	if over := len(s.Guesses) - MaxStoredNames; over > 0 {
+		s.Guesses = slices.Delete(s.Guesses, 0, over)
 	}
 }
 

@@ -147,3 +147,81 @@ func TestKeysStayShortWhateverTheSessionID(t *testing.T) {
 // maxKeyLen bounds every key Key returns: a tenant label, a kind and an
 // id of at most MaxReadableID bytes.
 const maxKeyLen = 16 + len(":id:") + MaxReadableID
+
+func TestBoundKeepsAStoredStateSmall(t *testing.T) {
+	names := func(prefix string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s%03d", prefix, i)
+		}
+		return out
+	}
+	current := func(n string) bool { return strings.HasPrefix(n, "cur") }
+	for _, tc := range []struct {
+		name    string
+		in      State
+		current func(string) bool
+		check   func(t *testing.T, s State)
+	}{
+		{"a state within the cap is unchanged", State{Active: names("old", 10), Recent: names("old", 3)}, current,
+			func(t *testing.T, s State) {
+				if !slices.Equal(s.Active, names("old", 10)) || len(s.Recent) != 3 {
+					t.Errorf("changed: %v", s)
+				}
+			}},
+		{"names the request did not carry go first, oldest first, and the rest keep their order",
+			State{Active: slices.Concat(names("old", 200), names("cur", 100), names("new", 100))}, current,
+			func(t *testing.T, s State) {
+				// 400 names, 144 over: the oldest 144 of the 300 the
+				// request did not carry.
+				if want := slices.Concat(names("old", 200)[144:], names("cur", 100), names("new", 100)); !slices.Equal(s.Active, want) {
+					t.Errorf("active %v", s.Active)
+				}
+			}},
+		{"when the request's own tools exceed the cap, the oldest of them go", State{Active: names("cur", 300)}, current,
+			func(t *testing.T, s State) {
+				if !slices.Equal(s.Active, names("cur", 300)[44:]) {
+					t.Errorf("active %v", s.Active)
+				}
+			}},
+		{"without a current request the oldest go", State{Active: slices.Concat(names("cur", 200), names("old", 100))}, nil,
+			func(t *testing.T, s State) {
+				if !slices.Equal(s.Active, slices.Concat(names("cur", 200)[44:], names("old", 100))) {
+					t.Errorf("active %v", s.Active)
+				}
+			}},
+		{"the guesses of dropped names go with them",
+			State{Active: slices.Concat(names("old", 100), names("cur", 200)), Guesses: []string{"old000", "cur000"}}, current,
+			func(t *testing.T, s State) {
+				if !slices.Equal(s.Guesses, []string{"cur000"}) {
+					t.Errorf("guesses %v", s.Guesses)
+				}
+			}},
+		{"recent keeps the most recent, preselected its best ranked, guesses the latest",
+			State{Recent: names("r", 300), Preselected: names("p", 300), Guesses: names("g", 300)}, current,
+			func(t *testing.T, s State) {
+				if !slices.Equal(s.Recent, names("r", 300)[44:]) || !slices.Equal(s.Preselected, names("p", 256)) ||
+					!slices.Equal(s.Guesses, names("g", 300)[44:]) {
+					t.Errorf("recent %d from %s, preselected %d to %s, guesses %d", len(s.Recent), s.Recent[0],
+						len(s.Preselected), s.Preselected[len(s.Preselected)-1], len(s.Guesses))
+				}
+			}},
+		{"a hostile state of repeated names is cut to the cap", State{Active: slices.Repeat([]string{"a", "b"}, 5000)}, nil,
+			func(t *testing.T, s State) {
+				if len(s.Active) != MaxStoredNames {
+					t.Errorf("%d names", len(s.Active))
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.in.Clone()
+			s.Bound(tc.current)
+			for _, l := range [][]string{s.Active, s.Recent, s.Preselected, s.Guesses} {
+				if len(l) > MaxStoredNames {
+					t.Fatalf("a list of %d names, over %d", len(l), MaxStoredNames)
+				}
+			}
+			tc.check(t, s)
+		})
+	}
+}

@@ -24,7 +24,7 @@ func stores(t *testing.T) map[string]Store {
 
 func newTestRedis(t *testing.T, srv *miniredis.Miniredis, ttl time.Duration) *Redis {
 	t.Helper()
-	r, err := NewRedis("redis://"+srv.Addr(), ttl)
+	r, err := NewRedis("redis://"+srv.Addr(), ttl, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +136,64 @@ func TestRedisStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := r.Get(ctx, "bad")
-		if err == nil || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "decoding session") {
-			t.Errorf("err = %v, want a decoding error", err)
+		if !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "decoding session toolgate:session:bad") {
+			t.Errorf("err = %v, want ErrCorrupt naming the key", err)
+		}
+	})
+
+	t.Run("a value over MaxValueBytes is unreadable, is not read whole, and a Put replaces it", func(t *testing.T) {
+		srv := miniredis.RunT(t)
+		p := newSlowProxy(t, srv.Addr(), 0)
+		r, err := NewRedis("redis://"+p.Addr(), time.Minute, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Close() })
+		// A state that decodes: only its size is wrong.
+		huge := `{"active":["` + strings.Repeat("x", 2<<20) + `"]}`
+		if err := srv.Set(redisPrefix+"huge", huge); err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Get(ctx, "huge")
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "over the 1048576-byte limit") {
+			t.Fatalf("err = %v, want ErrCorrupt for its size", err)
+		}
+		if got := p.got.Load(); got > MaxValueBytes+4<<10 {
+			t.Errorf("read %d bytes of a %d-byte value", got, len(huge))
+		}
+		if err := r.Put(ctx, "huge", st); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := r.Get(ctx, "huge"); err != nil || !slices.Equal(got.Active, st.Active) {
+			t.Errorf("after a Put: %v, %v", got, err)
+		}
+	})
+
+	t.Run("a value of MaxValueBytes is read", func(t *testing.T) {
+		srv := miniredis.RunT(t)
+		r := newTestRedis(t, srv, time.Minute)
+		head, tail := `{"focus":"`, `"}`
+		if err := srv.Set(redisPrefix+"big", head+strings.Repeat("x", MaxValueBytes-len(head)-len(tail))+tail); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := r.Get(ctx, "big"); err != nil || len(got.Focus) != MaxValueBytes-len(head)-len(tail) {
+			t.Errorf("focus of %d bytes, %v", len(got.Focus), err)
+		}
+	})
+
+	t.Run("a key holding a list is unreadable, not a store failure", func(t *testing.T) {
+		srv := miniredis.RunT(t)
+		r := newTestRedis(t, srv, time.Minute)
+		if _, err := srv.Lpush(redisPrefix+"list", "x"); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 * breakerThreshold {
+			if _, err := r.Get(ctx, "list"); !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnavailable) {
+				t.Fatalf("err = %v, want ErrCorrupt", err)
+			}
+		}
+		if _, err := r.Get(ctx, "missing"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("after unreadable values, a missing key: %v (the breaker opened?)", err)
 		}
 	})
 
@@ -164,13 +220,15 @@ func TestNewRedisRejectsBadURLsWithoutEchoingThem(t *testing.T) {
 		{"a non-redis scheme", "http://user:hunter2@localhost:6379"},
 		{"a database that is not a number", "redis://:hunter2@localhost:6379/zero"},
 		{"an unknown option", "redis://:hunter2@localhost:6379?colour=blue"},
+		{"a unix socket, which the store does not support", "unix://:hunter2@/tmp/redis.sock"},
+		{"a password with an unescaped slash", "redis://:hunt/er2@localhost:6379"},
 	} {
 		t.Run(tc.name+" is rejected", func(t *testing.T) {
-			_, err := NewRedis(tc.url, time.Minute)
+			_, err := NewRedis(tc.url, time.Minute, nil)
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			if strings.Contains(err.Error(), "hunter2") {
+			if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "hunt") {
 				t.Errorf("error leaks the password: %v", err)
 			}
 		})

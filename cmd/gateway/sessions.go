@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -18,15 +19,18 @@ func newSessions(ctx context.Context, s policy.Sessions, logger *slog.Logger) (s
 	if s.Store == "" || s.Store == "memory" {
 		return session.NewMemory(s.MaxEntries, s.TTL), func() {}, nil
 	}
-	r, err := session.NewRedis(s.Store, s.TTL)
+	r, err := session.NewRedis(s.Store, s.TTL, logger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sessions.store: %w", err)
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := r.Ping(pingCtx); err != nil {
+	switch err := r.Ping(pingCtx); {
+	case errors.Is(err, session.ErrCredentials):
+		logger.Warn("redis session store refused the credentials; check sessions.store's password. Serving, each turn may repeat a search until it accepts them", "err", err)
+	case err != nil:
 		logger.Warn("redis session store unreachable; serving, each turn may repeat a search until it answers", "err", err)
-	} else {
+	default:
 		logger.Info("sessions in redis")
 	}
 	return r, func() { _ = r.Close() }, nil

@@ -5,17 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 
 	toolgate "github.com/toolgate/toolgate"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // startReplica runs the gateway command with the given policy text and
@@ -107,6 +110,40 @@ func TestReplicasShareSessionsThroughRedis(t *testing.T) {
 			has := slices.Contains(first, found[0])
 			if has != tc.shared {
 				t.Errorf("replica b's first request %v; found on a: %v; shared = %v", first, found, has)
+			}
+		})
+	}
+}
+
+func TestStartUpSaysWhyRedisIsNotUsable(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		url   func(t *testing.T) string
+		want  string
+		never string
+	}{
+		{"a refused password is reported as refused credentials, not as unreachable", func(t *testing.T) string {
+			srv := miniredis.RunT(t)
+			srv.RequireAuth("right-s3cret")
+			return "redis://:wrong-s3cret@" + srv.Addr()
+		}, "refused the credentials", "unreachable"},
+		{"a server that is gone is reported as unreachable", func(t *testing.T) string {
+			srv := miniredis.RunT(t)
+			addr := srv.Addr()
+			srv.Close()
+			return "redis://:right-s3cret@" + addr
+		}, "unreachable", "refused the credentials"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			_, release, err := newSessions(context.Background(), policy.Sessions{Store: tc.url(t), TTL: time.Minute},
+				slog.New(slog.NewJSONHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+			if got := logs.String(); !strings.Contains(got, tc.want) || strings.Contains(got, tc.never) || strings.Contains(got, "s3cret") {
+				t.Errorf("start-up log %s; want %q, not %q, and no password", got, tc.want, tc.never)
 			}
 		})
 	}
