@@ -5,6 +5,7 @@
 package proxy
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -138,10 +139,7 @@ func (g *Gateway) transport() http.RoundTripper {
 func (g *Gateway) routes() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	r.Use(gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, rec any) {
-		g.logger().Error("handler panicked", "path", c.Request.URL.Path, "panic", rec)
-		writeJSONError(c.Writer, http.StatusInternalServerError, apiError{Message: "internal gateway error", Type: "gateway_error", Code: "internal_error"})
-	}))
+	r.Use(g.recoverPanics)
 	r.GET("/healthz", func(c *gin.Context) {
 		if g.Ready != nil && !g.Ready() {
 			c.String(http.StatusServiceUnavailable, "starting\n")
@@ -161,6 +159,28 @@ func (g *Gateway) routes() http.Handler {
 	return r
 }
 
+// recoverPanics turns a handler's panic into a 500, except
+// http.ErrAbortHandler, which goes on to net/http: the reverse proxy
+// panics with it when an answer breaks off mid-body, and net/http then
+// closes the connection so the client sees the answer cut. Recovered like
+// any panic (as gin's recovery does), the response ended cleanly and a
+// client read a truncated body as a whole one.
+func (g *Gateway) recoverPanics(c *gin.Context) {
+	defer func() {
+		rec := recover()
+		if rec == nil {
+			return
+		}
+		if err, ok := rec.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+			panic(rec)
+		}
+		g.logger().Error("handler panicked", "path", c.Request.URL.Path, "panic", rec)
+		writeJSONError(c.Writer, http.StatusInternalServerError, apiError{Message: "internal gateway error", Type: "gateway_error", Code: "internal_error"})
+		c.Abort()
+	}()
+	c.Next()
+}
+
 // dispatch routes what gin's static routes do not: chat completions under
 // any accepted prefix, and the passthrough.
 func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
@@ -175,6 +195,10 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	tr := g.track(w, routePassthrough)
 	defer tr.done()
+	if err := readSmallBody(r); err != nil {
+		g.writeError(tr, r, err)
+		return
+	}
 	g.pass.ServeHTTP(tr, r)
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+
+	"github.com/toolgate/toolgate/rewrite"
 )
 
 // newPassthrough returns the plain streaming reverse proxy for everything
@@ -137,4 +140,32 @@ func upstreamErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w", ErrUpstreamTimeout, err)
 	}
 	return fmt.Errorf("%w: %w", ErrUpstreamUnreachable, err)
+}
+
+// smallBody is the largest request body the passthrough reads whole
+// before it proxies the request.
+const smallBody = 1 << 20
+
+// readSmallBody reads a passthrough request's body into memory when it is
+// small (its length known and at most smallBody), so the reverse proxy
+// sends it from memory. Streamed to the upstream by the transport's write
+// goroutine, the body's end made net/http start its check for a closed
+// client connection while the response was being relayed, and in about
+// one response in ten of a few chunks over a few hundred milliseconds that
+// check cancelled the request: the upstream connection was closed
+// mid-answer and the client got a truncated body that ended as if whole
+// (a bare httputil.ReverseProxy does the same, at a lower rate). Large
+// uploads still stream.
+func readSmallBody(r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength < 0 || r.ContentLength > smallBody {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength+1))
+	if err != nil {
+		return fmt.Errorf("%w: reading the request body: %w", rewrite.ErrBadRequest, err)
+	}
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return nil
 }
