@@ -2,11 +2,14 @@ package policy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,10 +33,21 @@ type Live struct {
 	// default.
 	OnReload func(err error)
 
+	// OnChange, if set, is called after a reload that published a new
+	// snapshot, with it: not after a failed reload, nor after one that
+	// found the file and its hints unchanged. The gateway purges its
+	// catalog cache there, since catalogs are keyed by generation. Set it
+	// before Watch; it runs after OnReload, on the reloading goroutine, and
+	// must not block. Nil by default.
+	OnChange func(snap *Snapshot)
+
 	path   string
 	logger *slog.Logger
 	cur    atomic.Pointer[Snapshot]
 	mu     sync.Mutex // serialises reloads so generations and logs stay in order
+	// digest identifies the file and hints text the current snapshot was
+	// loaded from (contentDigest); guarded by mu.
+	digest [sha256.Size]byte
 }
 
 // NewLive loads path once and returns a Live serving it. An empty path
@@ -44,11 +58,11 @@ func NewLive(path string, logger *slog.Logger) (*Live, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	snap, err := Load(path)
+	snap, src, err := loadSource(path, newGeneration())
 	if err != nil {
 		return nil, fmt.Errorf("loading policy: %w", err)
 	}
-	l := &Live{path: path, logger: logger}
+	l := &Live{path: path, logger: logger, digest: contentDigest(src, snap)}
 	l.cur.Store(snap)
 	return l, nil
 }
@@ -61,14 +75,17 @@ func (l *Live) Current() *Snapshot {
 
 // Reload loads the file again and, if it is valid, publishes it; for
 // SIGHUP and for Watch. On failure the current snapshot stays and the error
-// (an *Errors when the file is bad) is returned and logged.
+// (an *Errors when the file is bad) is returned and logged. A valid file
+// whose text, and whose hints' text, are what the current snapshot was
+// loaded from keeps the current snapshot and its generation: a successful
+// reload that calls OnReload(nil) but not OnChange.
 func (l *Live) Reload() error {
 	if l.path == "" {
 		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	snap, err := Load(l.path)
+	snap, src, err := loadSource(l.path, newGeneration())
 	if err != nil {
 		var perr *Errors
 		if errors.As(err, &perr) {
@@ -83,12 +100,61 @@ func (l *Live) Reload() error {
 		}
 		return fmt.Errorf("reloading policy %s: %w", l.path, err)
 	}
+	if d := contentDigest(src, snap); d != l.digest {
+		l.digest = d
+	} else {
+		// Nothing the policy reads changed (a touch, a SIGHUP, an editor
+		// saving unchanged text, the last good text restored after a
+		// broken edit): a new generation would only make every catalog
+		// compile again under a key no one asks for twice.
+		l.logger.Debug("policy unchanged; keeping the current snapshot", "file", l.path, "generation", l.Current().Generation())
+		if l.OnReload != nil {
+			l.OnReload(nil)
+		}
+		return nil
+	}
 	l.cur.Store(snap)
 	l.logger.Info("policy reloaded", "file", l.path, "generation", snap.Generation(), "profiles", len(snap.profiles))
 	if l.OnReload != nil {
 		l.OnReload(nil)
 	}
+	if l.OnChange != nil {
+		l.OnChange(snap)
+	}
 	return nil
+}
+
+// contentDigest identifies what a load read from disk: the policy file's
+// bytes and the hints text of the snapshot and of each of its profiles.
+// Nothing else a load reads can change under a running process (the
+// environment references it expands are the process's own), so two loads
+// with one digest compile to equal snapshots.
+func contentDigest(src []byte, s *Snapshot) [sha256.Size]byte {
+	h := sha256.New()
+	field := func(b string) { // length-prefixed, so fields cannot run into each other
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write([]byte(b))
+	}
+	field(string(src))
+	snaps := []*Snapshot{s}
+	for _, p := range s.profiles {
+		snaps = append(snaps, p.snap)
+	}
+	for _, sn := range snaps {
+		cats := make([]string, 0, len(sn.hints))
+		for c := range sn.hints {
+			cats = append(cats, c)
+		}
+		slices.Sort(cats)
+		field(fmt.Sprint(len(cats)))
+		for _, c := range cats {
+			field(c)
+			field(sn.hints[c])
+		}
+	}
+	return [sha256.Size]byte(h.Sum(nil))
 }
 
 // Watch reloads the policy whenever the file or a hints file changes, until

@@ -341,3 +341,78 @@ func TestLiveWatchFollowsALinkedConfigInALinkedDirectory(t *testing.T) {
 		eventually(t, "b_x is denied", func() bool { return !live.Current().Decide("b_x", "").Visible })
 	})
 }
+
+func TestLiveReloadOfUnchangedContentKeepsTheSnapshot(t *testing.T) {
+	const policy = "deny: [a_*]\ncategories:\n  code: {hints: hints/code.md}\nprofiles:\n  - name: p\n    match: {model: 'gpt-*'}\n    categories:\n      web: {hints: hints/web.md}\n"
+	dir := writeFiles(t, map[string]string{
+		"tools.yaml":    policy,
+		"hints/code.md": "code guidance",
+		"hints/web.md":  "web guidance",
+	})
+	path := filepath.Join(dir, "tools.yaml")
+	live, err := NewLive(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes, oks, fails int
+	live.OnChange = func(*Snapshot) { changes++ }
+	live.OnReload = func(err error) {
+		if err != nil {
+			fails++
+		} else {
+			oks++
+		}
+	}
+	later := time.Now().Add(time.Hour)
+	for _, tc := range []struct {
+		name    string
+		edit    func(t *testing.T)
+		wantNew bool
+	}{
+		{"a touch keeps the snapshot and its generation", func(t *testing.T) {
+			if err := os.Chtimes(path, later, later); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"a reload with nothing changed (SIGHUP) keeps the snapshot", func(*testing.T) {}, false},
+		{"rewriting the same text by a rename keeps the snapshot", func(t *testing.T) { replaceFile(t, path, policy) }, false},
+		{"a changed hints file of a profile publishes a new snapshot", func(t *testing.T) {
+			writeFile(t, filepath.Join(dir, "hints", "web.md"), "new web guidance")
+		}, true},
+		{"a changed hints file publishes a new snapshot", func(t *testing.T) {
+			writeFile(t, filepath.Join(dir, "hints", "code.md"), "new code guidance")
+		}, true},
+		{"a changed policy file publishes a new snapshot", func(t *testing.T) { writeFile(t, path, policy+"core: [b]\n") }, true},
+		{"restoring the last good text after a broken edit keeps the snapshot", func(t *testing.T) {
+			writeFile(t, path, "deny: [\n")
+			if err := live.Reload(); err == nil {
+				t.Fatal("the broken edit was accepted")
+			}
+			writeFile(t, path, policy+"core: [b]\n")
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, changesBefore, oksBefore := live.Current(), changes, oks
+			tc.edit(t)
+			if err := live.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			if oks != oksBefore+1 {
+				t.Errorf("OnReload(nil) called %d times, want once: it is a successful reload", oks-oksBefore)
+			}
+			gotNew := live.Current() != before
+			if gotNew != tc.wantNew {
+				t.Errorf("new snapshot: %v, want %v", gotNew, tc.wantNew)
+			}
+			if gotNew == (live.Current().Generation() == before.Generation()) {
+				t.Errorf("generation %x -> %x with new snapshot %v", before.Generation(), live.Current().Generation(), gotNew)
+			}
+			if (changes != changesBefore) != tc.wantNew {
+				t.Errorf("OnChange called %d times, want it only for a new snapshot", changes-changesBefore)
+			}
+		})
+	}
+	if live.Current().Hints("code") != "new code guidance" || !live.Current().Decide("b", "").Core {
+		t.Error("the last change is not what serves")
+	}
+}

@@ -37,14 +37,25 @@ func newGeneration() uint64 {
 const maxPolicyBytes = 1 << 20
 
 func load(path string, gen uint64) (*Snapshot, error) {
+	snap, _, err := loadSource(path, gen)
+	return snap, err
+}
+
+// loadSource is load that also returns the bytes it parsed, so Live can
+// tell a reload of unchanged content from a change.
+func loadSource(path string, gen uint64) (*Snapshot, []byte, error) {
 	if path == "" {
-		return Default(), nil
+		return Default(), nil, nil
 	}
 	src, err := readPolicy(path)
 	if err != nil {
-		return nil, &Errors{Problems: []Problem{{File: path, Msg: err.Error()}}}
+		return nil, nil, &Errors{Problems: []Problem{{File: path, Msg: err.Error()}}}
 	}
-	return parse(path, src, gen)
+	snap, err := parse(path, src, gen)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snap, src, nil
 }
 
 // readPolicy reads path, refusing it past maxPolicyBytes. It reads through
