@@ -18,9 +18,20 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// debounce collapses the burst of events one save produces (editors write,
-// chmod, rename) into one reload.
-const debounce = 200 * time.Millisecond
+// Watch's intervals in production; Live holds them as fields so tests can
+// shorten them.
+const (
+	// defaultDebounce collapses the burst of events one save produces
+	// (editors write, chmod, rename) into one reload.
+	defaultDebounce = 200 * time.Millisecond
+	// defaultPoll is how often Watch checks, without an event, that the
+	// directories it watches are still the ones on disk and that the
+	// files the policy reads are the ones the last reload read. inotify
+	// watches a directory, not a path: a directory replaced under its
+	// name (a re-pointed "current" release link, a hints/ directory
+	// copied anew) sends nothing more, and the check is what notices.
+	defaultPoll = 2 * time.Second
+)
 
 // Live holds the current policy and replaces it when the file changes. A
 // reload that fails keeps the last good snapshot serving and logs every
@@ -48,6 +59,12 @@ type Live struct {
 	// digest identifies the file and hints text the current snapshot was
 	// loaded from (contentDigest); guarded by mu.
 	digest [sha256.Size]byte
+	// read is what the last load found on disk, stat'ed just before it
+	// read: the periodic check reloads when the files differ from it.
+	// Guarded by mu.
+	read stamps
+
+	debounce, poll time.Duration // Watch's intervals; NewLive sets the defaults
 }
 
 // NewLive loads path once and returns a Live serving it. An empty path
@@ -58,11 +75,13 @@ func NewLive(path string, logger *slog.Logger) (*Live, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	l := &Live{path: path, logger: logger, debounce: defaultDebounce, poll: defaultPoll}
+	read := l.stampFiles(nil)
 	snap, src, err := loadSource(path, newGeneration())
 	if err != nil {
 		return nil, fmt.Errorf("loading policy: %w", err)
 	}
-	l := &Live{path: path, logger: logger, digest: contentDigest(src, snap)}
+	l.digest, l.read = contentDigest(src, snap), read.forSnapshot(l, snap)
 	l.cur.Store(snap)
 	return l, nil
 }
@@ -85,7 +104,13 @@ func (l *Live) Reload() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// Stat'ed before the read, so a write that lands during it makes the
+	// files differ from l.read and is read by the next check.
+	l.read = l.stampFiles(l.Current())
 	snap, src, err := loadSource(l.path, newGeneration())
+	if err == nil {
+		l.read = l.read.forSnapshot(l, snap)
+	}
 	if err != nil {
 		var perr *Errors
 		if errors.As(err, &perr) {
@@ -163,9 +188,19 @@ func contentDigest(src []byte, s *Snapshot) [sha256.Size]byte {
 // by writing a new file and renaming it over the old one are seen. When the
 // file is a symlink, the directory of the file it resolves to is watched
 // too, resolved again after every reload, so edits of a target kept
-// elsewhere and a re-pointed link both apply. A failing reload is logged and
-// Watch goes on. It returns an error only if watching cannot start. Do not
-// call it twice at once.
+// elsewhere and a re-pointed link both apply.
+//
+// A watched directory that goes away, or is replaced under its name
+// (a Capistrano-style "current" link re-pointed, hints/ removed and copied
+// anew), is watched again as soon as it is back: Watch logs a warning when
+// it disappears and an info line when it is watched again. Every poll
+// interval it also checks, without waiting for an event, that each watched
+// directory is still the one on disk and that the policy file and its hints
+// files (their resolved paths, sizes, mtimes and inodes) are what the last
+// reload read, and reloads when they are not.
+//
+// A failing reload is logged and Watch goes on. It returns an error only if
+// watching cannot start. Do not call it twice at once.
 func (l *Live) Watch(ctx context.Context) error {
 	if l.path == "" {
 		<-ctx.Done()
@@ -176,43 +211,21 @@ func (l *Live) Watch(ctx context.Context) error {
 		return fmt.Errorf("watching policy: %w", err)
 	}
 	defer w.Close()
-	watched := map[string]bool{}
-	var target string // the file the config resolves to, as of the last rewatch
-	rewatch := func() error {
-		target = resolveFile(l.path)
-		want := l.watchDirs(target)
-		for dir := range want {
-			if watched[dir] {
-				continue
-			}
-			if _, err := os.Stat(dir); err != nil && dir != filepath.Dir(l.path) {
-				continue // not there yet; its creation is an event in the parent, and the reload retries
-			}
-			if err := w.Add(dir); err != nil {
-				// A hints directory may not exist yet; the config directory must.
-				if dir == filepath.Dir(l.path) {
-					return fmt.Errorf("watching %s: %w", dir, err)
-				}
-				l.logger.Warn("not watching hints directory", "dir", dir, "err", err)
-				continue
-			}
-			watched[dir] = true
-		}
-		for dir := range watched {
-			if !want[dir] {
-				_ = w.Remove(dir) // it may be gone already; nothing to undo
-				delete(watched, dir)
-			}
-		}
-		return nil
-	}
-	if err := rewatch(); err != nil {
+	ws := &watchSet{l: l, w: w, dirs: map[string]os.FileInfo{}, lost: map[string]bool{}, failed: map[string]bool{}}
+	if _, err := ws.rewatch(true); err != nil {
 		return err
 	}
 
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	poll := time.NewTicker(l.poll)
+	defer poll.Stop()
+	pending := false // the timer runs toward a reload
+	arm := func() {
+		pending = true
+		timer.Reset(l.debounce)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -221,21 +234,221 @@ func (l *Live) Watch(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			if l.relevant(ev.Name, target) {
-				timer.Reset(debounce)
+			name := filepath.Clean(ev.Name)
+			if _, watched := ws.dirs[name]; watched && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) {
+				// inotify follows a moved directory and drops a
+				// deleted one's watch on its own: either way the name
+				// is no longer watched, whatever comes there next.
+				ws.drop(name)
+			}
+			if ws.isDir(name) {
+				// A watched directory, or one to watch, was created,
+				// removed or moved: fix the watches now, so the files
+				// written into a new one next are seen.
+				if again, _ := ws.rewatch(false); again {
+					arm()
+				}
+			}
+			if l.relevant(name, ws.target) {
+				arm()
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
 				return nil
 			}
 			l.logger.Warn("policy watcher error", "err", err)
-		case <-timer.C:
-			_ = l.Reload() // logged and reported through OnReload
-			if err := rewatch(); err != nil {
-				l.logger.Warn("policy watcher", "err", err)
+		case <-poll.C:
+			again, _ := ws.rewatch(false)
+			// A reload already on its way reads the change; resetting its
+			// timer would only put it off.
+			if (again || l.changedOnDisk()) && !pending {
+				arm()
 			}
+		case <-timer.C:
+			pending = false
+			_ = l.Reload() // logged and reported through OnReload
+			// What the reload read is current, and a change since is
+			// caught by the next poll: a directory this adds needs no
+			// reload of its own.
+			_, _ = ws.rewatch(false)
 		}
 	}
+}
+
+// watchSet is the directories Watch watches, kept in step with what the
+// policy reads. Only Watch's goroutine uses it.
+type watchSet struct {
+	l      *Live
+	w      *fsnotify.Watcher
+	target string                 // the file the config resolves to, as of the last rewatch that resolved it
+	want   map[string]bool        // the directories to watch, as of the last rewatch
+	dirs   map[string]os.FileInfo // watched directory -> what it was when added
+	lost   map[string]bool        // directories to watch that went away or were replaced, until watched again
+	failed map[string]bool        // directories whose watch could not be added, to warn once
+}
+
+// isDir reports whether name is a directory Watch watches or wants to.
+func (ws *watchSet) isDir(name string) bool {
+	_, watched := ws.dirs[name]
+	return watched || ws.want[name]
+}
+
+// rewatch brings the watches in line with the directories the policy
+// reads: it drops a watch whose directory is gone, was replaced under its
+// name, or that inotify dropped itself (a deleted directory's inode number
+// may be reused by the next one, so the identity check alone could miss
+// it), and adds each wanted directory that exists. again reports a
+// directory watched after the start, whose files may have changed while
+// unwatched. Only the initial call fails, when the config directory cannot
+// be watched; later failures are logged once each.
+func (ws *watchSet) rewatch(initial bool) (again bool, err error) {
+	l := ws.l
+	if t := resolveFile(l.path); t != "" {
+		ws.target = t
+	} // else a dangling link or a missing file: keep watching where it was, where it may come back
+	ws.want = l.watchDirs(ws.target)
+	configDir := filepath.Dir(l.path)
+	listed := map[string]bool{}
+	for _, d := range ws.w.WatchList() {
+		listed[filepath.Clean(d)] = true
+	}
+	for dir, was := range ws.dirs {
+		now, err := os.Stat(dir)
+		if ws.want[dir] && err == nil && os.SameFile(was, now) && listed[dir] {
+			continue
+		}
+		ws.drop(dir)
+	}
+	for dir := range ws.want {
+		if _, ok := ws.dirs[dir]; ok {
+			continue
+		}
+		// Stat before Add: if the directory is replaced in between, the
+		// next rewatch sees a different one and watches again.
+		fi, err := os.Stat(dir)
+		if err == nil {
+			err = ws.w.Add(dir)
+		}
+		if err != nil {
+			if initial && dir == configDir {
+				return false, fmt.Errorf("watching %s: %w", dir, err)
+			}
+			if !errors.Is(err, os.ErrNotExist) && !ws.failed[dir] {
+				ws.failed[dir] = true
+				l.logger.Warn("not watching a policy directory; the periodic check still sees its changes", "dir", dir, "err", err)
+			}
+			continue // not there (yet): the next poll looks again
+		}
+		delete(ws.failed, dir)
+		ws.dirs[dir] = fi
+		if ws.lost[dir] {
+			delete(ws.lost, dir)
+			l.logger.Info("watching a policy directory again", "dir", dir)
+		}
+		again = again || !initial
+	}
+	for dir := range ws.lost {
+		if !ws.want[dir] {
+			delete(ws.lost, dir)
+		}
+	}
+	return again, nil
+}
+
+// drop stops watching dir. A directory still wanted is lost until a
+// rewatch finds it again; one that is not there now is logged, once for
+// each time it goes away.
+func (ws *watchSet) drop(dir string) {
+	_ = ws.w.Remove(dir) // mostly gone already; nothing to undo
+	delete(ws.dirs, dir)
+	if !ws.want[dir] {
+		return
+	}
+	ws.lost[dir] = true
+	if _, err := os.Stat(dir); err != nil {
+		ws.l.logger.Warn("a watched policy directory disappeared; its edits apply once it is back", "dir", dir, "err", errNoPath(err))
+	}
+}
+
+// changedOnDisk reports whether the policy file or a hints file differs
+// from what the last reload read: the check that needs no event.
+func (l *Live) changedOnDisk() bool {
+	l.mu.Lock()
+	read := l.read
+	l.mu.Unlock()
+	if l.stampFiles(l.Current()).same(read) {
+		return false
+	}
+	l.logger.Debug("policy files changed on disk", "file", l.path)
+	return true
+}
+
+// fileStamp is what a stat says about one file a load reads: the file its
+// name resolves to, and that file's size, mtime and identity (inode).
+type fileStamp struct {
+	resolved string
+	fi       os.FileInfo // nil when it cannot be stat'ed
+}
+
+func (a fileStamp) same(b fileStamp) bool {
+	if a.resolved != b.resolved || (a.fi == nil) != (b.fi == nil) {
+		return false
+	}
+	return a.fi == nil || a.fi.Size() == b.fi.Size() && a.fi.ModTime().Equal(b.fi.ModTime()) && os.SameFile(a.fi, b.fi)
+}
+
+func stampFile(name string) fileStamp {
+	st := fileStamp{resolved: resolveFile(name)}
+	if fi, err := os.Stat(name); err == nil {
+		st.fi = fi
+	}
+	return st
+}
+
+// stamps holds a fileStamp for each file a load reads, by the name it is
+// read under.
+type stamps map[string]fileStamp
+
+func (a stamps) same(b stamps) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, st := range a {
+		if other, ok := b[name]; !ok || !st.same(other) {
+			return false
+		}
+	}
+	return true
+}
+
+// forSnapshot returns the stamps for the files snap read, taking each from
+// a (stat'ed before the read) where it has it and stat'ing the hints files
+// the read found new now, so the periodic check compares the same files
+// the next time instead of reloading once more for the new set.
+func (a stamps) forSnapshot(l *Live, snap *Snapshot) stamps {
+	out := stamps{l.path: a[l.path]}
+	for _, f := range snap.hintFiles() {
+		if st, ok := a[f]; ok {
+			out[f] = st
+		} else {
+			out[f] = stampFile(f)
+		}
+	}
+	return out
+}
+
+// stampFiles stats the policy file and the hints files snap read (none
+// when snap is nil).
+func (l *Live) stampFiles(snap *Snapshot) stamps {
+	files := []string{l.path}
+	if snap != nil {
+		files = append(files, snap.hintFiles()...)
+	}
+	out := make(stamps, len(files))
+	for _, f := range files {
+		out[f] = stampFile(f)
+	}
+	return out
 }
 
 // watchDirs returns the config file's directory, its hints/ directory, the
