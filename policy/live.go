@@ -31,6 +31,12 @@ const (
 	// name (a re-pointed "current" release link, a hints/ directory
 	// copied anew) sends nothing more, and the check is what notices.
 	defaultPoll = 2 * time.Second
+	// defaultSettle is how long the policy file and the hints files in
+	// use must keep their size and mtime before Watch reads them: an
+	// in-place save that stalls part-way (tools.yaml written up to core:,
+	// deny: still to come) would otherwise be read half-written, and a
+	// half-written file can be valid YAML that drops a deny rule.
+	defaultSettle = time.Second
 )
 
 // Live holds the current policy and replaces it when the file changes. A
@@ -64,7 +70,7 @@ type Live struct {
 	// Guarded by mu.
 	read stamps
 
-	debounce, poll time.Duration // Watch's intervals; NewLive sets the defaults
+	debounce, poll, settle time.Duration // Watch's intervals; NewLive sets the defaults
 }
 
 // NewLive loads path once and returns a Live serving it. An empty path
@@ -75,7 +81,7 @@ func NewLive(path string, logger *slog.Logger) (*Live, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Live{path: path, logger: logger, debounce: defaultDebounce, poll: defaultPoll}
+	l := &Live{path: path, logger: logger, debounce: defaultDebounce, poll: defaultPoll, settle: defaultSettle}
 	read := l.stampFiles(nil)
 	snap, src, err := loadSource(path, newGeneration())
 	if err != nil {
@@ -199,6 +205,12 @@ func contentDigest(src []byte, s *Snapshot) [sha256.Size]byte {
 // files (their resolved paths, sizes, mtimes and inodes) are what the last
 // reload read, and reloads when they are not.
 //
+// A reload reads the files once they have kept their size and mtime for the
+// settle time (1 s), so an in-place save that stalls part-way is not read
+// half-written; one that stalls longer still can be. Writing a temp file
+// and renaming it over the policy is atomic and never is. SIGHUP (Reload)
+// reads at once.
+//
 // A failing reload is logged and Watch goes on. It returns an error only if
 // watching cannot start. Do not call it twice at once.
 func (l *Live) Watch(ctx context.Context) error {
@@ -221,10 +233,16 @@ func (l *Live) Watch(ctx context.Context) error {
 	defer timer.Stop()
 	poll := time.NewTicker(l.poll)
 	defer poll.Stop()
-	pending := false // the timer runs toward a reload
+	pending := false       // the timer runs toward a reload
+	var settleAt time.Time // while the files settle, when to look at them again
 	arm := func() {
+		at := time.Now().Add(l.debounce)
+		if at.Before(settleAt) {
+			at = settleAt // the look then re-arms if the files changed again
+		}
 		pending = true
-		timer.Reset(l.debounce)
+		ws.observe()
+		timer.Reset(time.Until(at))
 	}
 	for {
 		select {
@@ -265,7 +283,12 @@ func (l *Live) Watch(ctx context.Context) error {
 				arm()
 			}
 		case <-timer.C:
-			pending = false
+			if wait := l.settle - time.Since(ws.observe()); wait > 0 {
+				settleAt = time.Now().Add(wait)
+				timer.Reset(wait)
+				continue
+			}
+			pending, settleAt, ws.observed = false, time.Time{}, nil
 			_ = l.Reload() // logged and reported through OnReload
 			// What the reload read is current, and a change since is
 			// caught by the next poll: a directory this adds needs no
@@ -285,6 +308,22 @@ type watchSet struct {
 	dirs   map[string]os.FileInfo // watched directory -> what it was when added
 	lost   map[string]bool        // directories to watch that went away or were replaced, until watched again
 	failed map[string]bool        // directories whose watch could not be added, to warn once
+
+	observed   stamps    // the files as last seen while a reload waits; nil when none waits
+	observedAt time.Time // when they were first seen so
+}
+
+// observe stats the policy file and the hints files in use and returns
+// since when they have looked so: a reload reads them once that is settle
+// ago. It tells a stalled writer from a finished one only by the size and
+// mtime it leaves, so a writer that stalls longer than settle is still read
+// half-written; writing a temp file and renaming it over the old one is
+// atomic and never is.
+func (ws *watchSet) observe() time.Time {
+	if st := ws.l.stampFiles(ws.l.Current()); ws.observed == nil || !st.same(ws.observed) {
+		ws.observed, ws.observedAt = st, time.Now()
+	}
+	return ws.observedAt
 }
 
 // isDir reports whether name is a directory Watch watches or wants to.

@@ -604,7 +604,7 @@ func TestLiveWatchSurvivesReplacedDirectories(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			live.poll = tc.poll
+			live.poll, live.settle = tc.poll, 200*time.Millisecond
 			watching(t, live)
 			tc.change(t, root)
 			defer func() {
@@ -658,7 +658,7 @@ func TestLiveWatchChecksWithoutReloadingWhatItRead(t *testing.T) {
 				defer mu.Unlock()
 				reloads++
 			}
-			live.poll = 20 * time.Millisecond
+			live.poll, live.settle = 20*time.Millisecond, 100*time.Millisecond
 			watching(t, live)
 			tc.change(t, dir)
 			time.Sleep(time.Second) // 50 checks
@@ -666,6 +666,64 @@ func TestLiveWatchChecksWithoutReloadingWhatItRead(t *testing.T) {
 			defer mu.Unlock()
 			if reloads != tc.reloads {
 				t.Errorf("%d reloads, want %d", reloads, tc.reloads)
+			}
+		})
+	}
+}
+
+func TestLiveWatchReadsAFileOnlyOnceItSettled(t *testing.T) {
+	const (
+		before = "core: [a]\ndeny: [secret_*]\n"
+		head   = "core: [b]\n" // valid on its own, and without the deny
+		tail   = "deny: [secret_*]\n"
+	)
+	for _, tc := range []struct {
+		name string
+		save func(t *testing.T, path string)
+	}{
+		{"a save that stalls part-way is read only once it is whole", func(t *testing.T, path string) {
+			f, err := os.Create(path) // truncates in place, as most editors' plain save does
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteString(head); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond) // longer than the debounce, shorter than the settle time
+			if _, err := f.WriteString(tail); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a temp file renamed over the policy applies", func(t *testing.T, path string) {
+			replaceFile(t, path, head+tail)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string]string{"tools.yaml": before})
+			path := filepath.Join(dir, "tools.yaml")
+			live, err := NewLive(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var leaked bool
+			live.OnChange = func(s *Snapshot) {
+				mu.Lock()
+				defer mu.Unlock()
+				leaked = leaked || s.Decide("secret_x", "").Visible
+			}
+			live.debounce, live.settle = 50*time.Millisecond, 600*time.Millisecond
+			watching(t, live)
+			tc.save(t, path)
+			eventually(t, "the whole save serves", func() bool { return live.Current().Decide("b", "").Core })
+			mu.Lock()
+			defer mu.Unlock()
+			if leaked {
+				t.Error("a half-written file was published: the denied tool was visible")
+			}
+			if live.Current().Decide("secret_x", "").Visible {
+				t.Error("the denied tool is visible")
 			}
 		})
 	}
