@@ -37,6 +37,11 @@ const (
 	// deny: still to come) would otherwise be read half-written, and a
 	// half-written file can be valid YAML that drops a deny rule.
 	defaultSettle = time.Second
+	// defaultMaxWait caps the debounce: a stream of events (a program
+	// rewriting a file in hints/ every 100 ms) would otherwise put a
+	// reload off for as long as it runs. It does not cut the settle time
+	// short: a file still changing is not read.
+	defaultMaxWait = 2 * time.Second
 )
 
 // Live holds the current policy and replaces it when the file changes. A
@@ -70,7 +75,7 @@ type Live struct {
 	// Guarded by mu.
 	read stamps
 
-	debounce, poll, settle time.Duration // Watch's intervals; NewLive sets the defaults
+	debounce, poll, settle, maxWait time.Duration // Watch's intervals; NewLive sets the defaults
 }
 
 // NewLive loads path once and returns a Live serving it. An empty path
@@ -81,7 +86,7 @@ func NewLive(path string, logger *slog.Logger) (*Live, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Live{path: path, logger: logger, debounce: defaultDebounce, poll: defaultPoll, settle: defaultSettle}
+	l := &Live{path: path, logger: logger, debounce: defaultDebounce, poll: defaultPoll, settle: defaultSettle, maxWait: defaultMaxWait}
 	read := l.stampFiles(nil)
 	snap, src, err := loadSource(path, newGeneration())
 	if err != nil {
@@ -234,15 +239,22 @@ func (l *Live) Watch(ctx context.Context) error {
 	poll := time.NewTicker(l.poll)
 	defer poll.Stop()
 	pending := false       // the timer runs toward a reload
+	var first time.Time    // the first event of the pending reload
 	var settleAt time.Time // while the files settle, when to look at them again
 	arm := func() {
-		at := time.Now().Add(l.debounce)
+		now := time.Now()
+		if !pending {
+			pending, first = true, now
+		}
+		at := now.Add(l.debounce)
+		if limit := first.Add(l.maxWait); at.After(limit) {
+			at = limit // may be past: the files are looked at now
+		}
 		if at.Before(settleAt) {
 			at = settleAt // the look then re-arms if the files changed again
 		}
-		pending = true
 		ws.observe()
-		timer.Reset(time.Until(at))
+		timer.Reset(at.Sub(now))
 	}
 	for {
 		select {
@@ -550,17 +562,44 @@ func (l *Live) relevant(name, target string) bool {
 	}
 	dir := filepath.Dir(name)
 	hintsDir := filepath.Join(filepath.Dir(l.path), "hints")
-	if dir == hintsDir || name == hintsDir {
+	if name == hintsDir {
 		return true
+	}
+	for _, f := range l.Current().hintFiles() {
+		if f == name {
+			return true
+		}
+	}
+	if dir == hintsDir {
+		return !editorTemp(filepath.Base(name))
 	}
 	// Kubernetes mounts swap a "..data" symlink rather than the file.
 	if dir == filepath.Dir(filepath.Clean(l.path)) && strings.HasPrefix(filepath.Base(name), "..") {
 		return true
 	}
 	for _, f := range l.Current().hintFiles() {
-		if f == name || filepath.Dir(f) == dir {
-			return true
+		if filepath.Dir(f) == dir {
+			return !editorTemp(filepath.Base(name))
 		}
+	}
+	return false
+}
+
+// editorTemp reports whether a file in a hints directory is an editor's
+// or a tool's temporary file (a swap file vim rewrites while a hints file
+// is open, a backup, a save's temp file before its rename): none is read,
+// and each reset the debounce. A file the policy names is never one, and
+// Kubernetes' "..data" links are not dot-files here.
+func editorTemp(base string) bool {
+	if strings.HasPrefix(base, ".") && !strings.HasPrefix(base, "..") {
+		return true
+	}
+	if strings.HasSuffix(base, "~") {
+		return true
+	}
+	switch filepath.Ext(base) {
+	case ".swp", ".swx", ".tmp":
+		return true
 	}
 	return false
 }

@@ -728,3 +728,78 @@ func TestLiveWatchReadsAFileOnlyOnceItSettled(t *testing.T) {
 		})
 	}
 }
+
+// rewriting rewrites each of names every 50 ms, as an editor's swap file
+// or a busy tool does, until the returned func is called or the test ends.
+func rewriting(t *testing.T, names ...string) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				for _, n := range names {
+					_ = os.WriteFile(n, []byte(strconv.Itoa(i)), 0o644) // best effort: the test checks the reloads
+				}
+			}
+		}
+	})
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); wg.Wait() }) }
+	t.Cleanup(stop) // before watching's cleanup checks for leaks
+	return stop
+}
+
+func TestLiveWatchIsNotHeldUpByOtherFilesInHints(t *testing.T) {
+	newLive := func(t *testing.T) (string, *Live, func() int) {
+		dir := writeFiles(t, map[string]string{
+			"tools.yaml":     "deny: [a_*]\ncategories:\n  files: {hints: hints/files.md}\n",
+			"hints/files.md": "guidance",
+		})
+		live, err := NewLive(filepath.Join(dir, "tools.yaml"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		reloads := 0
+		live.OnReload = func(error) {
+			mu.Lock()
+			defer mu.Unlock()
+			reloads++
+		}
+		live.settle = 100 * time.Millisecond
+		return dir, live, func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return reloads
+		}
+	}
+	t.Run("editor temp files rewritten in hints/ reload nothing", func(t *testing.T) {
+		dir, live, reloads := newLive(t)
+		watching(t, live)
+		var names []string
+		for _, n := range []string{".files.md.swp", ".files.md.swx", "files.md~", "files.md.tmp", ".#files.md"} {
+			names = append(names, filepath.Join(dir, "hints", n))
+		}
+		stop := rewriting(t, names...)
+		time.Sleep(600 * time.Millisecond)
+		stop()
+		time.Sleep(600 * time.Millisecond) // past the debounce and the settle time
+		if n := reloads(); n != 0 {
+			t.Errorf("%d reloads, want none", n)
+		}
+	})
+	t.Run("a stream of events in hints/ puts a policy edit off no longer than the cap", func(t *testing.T) {
+		dir, live, _ := newLive(t)
+		live.maxWait = 500 * time.Millisecond
+		watching(t, live)
+		rewriting(t, filepath.Join(dir, "hints", "notes.md")) // in hints/, so it counts; not in use, so it settles nothing
+		writeFile(t, filepath.Join(dir, "tools.yaml"), "deny: [b_*]\ncategories:\n  files: {hints: hints/files.md}\n")
+		eventually(t, "the edit serves while the stream goes on", func() bool { return !live.Current().Decide("b_x", "").Visible })
+	})
+}
