@@ -199,7 +199,10 @@ func contentDigest(src []byte, s *Snapshot) [sha256.Size]byte {
 // by writing a new file and renaming it over the old one are seen. When the
 // file is a symlink, the directory of the file it resolves to is watched
 // too, resolved again after every reload, so edits of a target kept
-// elsewhere and a re-pointed link both apply.
+// elsewhere and a re-pointed link both apply. A reload follows the last
+// event by the debounce (200 ms), and the first by at most 2 s however
+// many follow; editors' temp files in hints/ (dot-files, *~, *.swp, *.swx,
+// *.tmp) are not events.
 //
 // A watched directory that goes away, or is replaced under its name
 // (a Capistrano-style "current" link re-pointed, hints/ removed and copied
