@@ -341,3 +341,465 @@ func TestLiveWatchFollowsALinkedConfigInALinkedDirectory(t *testing.T) {
 		eventually(t, "b_x is denied", func() bool { return !live.Current().Decide("b_x", "").Visible })
 	})
 }
+
+func TestLiveReloadOfUnchangedContentKeepsTheSnapshot(t *testing.T) {
+	const policy = "deny: [a_*]\ncategories:\n  code: {hints: hints/code.md}\nprofiles:\n  - name: p\n    match: {model: 'gpt-*'}\n    categories:\n      web: {hints: hints/web.md}\n"
+	dir := writeFiles(t, map[string]string{
+		"tools.yaml":    policy,
+		"hints/code.md": "code guidance",
+		"hints/web.md":  "web guidance",
+	})
+	path := filepath.Join(dir, "tools.yaml")
+	live, err := NewLive(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes, oks, fails int
+	live.OnChange = func(*Snapshot) { changes++ }
+	live.OnReload = func(err error) {
+		if err != nil {
+			fails++
+		} else {
+			oks++
+		}
+	}
+	later := time.Now().Add(time.Hour)
+	for _, tc := range []struct {
+		name    string
+		edit    func(t *testing.T)
+		wantNew bool
+	}{
+		{"a touch keeps the snapshot and its generation", func(t *testing.T) {
+			if err := os.Chtimes(path, later, later); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"a reload with nothing changed (SIGHUP) keeps the snapshot", func(*testing.T) {}, false},
+		{"rewriting the same text by a rename keeps the snapshot", func(t *testing.T) { replaceFile(t, path, policy) }, false},
+		{"a changed hints file of a profile publishes a new snapshot", func(t *testing.T) {
+			writeFile(t, filepath.Join(dir, "hints", "web.md"), "new web guidance")
+		}, true},
+		{"a changed hints file publishes a new snapshot", func(t *testing.T) {
+			writeFile(t, filepath.Join(dir, "hints", "code.md"), "new code guidance")
+		}, true},
+		{"a changed policy file publishes a new snapshot", func(t *testing.T) { writeFile(t, path, policy+"core: [b]\n") }, true},
+		{"restoring the last good text after a broken edit keeps the snapshot", func(t *testing.T) {
+			writeFile(t, path, "deny: [\n")
+			if err := live.Reload(); err == nil {
+				t.Fatal("the broken edit was accepted")
+			}
+			writeFile(t, path, policy+"core: [b]\n")
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, changesBefore, oksBefore := live.Current(), changes, oks
+			tc.edit(t)
+			if err := live.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			if oks != oksBefore+1 {
+				t.Errorf("OnReload(nil) called %d times, want once: it is a successful reload", oks-oksBefore)
+			}
+			gotNew := live.Current() != before
+			if gotNew != tc.wantNew {
+				t.Errorf("new snapshot: %v, want %v", gotNew, tc.wantNew)
+			}
+			if gotNew == (live.Current().Generation() == before.Generation()) {
+				t.Errorf("generation %x -> %x with new snapshot %v", before.Generation(), live.Current().Generation(), gotNew)
+			}
+			if (changes != changesBefore) != tc.wantNew {
+				t.Errorf("OnChange called %d times, want it only for a new snapshot", changes-changesBefore)
+			}
+		})
+	}
+	if live.Current().Hints("code") != "new code guidance" || !live.Current().Decide("b", "").Core {
+		t.Error("the last change is not what serves")
+	}
+}
+
+// copyDir copies the regular files of src into a new directory dst, the
+// way cp -r does: the directory first, then its files.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dst, e.Name()), string(b))
+	}
+}
+
+func mustDo(t *testing.T, errs ...error) {
+	t.Helper()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestLiveWatchSurvivesReplacedDirectories(t *testing.T) {
+	const (
+		events = time.Hour              // the periodic check never runs: events alone must do
+		poll   = 100 * time.Millisecond // nothing reports the change: the periodic check must see it
+	)
+	denied := func(tool string) func(*Snapshot) bool {
+		return func(s *Snapshot) bool { return !s.Decide(tool, "").Visible }
+	}
+	hints := func(text string) func(*Snapshot) bool {
+		return func(s *Snapshot) bool { return s.Hints("code") == text }
+	}
+	const withHints = "categories:\n  code: {hints: hints/code.md}\n"
+	for _, tc := range []struct {
+		name   string
+		poll   time.Duration
+		files  map[string]string
+		setup  func(t *testing.T, root string) // links, made before loading
+		config string                          // relative to root
+		// change replaces a directory; applied is true once what it
+		// brought serves. edit then changes a file in place, and edited
+		// is true once that serves: the new directory is watched.
+		change  func(t *testing.T, root string)
+		applied func(*Snapshot) bool
+		edit    func(t *testing.T, root string)
+		edited  func(*Snapshot) bool
+		logs    []string
+	}{
+		{
+			name:  "a Capistrano current link re-pointed by ln -s and mv -T applies, and so do edits of the new release",
+			poll:  poll,
+			files: map[string]string{"releases/r1/tools.yaml": "deny: [a_*]\n", "releases/r2/tools.yaml": "deny: [b_*]\n"},
+			setup: func(t *testing.T, root string) {
+				symlink(t, filepath.Join("releases", "r1"), filepath.Join(root, "current"))
+			},
+			config: "current/tools.yaml",
+			change: func(t *testing.T, root string) {
+				symlink(t, filepath.Join("releases", "r2"), filepath.Join(root, "current"))
+			},
+			applied: denied("b_x"),
+			edit: func(t *testing.T, root string) {
+				writeFile(t, filepath.Join(root, "releases", "r2", "tools.yaml"), "deny: [c_*]\n")
+			},
+			edited: denied("c_x"),
+			logs:   []string{"watching a policy directory again"},
+		},
+		{
+			name:  "a current link re-pointed by ln -sfn applies",
+			poll:  poll,
+			files: map[string]string{"releases/r1/tools.yaml": "deny: [a_*]\n", "releases/r2/tools.yaml": "deny: [b_*]\n"},
+			setup: func(t *testing.T, root string) {
+				mustDo(t, os.Symlink(filepath.Join("releases", "r1"), filepath.Join(root, "current")))
+			},
+			config: "current/tools.yaml",
+			change: func(t *testing.T, root string) { // ln -sfn: unlink, then link
+				link := filepath.Join(root, "current")
+				mustDo(t, os.Remove(link), os.Symlink(filepath.Join("releases", "r2"), link))
+			},
+			applied: denied("b_x"),
+			edit: func(t *testing.T, root string) {
+				writeFile(t, filepath.Join(root, "releases", "r2", "tools.yaml"), "deny: [c_*]\n")
+			},
+			edited: denied("c_x"),
+		},
+		{
+			name:   "a config directory removed and created again applies, and so do edits in it",
+			poll:   poll,
+			files:  map[string]string{"conf/tools.yaml": "deny: [a_*]\n"},
+			config: "conf/tools.yaml",
+			change: func(t *testing.T, root string) {
+				mustDo(t, os.RemoveAll(filepath.Join(root, "conf")))
+				time.Sleep(300 * time.Millisecond) // long enough for the watch to be gone
+				mustDo(t, os.Mkdir(filepath.Join(root, "conf"), 0o755))
+				writeFile(t, filepath.Join(root, "conf", "tools.yaml"), "deny: [b_*]\n")
+			},
+			applied: denied("b_x"),
+			edit: func(t *testing.T, root string) {
+				writeFile(t, filepath.Join(root, "conf", "tools.yaml"), "deny: [c_*]\n")
+			},
+			edited: denied("c_x"),
+			logs:   []string{"a watched policy directory disappeared", "watching a policy directory again"},
+		},
+		{
+			name:   "hints/ removed and copied anew applies, and so do edits in it",
+			poll:   events,
+			files:  map[string]string{"tools.yaml": withHints, "hints/code.md": "old", "hints.new/code.md": "new"},
+			config: "tools.yaml",
+			change: func(t *testing.T, root string) {
+				mustDo(t, os.RemoveAll(filepath.Join(root, "hints")))
+				copyDir(t, filepath.Join(root, "hints.new"), filepath.Join(root, "hints"))
+			},
+			applied: hints("new"),
+			edit:    func(t *testing.T, root string) { writeFile(t, filepath.Join(root, "hints", "code.md"), "edited") },
+			edited:  hints("edited"),
+			logs:    []string{"watching a policy directory again"},
+		},
+		{
+			name:   "hints/ replaced by renames applies, and so do edits in it",
+			poll:   events,
+			files:  map[string]string{"tools.yaml": withHints, "hints/code.md": "old", "hints.new/code.md": "new"},
+			config: "tools.yaml",
+			change: func(t *testing.T, root string) {
+				mustDo(t, os.Rename(filepath.Join(root, "hints"), filepath.Join(root, "hints.old")),
+					os.Rename(filepath.Join(root, "hints.new"), filepath.Join(root, "hints")))
+			},
+			applied: hints("new"),
+			edit:    func(t *testing.T, root string) { writeFile(t, filepath.Join(root, "hints", "code.md"), "edited") },
+			edited:  hints("edited"),
+			logs:    []string{"watching a policy directory again"},
+		},
+		{
+			name:  "a hints file by absolute path whose directory is created again applies, and so do edits in it",
+			poll:  poll,
+			files: map[string]string{"ext/code.md": "old"},
+			setup: func(t *testing.T, root string) {
+				writeFile(t, filepath.Join(root, "tools.yaml"), "categories:\n  code: {hints: "+filepath.Join(root, "ext", "code.md")+"}\n")
+			},
+			config: "tools.yaml",
+			change: func(t *testing.T, root string) {
+				mustDo(t, os.RemoveAll(filepath.Join(root, "ext")))
+				time.Sleep(300 * time.Millisecond)
+				mustDo(t, os.Mkdir(filepath.Join(root, "ext"), 0o755))
+				writeFile(t, filepath.Join(root, "ext", "code.md"), "new")
+			},
+			applied: hints("new"),
+			edit:    func(t *testing.T, root string) { writeFile(t, filepath.Join(root, "ext", "code.md"), "edited") },
+			edited:  hints("edited"),
+			logs:    []string{"a watched policy directory disappeared", "watching a policy directory again"},
+		},
+		{
+			name:  "a symlinked config whose target is deleted and created again a second later applies, and so do edits of it",
+			poll:  events,
+			files: map[string]string{"real/tools.yaml": "deny: [a_*]\n", "conf/.keep": ""},
+			setup: func(t *testing.T, root string) {
+				symlink(t, filepath.Join("..", "real", "tools.yaml"), filepath.Join(root, "conf", "tools.yaml"))
+			},
+			config: "conf/tools.yaml",
+			change: func(t *testing.T, root string) {
+				mustDo(t, os.Remove(filepath.Join(root, "real", "tools.yaml")))
+				time.Sleep(time.Second)
+				writeFile(t, filepath.Join(root, "real", "tools.yaml"), "deny: [b_*]\n")
+			},
+			applied: denied("b_x"),
+			edit: func(t *testing.T, root string) {
+				writeFile(t, filepath.Join(root, "real", "tools.yaml"), "deny: [c_*]\n")
+			},
+			edited: denied("c_x"),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := writeFiles(t, tc.files)
+			if tc.setup != nil {
+				tc.setup(t, root)
+			}
+			logs := &syncBuffer{}
+			live, err := NewLive(filepath.Join(root, tc.config), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+			if err != nil {
+				t.Fatal(err)
+			}
+			live.poll, live.settle = tc.poll, 200*time.Millisecond
+			watching(t, live)
+			tc.change(t, root)
+			defer func() {
+				if t.Failed() {
+					t.Log(logs.String())
+				}
+			}()
+			eventually(t, "the replaced directory's content serves", func() bool { return tc.applied(live.Current()) })
+			tc.edit(t, root)
+			eventually(t, "an edit in it serves", func() bool { return tc.edited(live.Current()) })
+			for _, want := range tc.logs {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("no log %q in:\n%s", want, logs.String())
+				}
+			}
+		})
+	}
+}
+
+func TestLiveWatchChecksWithoutReloadingWhatItRead(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		change  func(t *testing.T, dir string)
+		reloads int
+	}{
+		{"an unchanged policy is never reloaded", func(*testing.T, string) {}, 0},
+		{"a broken edit is reloaded once, not at every check", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, "tools.yaml"), "deny: [\n")
+		}, 1},
+		{"a removed hints file is reloaded once, not at every check", func(t *testing.T, dir string) {
+			mustDo(t, os.Remove(filepath.Join(dir, "hints", "code.md")))
+		}, 1},
+		{"a policy that starts reading a new hints file is reloaded once", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, "tools.yaml"), "categories:\n  code: {hints: hints/code.md}\n  web: {hints: hints/web.md}\n")
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string]string{
+				"tools.yaml":    "categories:\n  code: {hints: hints/code.md}\n",
+				"hints/code.md": "guidance",
+				"hints/web.md":  "web guidance",
+			})
+			live, err := NewLive(filepath.Join(dir, "tools.yaml"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			reloads := 0
+			live.OnReload = func(error) {
+				mu.Lock()
+				defer mu.Unlock()
+				reloads++
+			}
+			live.poll, live.settle = 20*time.Millisecond, 100*time.Millisecond
+			watching(t, live)
+			tc.change(t, dir)
+			time.Sleep(time.Second) // 50 checks
+			mu.Lock()
+			defer mu.Unlock()
+			if reloads != tc.reloads {
+				t.Errorf("%d reloads, want %d", reloads, tc.reloads)
+			}
+		})
+	}
+}
+
+func TestLiveWatchReadsAFileOnlyOnceItSettled(t *testing.T) {
+	const (
+		before = "core: [a]\ndeny: [secret_*]\n"
+		head   = "core: [b]\n" // valid on its own, and without the deny
+		tail   = "deny: [secret_*]\n"
+	)
+	for _, tc := range []struct {
+		name string
+		save func(t *testing.T, path string)
+	}{
+		{"a save that stalls part-way is read only once it is whole", func(t *testing.T, path string) {
+			f, err := os.Create(path) // truncates in place, as most editors' plain save does
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteString(head); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond) // longer than the debounce, shorter than the settle time
+			if _, err := f.WriteString(tail); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a temp file renamed over the policy applies", func(t *testing.T, path string) {
+			replaceFile(t, path, head+tail)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string]string{"tools.yaml": before})
+			path := filepath.Join(dir, "tools.yaml")
+			live, err := NewLive(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var leaked bool
+			live.OnChange = func(s *Snapshot) {
+				mu.Lock()
+				defer mu.Unlock()
+				leaked = leaked || s.Decide("secret_x", "").Visible
+			}
+			live.debounce, live.settle = 50*time.Millisecond, 600*time.Millisecond
+			watching(t, live)
+			tc.save(t, path)
+			eventually(t, "the whole save serves", func() bool { return live.Current().Decide("b", "").Core })
+			mu.Lock()
+			defer mu.Unlock()
+			if leaked {
+				t.Error("a half-written file was published: the denied tool was visible")
+			}
+			if live.Current().Decide("secret_x", "").Visible {
+				t.Error("the denied tool is visible")
+			}
+		})
+	}
+}
+
+// rewriting rewrites each of names every 50 ms, as an editor's swap file
+// or a busy tool does, until the returned func is called or the test ends.
+func rewriting(t *testing.T, names ...string) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				for _, n := range names {
+					_ = os.WriteFile(n, []byte(strconv.Itoa(i)), 0o644) // best effort: the test checks the reloads
+				}
+			}
+		}
+	})
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); wg.Wait() }) }
+	t.Cleanup(stop) // before watching's cleanup checks for leaks
+	return stop
+}
+
+func TestLiveWatchIsNotHeldUpByOtherFilesInHints(t *testing.T) {
+	newLive := func(t *testing.T) (string, *Live, func() int) {
+		dir := writeFiles(t, map[string]string{
+			"tools.yaml":     "deny: [a_*]\ncategories:\n  files: {hints: hints/files.md}\n",
+			"hints/files.md": "guidance",
+		})
+		live, err := NewLive(filepath.Join(dir, "tools.yaml"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		reloads := 0
+		live.OnReload = func(error) {
+			mu.Lock()
+			defer mu.Unlock()
+			reloads++
+		}
+		live.settle = 100 * time.Millisecond
+		return dir, live, func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return reloads
+		}
+	}
+	t.Run("editor temp files rewritten in hints/ reload nothing", func(t *testing.T) {
+		dir, live, reloads := newLive(t)
+		watching(t, live)
+		var names []string
+		for _, n := range []string{".files.md.swp", ".files.md.swx", "files.md~", "files.md.tmp", ".#files.md"} {
+			names = append(names, filepath.Join(dir, "hints", n))
+		}
+		stop := rewriting(t, names...)
+		time.Sleep(600 * time.Millisecond)
+		stop()
+		time.Sleep(600 * time.Millisecond) // past the debounce and the settle time
+		if n := reloads(); n != 0 {
+			t.Errorf("%d reloads, want none", n)
+		}
+	})
+	t.Run("a stream of events in hints/ puts a policy edit off no longer than the cap", func(t *testing.T) {
+		dir, live, _ := newLive(t)
+		live.maxWait = 500 * time.Millisecond
+		watching(t, live)
+		rewriting(t, filepath.Join(dir, "hints", "notes.md")) // in hints/, so it counts; not in use, so it settles nothing
+		writeFile(t, filepath.Join(dir, "tools.yaml"), "deny: [b_*]\ncategories:\n  files: {hints: hints/files.md}\n")
+		eventually(t, "the edit serves while the stream goes on", func() bool { return !live.Current().Decide("b_x", "").Visible })
+	})
+}

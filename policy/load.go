@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
+	"syscall"
 
 	"github.com/goccy/go-yaml/ast"
 )
@@ -37,21 +39,33 @@ func newGeneration() uint64 {
 const maxPolicyBytes = 1 << 20
 
 func load(path string, gen uint64) (*Snapshot, error) {
+	snap, _, err := loadSource(path, gen)
+	return snap, err
+}
+
+// loadSource is load that also returns the bytes it parsed, so Live can
+// tell a reload of unchanged content from a change.
+func loadSource(path string, gen uint64) (*Snapshot, []byte, error) {
 	if path == "" {
-		return Default(), nil
+		return Default(), nil, nil
 	}
 	src, err := readPolicy(path)
 	if err != nil {
-		return nil, &Errors{Problems: []Problem{{File: path, Msg: err.Error()}}}
+		return nil, nil, &Errors{Problems: []Problem{{File: path, Msg: err.Error()}}}
 	}
-	return parse(path, src, gen)
+	snap, err := parse(path, src, gen)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snap, src, nil
 }
 
-// readPolicy reads path, refusing it past maxPolicyBytes. It reads through
-// a limit rather than checking a stat first, so a file that grows, or is
-// not a regular file, costs no more than a file at the limit.
+// readPolicy reads path, refusing it past maxPolicyBytes and refusing
+// anything but a regular file (openRegular). It reads through a limit
+// rather than trusting the size a stat gave, so a file that grows costs no
+// more than a file at the limit.
 func readPolicy(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading policy: %w", errNoPath(err))
 	}
@@ -64,6 +78,52 @@ func readPolicy(path string) ([]byte, error) {
 		return nil, fmt.Errorf("the policy file is over %d MiB; at most %d bytes are allowed", maxPolicyBytes>>20, maxPolicyBytes)
 	}
 	return src, nil
+}
+
+// openRegular opens path for reading if, symlinks followed, it is a
+// regular file. Anything else is refused before it is opened: opening a
+// FIFO blocks until a writer comes, which hung the reloader for good (a
+// good file restored and SIGHUP were then queued behind it), and a
+// directory or a device is no policy. The open does not block either
+// (O_NONBLOCK, which reads of a regular file ignore), and the open file is
+// checked again, so a FIFO renamed over the path after the stat is refused
+// too.
+func openRegular(path string) (*os.File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular(fi.Mode())
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		_ = f.Close() // read-only; nothing to flush
+		if err != nil {
+			return nil, err
+		}
+		return nil, notRegular(fi.Mode())
+	}
+	return f, nil
+}
+
+// notRegular says what a file that is not a regular file is.
+func notRegular(m fs.FileMode) error {
+	kind := "a special file"
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a named pipe (FIFO)"
+	case m.IsDir():
+		kind = "a directory"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	case m&fs.ModeDevice != 0:
+		kind = "a device"
+	}
+	return fmt.Errorf("it is %s, not a regular file", kind)
 }
 
 // utf8BOM is the byte-order mark some Windows editors put before UTF-8

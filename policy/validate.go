@@ -270,9 +270,11 @@ func (v *validator) hintsFile(path, file string) {
 }
 
 // readHints reads a hints file through a limit one byte past
-// maxHintBytes, so a file that grows after its stat costs no more.
+// maxHintBytes, so a file that grows after its stat costs no more. It
+// opens it with openRegular: a FIFO put there after the stat would
+// otherwise block the reload for good.
 func readHints(full string) ([]byte, error) {
-	f, err := os.Open(full)
+	f, err := openRegular(full)
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,7 @@ type Metrics struct {
 	cachedTokens  prometheus.Counter
 	misses        prometheus.Counter
 	reloads       *prometheus.CounterVec
+	policyFileOK  prometheus.Gauge
 	storeErrors   *prometheus.CounterVec
 	retries       prometheus.Counter
 
@@ -92,14 +93,27 @@ func NewMetrics() *Metrics {
 			Name: "toolgate_policy_reloads_total",
 			Help: "Policy reload attempts by result (ok, error); a failed reload keeps the last good policy.",
 		}, []string{"result"}),
+		policyFileOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "toolgate_policy_file_ok",
+			Help: "1 when the last load or reload of the policy file succeeded, 0 while the file on disk is broken (the last good policy keeps serving).",
+		}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_session_store_errors_total",
 			Help: "Session store failures by operation (get, put). Requests still succeed; a lost session costs a repeated search.",
 		}, []string{"op"}),
 	}
 	m.reg.MustRegister(m.requests, m.passthrough, m.rounds, m.searches, m.searchSeconds, m.addedSeconds,
-		m.toolTokens, m.inputTokens, m.cachedTokens, m.misses, m.reloads, m.storeErrors, m.retries,
+		m.toolTokens, m.inputTokens, m.cachedTokens, m.misses, m.reloads, m.policyFileOK, m.storeErrors, m.retries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Both results exist from the start: a series that appears with its
+	// first increment is missed by rate() and increase(), which then never
+	// see the first failed reload after a restart.
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("error")
+	// The gateway does not start on a policy it cannot load, so the file
+	// is good until a reload says otherwise (and with no file, nothing is
+	// broken).
+	m.policyFileOK.Set(1)
 	return m
 }
 
@@ -111,17 +125,18 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// PolicyReloaded counts a policy reload attempt; set it as
-// policy.Live.OnReload before Watch.
+// PolicyReloaded counts a policy reload attempt and records whether the
+// file on disk is good; set it as policy.Live.OnReload before Watch.
 func (m *Metrics) PolicyReloaded(err error) {
 	if m == nil {
 		return
 	}
-	result := "ok"
+	result, ok := "ok", 1.0
 	if err != nil {
-		result = "error"
+		result, ok = "error", 0
 	}
 	m.reloads.WithLabelValues(result).Inc()
+	m.policyFileOK.Set(ok)
 }
 
 // retried counts an upstream call sent again after a 5xx.

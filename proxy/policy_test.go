@@ -225,7 +225,7 @@ func TestPolicyShapesWhatTheModelSees(t *testing.T) {
 		if err := os.WriteFile(path, []byte("core: [calendar_create_event\n  bad: ["), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(700 * time.Millisecond) // past the reload debounce
+		time.Sleep(1500 * time.Millisecond) // past the reload's debounce and settle time, so the broken file was read
 		runAgent(t, base, twoStepTask, testCatalog(30), false, nil)
 		if !slices.Contains(firstUpstreamNames(t, model), "calendar_create_event") {
 			t.Error("the last good policy stopped serving after a broken edit")

@@ -106,6 +106,16 @@ func (c *Cache) Get(ctx context.Context, key string, build func() ([]Tool, Confi
 	}
 }
 
+// Purge lets every catalog go, counting them as evicted. A policy reload
+// calls it: the catalogs compiled under the old generation are keyed by it
+// and never asked for again, yet each would hold its memory, and its
+// index's goroutine, until the LRU got round to it. A caller that still
+// holds a catalog keeps using it; it is collected when the last one is
+// done. The hit and miss counters stay.
+func (c *Cache) Purge() {
+	c.lru.Purge() // runs the evict callback for each, so tools drops with them
+}
+
 // Stats returns the hit and miss counters and the current size.
 func (c *Cache) Stats() CacheStats {
 	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Len: c.lru.Len(), Tools: c.tools.Load()}

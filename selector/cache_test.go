@@ -108,3 +108,42 @@ func TestCacheHoldsNoMoreToolsThanItsBound(t *testing.T) {
 		})
 	}
 }
+
+func TestCachePurgeLetsEveryCatalogGo(t *testing.T) {
+	c := NewCache(8)
+	var builds atomic.Int32
+	build := func() ([]Tool, Config) {
+		builds.Add(1)
+		return syntheticTools(20), Config{}
+	}
+	held, err := c.Get(context.Background(), "a", build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(context.Background(), "b", build); err != nil {
+		t.Fatal(err)
+	}
+	c.Purge()
+	t.Run("the cache holds no catalog and no tools", func(t *testing.T) {
+		if s := c.Stats(); s.Len != 0 || s.Tools != 0 {
+			t.Errorf("%d catalogs, %d tools after Purge; want 0, 0", s.Len, s.Tools)
+		}
+	})
+	t.Run("a catalog a caller holds still answers", func(t *testing.T) {
+		if n := len(held.Names()); n != 20 {
+			t.Errorf("held catalog has %d names, want 20", n)
+		}
+	})
+	t.Run("the next get of a purged key compiles again", func(t *testing.T) {
+		before := builds.Load()
+		if _, err := c.Get(context.Background(), "a", build); err != nil {
+			t.Fatal(err)
+		}
+		if builds.Load() != before+1 {
+			t.Errorf("builds %d -> %d, want one compile", before, builds.Load())
+		}
+		if s := c.Stats(); s.Len != 1 || s.Tools != 20 {
+			t.Errorf("%d catalogs, %d tools; want 1, 20", s.Len, s.Tools)
+		}
+	})
+}

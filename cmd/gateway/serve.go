@@ -84,7 +84,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	metrics := proxy.NewMetrics()
-	live.OnReload = metrics.PolicyReloaded // before Watch starts reloading
+	catalogs := selector.NewCache(256)
+	onPolicyReload(live, metrics, catalogs) // before Watch starts reloading
 	decisions, closeDecisions, err := openDecisionLog(c.decisionLog, stderr)
 	if err != nil {
 		return err
@@ -111,7 +112,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Upstream:    up,
 		Policy:      live.Current,
 		Sessions:    sessions,
-		Catalogs:    selector.NewCache(256),
+		Catalogs:    catalogs,
 		Learned:     proxy.NewLearned(4096),
 		Embedder:    embedder,
 		Transport:   transport,
@@ -127,6 +128,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}()
 	go reloadOnHangup(ctx, live, logger)
 	return serveHTTP(ctx, listen, gw.Handler(), logger, stdout)
+}
+
+// onPolicyReload sets live's reload hooks: every attempt is counted, and a
+// reload that publishes a new snapshot lets the compiled catalogs go. Their
+// keys carry the old snapshot's generation, so no request asks for them
+// again, yet each holds megabytes and its index's goroutine until evicted.
+// The proxy's other caches keyed by generation (policy tables, tool_search
+// definitions, token counts) hold kilobytes each and are left to their LRUs.
+func onPolicyReload(live *policy.Live, metrics *proxy.Metrics, catalogs *selector.Cache) {
+	live.OnReload = metrics.PolicyReloaded
+	live.OnChange = func(*policy.Snapshot) { catalogs.Purge() }
 }
 
 // openDecisionLog returns the decision logger for path ("" none, "-"

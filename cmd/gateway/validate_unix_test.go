@@ -6,27 +6,29 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
 func TestValidateStopsWhenInterrupted(t *testing.T) {
-	// A FIFO no one writes to holds the load as long as a policy at the
-	// size cap takes to decode (seconds), without burning the CPU.
+	// A policy of half the size cap takes most of a second to decode (a
+	// few under -race), far longer than the interrupt below takes to
+	// come. A FIFO no one writes to used to hold the load without the
+	// CPU, but the loader now refuses one before opening it.
+	var b strings.Builder
+	b.WriteString("tools:\n")
+	for i := 0; b.Len() < 512<<10; i++ {
+		fmt.Fprintf(&b, "  tool_%d: {title: t%d, keywords: [a, b, c]}\n", i, i)
+	}
 	path := filepath.Join(t.TempDir(), "tools.yaml")
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		// Open and close the writing end so the load still waiting on the
-		// FIFO reads an empty file and ends. Non-blocking: never hang here.
-		if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -42,5 +44,32 @@ func TestValidateStopsWhenInterrupted(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("validate kept loading for 2s after the interrupt")
+	}
+}
+
+func TestValidateRefusesAFIFOWithoutWaitingForAWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tools.yaml")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Should a load still wait on the FIFO, open and close its writing
+		// end so it ends. Non-blocking: never hang here.
+		if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	var stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runValidate(context.Background(), []string{"--config", path}, &bytes.Buffer{}, &stderr)
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errSilent) || !strings.Contains(stderr.String(), "named pipe") {
+			t.Errorf("err = %v, stderr %q; want the FIFO reported as a problem", err, stderr.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("validate waited 5s on a FIFO")
 	}
 }
