@@ -348,13 +348,14 @@ func TestStreamedTurnsKeepTheUpstreamConnection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
-			conns, calls := map[string]bool{}, 0
+			conns, calls, ended := map[string]bool{}, 0, 0
 			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				conns[r.RemoteAddr] = true
 				calls++
 				n := calls
 				mu.Unlock()
+				defer func() { mu.Lock(); ended++; mu.Unlock() }()
 				w.Header().Set("Content-Type", "text/event-stream")
 				events := []string{textChunk("All "), textChunk("done."), finishChunk("stop"), "data: [DONE]\n\n"}
 				if tc.search && n%2 == 1 {
@@ -375,7 +376,19 @@ func TestStreamedTurnsKeepTheUpstreamConnection(t *testing.T) {
 				if rep.content != "All done." || rep.dones != 1 {
 					t.Fatalf("turn %d: content %q, [DONE] %d; want the text and one [DONE]", turn, rep.content, rep.dones)
 				}
-				time.Sleep(2 * tc.pause) // the agent works between turns
+				// The agent works between turns; on a loaded machine the
+				// upstream may still be ending its answers, and a turn
+				// sent before the gateway read their end would rightly
+				// need a second connection.
+				for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+					mu.Lock()
+					all := ended == calls
+					mu.Unlock()
+					if all {
+						break
+					}
+				}
+				time.Sleep(2 * tc.pause)
 			}
 			if len(conns) != 1 {
 				t.Errorf("%d upstream calls over %d connections; want one connection", calls, len(conns))
