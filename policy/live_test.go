@@ -647,25 +647,13 @@ func TestLiveWatchChecksWithoutReloadingWhatItRead(t *testing.T) {
 				"hints/code.md": "guidance",
 				"hints/web.md":  "web guidance",
 			})
-			live, err := NewLive(filepath.Join(dir, "tools.yaml"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var mu sync.Mutex
-			reloads := 0
-			live.OnReload = func(error) {
-				mu.Lock()
-				defer mu.Unlock()
-				reloads++
-			}
+			live, reloads := countingLive(t, filepath.Join(dir, "tools.yaml"))
 			live.poll, live.settle = 20*time.Millisecond, 100*time.Millisecond
 			watching(t, live)
 			tc.change(t, dir)
 			time.Sleep(time.Second) // 50 checks
-			mu.Lock()
-			defer mu.Unlock()
-			if reloads != tc.reloads {
-				t.Errorf("%d reloads, want %d", reloads, tc.reloads)
+			if n := reloads(); n != tc.reloads {
+				t.Errorf("%d reloads, want %d", n, tc.reloads)
 			}
 		})
 	}
@@ -761,23 +749,9 @@ func TestLiveWatchIsNotHeldUpByOtherFilesInHints(t *testing.T) {
 			"tools.yaml":     "deny: [a_*]\ncategories:\n  files: {hints: hints/files.md}\n",
 			"hints/files.md": "guidance",
 		})
-		live, err := NewLive(filepath.Join(dir, "tools.yaml"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var mu sync.Mutex
-		reloads := 0
-		live.OnReload = func(error) {
-			mu.Lock()
-			defer mu.Unlock()
-			reloads++
-		}
+		live, reloads := countingLive(t, filepath.Join(dir, "tools.yaml"))
 		live.settle = 100 * time.Millisecond
-		return dir, live, func() int {
-			mu.Lock()
-			defer mu.Unlock()
-			return reloads
-		}
+		return dir, live, reloads
 	}
 	t.Run("editor temp files rewritten in hints/ reload nothing", func(t *testing.T) {
 		dir, live, reloads := newLive(t)
@@ -802,4 +776,26 @@ func TestLiveWatchIsNotHeldUpByOtherFilesInHints(t *testing.T) {
 		writeFile(t, filepath.Join(dir, "tools.yaml"), "deny: [b_*]\ncategories:\n  files: {hints: hints/files.md}\n")
 		eventually(t, "the edit serves while the stream goes on", func() bool { return !live.Current().Decide("b_x", "").Visible })
 	})
+}
+
+// countingLive returns a Live serving path and a count of its reload
+// attempts so far.
+func countingLive(t *testing.T, path string) (*Live, func() int) {
+	t.Helper()
+	live, err := NewLive(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	reloads := 0
+	live.OnReload = func(error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reloads++
+	}
+	return live, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return reloads
+	}
 }

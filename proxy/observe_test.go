@@ -208,6 +208,19 @@ func scrape(t *testing.T, base string) string {
 	return string(b)
 }
 
+// scrapeUntil scrapes the metrics until done holds of them, or 2 s pass,
+// and returns the last scrape: a request's metrics are written once its
+// client has the answer, so a test may read them a moment early.
+func scrapeUntil(t *testing.T, base string, done func(text string) bool) string {
+	t.Helper()
+	text := scrape(t, base)
+	for deadline := time.Now().Add(2 * time.Second); !done(text) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		text = scrape(t, base)
+	}
+	return text
+}
+
 // missUpstream calls a client tool the request did not offer.
 var missUpstream = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
@@ -281,11 +294,7 @@ func TestMetricsAreExposedAndCount(t *testing.T) {
 		_, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		v := 0.0
-		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if v = metricValue(t, scrape(t, base), "toolgate_tool_misses_total"); v == 1 {
-				break
-			}
-		}
+		v = metricValue(t, scrapeUntil(t, base, func(text string) bool { return metricValue(t, text, "toolgate_tool_misses_total") == 1 }), "toolgate_tool_misses_total")
 		if v != 1 {
 			t.Errorf("toolgate_tool_misses_total = %v, want 1", v)
 		}
@@ -300,14 +309,11 @@ func TestMetricsAreExposedAndCount(t *testing.T) {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
 		var get, put float64
-		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			text := scrape(t, base)
+		scrapeUntil(t, base, func(text string) bool {
 			get = metricValue(t, text, `toolgate_session_store_errors_total{op="get"}`)
 			put = metricValue(t, text, `toolgate_session_store_errors_total{op="put"}`)
-			if get >= 1 && put >= 1 {
-				break
-			}
-		}
+			return get >= 1 && put >= 1
+		})
 		if get < 1 || put < 1 {
 			t.Errorf("store errors get = %v, put = %v; want both counted", get, put)
 		}
@@ -745,15 +751,8 @@ func TestAMissIsACallOfAToolTheUpstreamWasNotSent(t *testing.T) {
 			if x.status != http.StatusOK {
 				t.Fatalf("status %d: %s", x.status, x.body)
 			}
-			v := -1.0
-			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-				text := scrape(t, base) // the metrics are written once the client has its answer
-				if metricValue(t, text, "toolgate_upstream_rounds_count") == 1 {
-					v = metricValue(t, text, "toolgate_tool_misses_total")
-					break
-				}
-			}
-			if v != tt.want {
+			text := scrapeUntil(t, base, func(text string) bool { return metricValue(t, text, "toolgate_upstream_rounds_count") == 1 })
+			if v := metricValue(t, text, "toolgate_tool_misses_total"); v != tt.want {
 				t.Errorf("toolgate_tool_misses_total = %v, want %v", v, tt.want)
 			}
 		})
@@ -804,11 +803,9 @@ func TestPassedThroughRequestsCountInTheTokenMetrics(t *testing.T) {
 				t.Fatalf("status %d: %s", x.status, x.body)
 			}
 			var text string
-			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-				if text = scrape(t, base); metricValue(t, text, `toolgate_passthrough_total{reason="`+tt.reason+`"}`) == 1 {
-					break
-				}
-			}
+			text = scrapeUntil(t, base, func(text string) bool {
+				return metricValue(t, text, `toolgate_passthrough_total{reason="`+tt.reason+`"}`) == 1
+			})
 			client := metricValue(t, text, `toolgate_tool_tokens_total{side="client"}`)
 			sent := metricValue(t, text, `toolgate_tool_tokens_total{side="upstream"}`)
 			gw := metricValue(t, text, `toolgate_input_tokens_total{path="gateway"}`)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
 	"github.com/toolgate/toolgate/session"
@@ -54,14 +53,11 @@ func TestSessionStoreFailuresAreCountedAndLoggedOnlyWhenNews(t *testing.T) {
 				}
 			}
 			var get, put float64
-			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-				text := scrape(t, base)
+			scrapeUntil(t, base, func(text string) bool {
 				get = metricValue(t, text, `toolgate_session_store_errors_total{op="get"}`)
 				put = metricValue(t, text, `toolgate_session_store_errors_total{op="put"}`)
-				if get >= requests && put >= requests {
-					break
-				}
-			}
+				return get >= requests && put >= requests
+			})
 			if get < requests || put < requests {
 				t.Errorf("store errors get = %v, put = %v; want %d each", get, put, requests)
 			}
