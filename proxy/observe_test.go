@@ -293,9 +293,8 @@ func TestMetricsAreExposedAndCount(t *testing.T) {
 		resp := post(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "compute the gadget flux"}}, testCatalog(60), false, nil), nil)
 		_, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
-		v := 0.0
-		v = metricValue(t, scrapeUntil(t, base, func(text string) bool { return metricValue(t, text, "toolgate_tool_misses_total") == 1 }), "toolgate_tool_misses_total")
-		if v != 1 {
+		text := scrapeUntil(t, base, func(text string) bool { return metricValue(t, text, "toolgate_tool_misses_total") == 1 })
+		if v := metricValue(t, text, "toolgate_tool_misses_total"); v != 1 {
 			t.Errorf("toolgate_tool_misses_total = %v, want 1", v)
 		}
 	})
