@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // Request buffers are pooled between these sizes: a small body is cheap to
@@ -65,8 +66,13 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, limit int64) 
 	if err != nil {
 		return nil, err
 	}
+	lift := g.bodyDeadline(w)
 	if len(codings) > 0 {
-		return readEncoded(w, r, codings, limit)
+		buf, err := readEncoded(w, r, codings, limit)
+		if err == nil {
+			lift()
+		}
+		return buf, err
 	}
 	src := http.MaxBytesReader(w, r.Body, limit)
 	var buf *bodyBuf
@@ -81,5 +87,22 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, limit int64) 
 		g.bodies.put(buf) // nothing was parsed from it
 		return nil, bodyErr(fmt.Errorf("reading request body: %w", err), limit)
 	}
+	lift()
 	return buf, nil
+}
+
+// bodyDeadline gives the client BodyTimeout to send the request body and
+// returns what lifts the deadline once it is read. A body that failed
+// keeps it: the connection closes after the error. A writer without
+// deadlines (a test's recorder) reads without one.
+func (g *Gateway) bodyDeadline(w http.ResponseWriter) (lift func()) {
+	d := g.BodyTimeout
+	if d <= 0 {
+		d = 2 * time.Minute
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(d)) != nil {
+		return func() {}
+	}
+	return func() { _ = rc.SetReadDeadline(time.Time{}) }
 }

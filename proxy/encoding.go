@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/toolgate/toolgate/rewrite"
@@ -81,6 +82,9 @@ func bodyErr(err error, limit int64) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, limit)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w: it did not arrive in time (%w)", ErrBodyTimeout, err)
 	}
 	return fmt.Errorf("%w: %w", rewrite.ErrBadRequest, err)
 }

@@ -22,6 +22,8 @@ var (
 	ErrUpstreamBadResponse = errors.New("upstream sent an unreadable response")
 	// ErrBodyTooLarge: the request body exceeds the configured limit.
 	ErrBodyTooLarge = errors.New("request body too large")
+	// ErrBodyTimeout: the request body did not arrive in BodyTimeout.
+	ErrBodyTimeout = errors.New("request body too slow")
 	// ErrUnsupportedEncoding: the request body is in a Content-Encoding
 	// the gateway cannot decode.
 	ErrUnsupportedEncoding = errors.New("unsupported Content-Encoding")
@@ -62,6 +64,8 @@ func classify(err error) (int, apiError) {
 	switch {
 	case errors.Is(err, ErrBodyTooLarge):
 		return http.StatusRequestEntityTooLarge, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "request_too_large"}
+	case errors.Is(err, ErrBodyTimeout):
+		return http.StatusRequestTimeout, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "request_timeout"}
 	case errors.Is(err, ErrUnsupportedEncoding):
 		return http.StatusUnsupportedMediaType, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "unsupported_content_encoding"}
 	case errors.Is(err, rewrite.ErrBadRequest):
@@ -98,6 +102,11 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		level = slog.LevelError
 	}
 	g.logger().Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", status, "err", err)
+	if status == http.StatusRequestTimeout {
+		// The rest of the body may never come: net/http would wait for it
+		// before answering on a connection it means to keep.
+		w.Header().Set("Connection", "close")
+	}
 	writeJSONError(w, status, body)
 }
 

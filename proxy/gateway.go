@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -68,6 +69,12 @@ type Gateway struct {
 	// AdminToken enables GET /debug/sessions/{id} for requests that carry it
 	// in X-Toolgate-Admin-Token. "" means the route does not exist (404).
 	AdminToken string
+
+	// BodyTimeout bounds how long a request body the gateway reads itself
+	// (chat completions, small passthrough bodies) may take to arrive; a
+	// client that stops mid-body otherwise holds its connection for good.
+	// 0 means two minutes.
+	BodyTimeout time.Duration
 
 	once       sync.Once
 	pass       *httputil.ReverseProxy
@@ -195,7 +202,7 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	tr := g.track(w, routePassthrough)
 	defer tr.done()
-	if err := readSmallBody(r); err != nil {
+	if err := g.readSmallBody(tr, r); err != nil {
 		g.writeError(tr, r, err)
 		return
 	}

@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-
-	"github.com/toolgate/toolgate/rewrite"
 )
 
 // newPassthrough returns the plain streaming reverse proxy for everything
@@ -156,14 +154,16 @@ const smallBody = 1 << 20
 // mid-answer and the client got a truncated body that ended as if whole
 // (a bare httputil.ReverseProxy does the same, at a lower rate). Large
 // uploads still stream.
-func readSmallBody(r *http.Request) error {
+func (g *Gateway) readSmallBody(w http.ResponseWriter, r *http.Request) error {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength < 0 || r.ContentLength > smallBody {
 		return nil
 	}
+	lift := g.bodyDeadline(w)
 	b, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength+1))
 	if err != nil {
-		return fmt.Errorf("%w: reading the request body: %w", rewrite.ErrBadRequest, err)
+		return bodyErr(fmt.Errorf("reading the request body: %w", err), smallBody)
 	}
+	lift()
 	r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }

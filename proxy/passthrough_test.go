@@ -468,3 +468,37 @@ func TestAChatRequestKeepsItsHeadersAsAReverseProxyWould(t *testing.T) {
 		})
 	}
 }
+
+func TestToolCacheBoundsTheBytesItKeeps(t *testing.T) {
+	const maxBytes = 64 << 10
+	c := newToolCacheBytes(256, maxBytes)
+	array := func(i, descLen int) string {
+		return `[{"type":"function","function":{"name":"t` + strconv.Itoa(i) + `","description":"` + strings.Repeat("d", descLen) + `"}}]`
+	}
+	var raws []string
+	for i := range 20 {
+		raw := array(i, 6<<10) // about 6 KB each: 20 of them are twice the bound
+		raws = append(raws, raw)
+		c.Add(raw, []rewrite.Tool{{Name: "t" + strconv.Itoa(i), Raw: raw[1 : len(raw)-1]}})
+	}
+	t.Run("the text kept stays within the bound", func(t *testing.T) {
+		if c.bytes > maxBytes || c.bytes <= 0 {
+			t.Errorf("%d bytes kept, want at most %d", c.bytes, maxBytes)
+		}
+	})
+	t.Run("the least recent arrays made way and the newest are kept", func(t *testing.T) {
+		if _, ok := c.Lookup(raws[0]); ok {
+			t.Error("the oldest array is still kept")
+		}
+		if _, ok := c.Lookup(raws[len(raws)-1]); !ok {
+			t.Error("the newest array is not kept")
+		}
+	})
+	t.Run("an array over an eighth of the bound is not kept", func(t *testing.T) {
+		huge := array(99, maxBytes/8)
+		c.Add(huge, []rewrite.Tool{{Name: "t99"}})
+		if _, ok := c.Lookup(huge); ok {
+			t.Error("a huge array was kept")
+		}
+	})
+}

@@ -25,10 +25,12 @@ var _ rewrite.ToolCache = (*toolCache)(nil)
 // indexed by a hash of their first headLen bytes, and each candidate is
 // compared as a prefix: a hit costs one memory compare of the array.
 type toolCache struct {
-	seed   maphash.Seed
-	mu     sync.Mutex
-	lru    *simplelru.LRU[uint64, *toolEntry] // by key: the hash of the whole text
-	byHead map[uint64][]*toolEntry            // by the hash of the first headLen bytes, oldest first
+	seed     maphash.Seed
+	mu       sync.Mutex
+	lru      *simplelru.LRU[uint64, *toolEntry] // by key: the hash of the whole text
+	byHead   map[uint64][]*toolEntry            // by the hash of the first headLen bytes, oldest first
+	bytes    int                                // the kept texts' bytes, all entries
+	maxBytes int                                // what bytes may reach; the least recent go first
 }
 
 // toolEntry is immutable once made, so candidates are compared outside the
@@ -36,6 +38,7 @@ type toolCache struct {
 type toolEntry struct {
 	head  uint64
 	known rewrite.KnownTools
+	size  int // bytes of text it keeps: the array and its tools' compact forms
 }
 
 const (
@@ -49,10 +52,18 @@ const (
 	// tailCheck is how much of a candidate's end is compared before the
 	// whole: arrays that share a head mostly differ by their last tools.
 	tailCheck = 64
+	// toolCacheBytes bounds the text the cache keeps in all. A count alone
+	// let 256 arrays of a few tools with 300 KB descriptions hold 2.9 GB;
+	// 256 arrays of 200 ordinary tools are about 50 MB.
+	toolCacheBytes = 128 << 20
 )
 
-func newToolCache(size int) *toolCache {
-	c := &toolCache{seed: maphash.MakeSeed(), byHead: map[uint64][]*toolEntry{}}
+// newToolCache returns a cache of at most size arrays and toolCacheBytes
+// of text; an array over an eighth of that is not kept.
+func newToolCache(size int) *toolCache { return newToolCacheBytes(size, toolCacheBytes) }
+
+func newToolCacheBytes(size, maxBytes int) *toolCache {
+	c := &toolCache{seed: maphash.MakeSeed(), byHead: map[uint64][]*toolEntry{}, maxBytes: maxBytes}
 	c.lru, _ = simplelru.NewLRU(max(size, 1), c.unindex) // errors only on size <= 0
 	return c
 }
@@ -93,19 +104,23 @@ func (c *toolCache) Lookup(s string) (rewrite.KnownTools, bool) {
 // cold.
 func (c *toolCache) Add(raw string, tools []rewrite.Tool) rewrite.KnownTools {
 	key := c.keyOf(raw)
-	if len(raw) < headLen || checkCatalog(tools) != nil {
+	if len(raw) < headLen || len(raw) > c.maxBytes/8 || checkCatalog(tools) != nil {
 		return rewrite.KnownTools{Raw: raw, Tools: tools, Key: key}
 	}
 	own := strings.Clone(raw)
+	size := len(own)
 	kept := make([]rewrite.Tool, len(tools))
 	for i, t := range tools {
 		t.Name = rebase(t.Name, raw, own)
 		t.Description = rebase(t.Description, raw, own)
 		t.Raw = compactTool(rebase(t.Raw, raw, own))
+		if _, in := offsetIn(t.Raw, own); !in {
+			size += len(t.Raw)
+		}
 		t.Params = nil
 		kept[i] = t
 	}
-	e := &toolEntry{head: maphash.String(c.seed, own[:headLen]), known: rewrite.KnownTools{Raw: own, Tools: kept, Key: key}}
+	e := &toolEntry{head: maphash.String(c.seed, own[:headLen]), known: rewrite.KnownTools{Raw: own, Tools: kept, Key: key}, size: size}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.lru.Peek(key); ok {
@@ -119,6 +134,10 @@ func (c *toolCache) Add(raw string, tools []rewrite.Tool) rewrite.KnownTools {
 	}
 	c.lru.Add(key, e) // may evict, which unindexes
 	c.byHead[e.head] = append(c.byHead[e.head], e)
+	c.bytes += e.size
+	for c.bytes > c.maxBytes && c.lru.Len() > 1 {
+		c.lru.RemoveOldest()
+	}
 	return e.known
 }
 
@@ -142,6 +161,7 @@ func compactTool(raw string) string {
 // unindex drops an entry the LRU let go from the head index; the LRU calls
 // it with c.mu held.
 func (c *toolCache) unindex(_ uint64, e *toolEntry) {
+	c.bytes -= e.size
 	same := slices.DeleteFunc(c.byHead[e.head], func(x *toolEntry) bool { return x == e })
 	if len(same) == 0 {
 		delete(c.byHead, e.head)
@@ -150,15 +170,18 @@ func (c *toolCache) unindex(_ uint64, e *toolEntry) {
 	c.byHead[e.head] = same
 }
 
+// offsetIn returns where s starts in in's memory, and whether it lies
+// there at all.
+func offsetIn(s, in string) (int, bool) {
+	off := int(uintptr(unsafe.Pointer(unsafe.StringData(s))) - uintptr(unsafe.Pointer(unsafe.StringData(in))))
+	return off, s != "" && off >= 0 && off+len(s) <= len(in)
+}
+
 // rebase returns s as a substring of to when s lies inside from (to being a
 // copy of from); strings gjson had to unescape live elsewhere and are
 // copied.
 func rebase(s, from, to string) string {
-	if s == "" {
-		return ""
-	}
-	off := int(uintptr(unsafe.Pointer(unsafe.StringData(s))) - uintptr(unsafe.Pointer(unsafe.StringData(from))))
-	if off >= 0 && off+len(s) <= len(from) {
+	if off, in := offsetIn(s, from); in {
 		return to[off : off+len(s)]
 	}
 	return strings.Clone(s)

@@ -210,8 +210,13 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Lo
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// A kept-alive client connection left idle is closed after this,
+		// so idle clients cannot hold file descriptors for good (1,000
+		// idle connections stayed open indefinitely without it). A body
+		// that stops arriving is bounded by the gateway's BodyTimeout.
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	fmt.Fprintf(stdout, "toolgate listening on http://%s\n", ln.Addr())
 	logger.Info("listening", "addr", ln.Addr().String())
