@@ -43,7 +43,7 @@ type Live struct {
 	// Guarded by mu.
 	read stamps
 
-	debounce, poll, settle, maxWait time.Duration // Watch's intervals; NewLive sets the defaults
+	debounce, poll, settle, maxWait, maxSettle time.Duration // Watch's intervals; NewLive sets the defaults
 }
 
 // NewLive loads path once and returns a Live serving it. An empty path
@@ -54,7 +54,7 @@ func NewLive(path string, logger *slog.Logger) (*Live, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Live{path: path, logger: logger, debounce: defaultDebounce, poll: defaultPoll, settle: defaultSettle, maxWait: defaultMaxWait}
+	l := &Live{path: path, logger: logger, debounce: defaultDebounce, poll: defaultPoll, settle: defaultSettle, maxWait: defaultMaxWait, maxSettle: defaultMaxSettle}
 	read := l.stampFiles(nil)
 	snap, src, err := loadSource(path, newGeneration())
 	if err != nil {

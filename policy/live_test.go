@@ -304,11 +304,19 @@ func TestLiveWatchFollowsAConfigMapSwap(t *testing.T) {
 	symlink(t, "..v1", filepath.Join(dir, "..data"))
 	path := filepath.Join(dir, "tools.yaml")
 	symlink(t, filepath.Join("..data", "tools.yaml"), path)
-	live, err := NewLive(path, nil)
+	logs := &syncBuffer{}
+	live, err := NewLive(path, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	watching(t, live)
+	defer func() {
+		// The old ..<timestamp> directory is gone for good, and nothing
+		// reads it any more: its removal is no cause for a warning.
+		if strings.Contains(logs.String(), "level=WARN") {
+			t.Errorf("an ordinary update logged a warning:\n%s", logs.String())
+		}
+	}()
 	for i, tool := range []string{"b_x", "c_x"} {
 		t.Run("update "+strconv.Itoa(i+1)+" applies", func(t *testing.T) {
 			old, next := "..v"+strconv.Itoa(i+1), "..v"+strconv.Itoa(i+2)
@@ -798,4 +806,34 @@ func countingLive(t *testing.T, path string) (*Live, func() int) {
 		defer mu.Unlock()
 		return reloads
 	}
+}
+
+func TestLiveWatchReadsFilesThatNeverSettleAfterTheCap(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"tools.yaml":    "deny: [a_*]\ncategories:\n  code: {hints: hints/code.md}\n",
+		"hints/code.md": "guidance",
+	})
+	live, err := NewLive(filepath.Join(dir, "tools.yaml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.settle, live.maxSettle = 300*time.Millisecond, time.Second
+	watching(t, live)
+	// A program touches the hints file every 100 ms: it never settles.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for now := time.Now(); ; now = now.Add(time.Millisecond) {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				_ = os.Chtimes(filepath.Join(dir, "hints", "code.md"), now, now)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	writeFile(t, filepath.Join(dir, "tools.yaml"), "deny: [b_*]\ncategories:\n  code: {hints: hints/code.md}\n")
+	eventually(t, "b_x is denied while the hints file keeps changing", func() bool { return !live.Current().Decide("b_x", "").Visible })
 }

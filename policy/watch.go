@@ -36,6 +36,10 @@ const (
 	// reload off for as long as it runs. It does not cut the settle time
 	// short: a file still changing is not read.
 	defaultMaxWait = 2 * time.Second
+	// defaultMaxSettle caps the settle wait: a hints file some program
+	// touches every half second never settles, and held every reload back
+	// for as long as it ran. Past the cap the files are read as they are.
+	defaultMaxSettle = 10 * time.Second
 )
 
 // Watch reloads the policy whenever the file or a hints file changes, until
@@ -144,9 +148,12 @@ func (l *Live) Watch(ctx context.Context) error {
 			}
 		case <-timer.C:
 			if wait := l.settle - time.Since(ws.observe()); wait > 0 {
-				settleAt = time.Now().Add(wait)
-				timer.Reset(wait)
-				continue
+				if time.Since(first) < l.maxSettle {
+					settleAt = time.Now().Add(wait)
+					timer.Reset(wait)
+					continue
+				}
+				l.logger.Warn("policy files kept changing; reading them as they are", "file", l.path, "waited", time.Since(first).Round(time.Millisecond))
 			}
 			pending, settleAt, ws.observed = false, time.Time{}, nil
 			_ = l.Reload() // logged and reported through OnReload
@@ -260,7 +267,10 @@ func (ws *watchSet) rewatch(initial bool) (again bool, err error) {
 func (ws *watchSet) drop(dir string) {
 	_ = ws.w.Remove(dir) // mostly gone already; nothing to undo
 	delete(ws.dirs, dir)
-	if !ws.want[dir] {
+	// Wanted as of now, not as of the last rewatch: a Kubernetes update
+	// removes the old "..<timestamp>" directory the config resolved to,
+	// which nothing reads any more.
+	if !ws.want[dir] || !ws.l.watchDirs(resolveFile(ws.l.path))[dir] {
 		return
 	}
 	ws.lost[dir] = true
