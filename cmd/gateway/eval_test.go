@@ -140,6 +140,7 @@ func TestEvalRefusesQueriesItCannotMeasure(t *testing.T) {
 		{"an empty file is an error, not a table of zeros", "", "holds no queries"},
 		{"a file of blank lines is an error, not a table of zeros", "\n \n", "holds no queries"},
 		{"a file whose queries have no gold tools is an error", `{"id":"q1","query":"hello","gold":[]}` + "\n", "none of its 1 queries has gold tools"},
+		{"a query without text is an error at its line, not a miss", `{"id":"q1","query":"post a message","gold":["chat_post_message"]}` + "\n" + `{"id":"q2","query":"  ","gold":["chat_post_message"]}` + "\n", ":2: query q2 has no text"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			queries := writeFile(t, "q.jsonl", tc.text)

@@ -31,6 +31,11 @@ func loadQueries(path string) (*queryFile, error) {
 	}
 	qf := &queryFile{path: path}
 	for _, q := range all {
+		if strings.TrimSpace(q.Query) == "" {
+			// Ranked, an empty query is a miss that says nothing; search
+			// refuses one too.
+			return nil, fmt.Errorf("queries %s:%d: query %s has no text", path, q.Line, q.ID)
+		}
 		if len(q.Gold) == 0 {
 			qf.skipped = append(qf.skipped, q.Line)
 			continue
