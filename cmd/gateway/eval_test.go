@@ -131,27 +131,30 @@ func TestDevSetRecallThroughTheGateway(t *testing.T) {
 	}
 }
 
-func TestEvalRefusesQueriesItCannotMeasure(t *testing.T) {
+func TestEvalAndDemoRefuseQueriesTheyCannotUse(t *testing.T) {
 	catalog := filepath.Join("..", "..", "testdata", "catalog.json")
-	for _, tc := range []struct {
-		name, text string
-		want       string // in the error
-	}{
-		{"an empty file is an error, not a table of zeros", "", "holds no queries"},
-		{"a file of blank lines is an error, not a table of zeros", "\n \n", "holds no queries"},
-		{"a file whose queries have no gold tools is an error", `{"id":"q1","query":"hello","gold":[]}` + "\n", "none of its 1 queries has gold tools"},
-		{"a query without text is an error at its line, not a miss", `{"id":"q1","query":"post a message","gold":["chat_post_message"]}` + "\n" + `{"id":"q2","query":"  ","gold":["chat_post_message"]}` + "\n", ":2: query q2 has no text"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			queries := writeFile(t, "q.jsonl", tc.text)
-			out, errOut, code := runGateway(t, context.Background(), "eval", "--catalog", catalog, "--queries", queries)
-			if code != 1 || !strings.Contains(errOut, queries) || !strings.Contains(errOut, tc.want) {
-				t.Errorf("exit %d, stderr %q; want 1 and an error naming %s: %s", code, errOut, queries, tc.want)
-			}
-			if out != "" {
-				t.Errorf("printed a table anyway:\n%s", out)
-			}
-		})
+	// eval and demo --queries read queries files alike (loadQueries).
+	for _, cmd := range [][]string{{"eval", "--catalog", catalog}, {"demo", "--catalog", bundledCatalog}} {
+		for _, tc := range []struct {
+			name, text string
+			want       string // in the error
+		}{
+			{"an empty file is an error, not a table of zeros or the bundled demo", "", "holds no queries"},
+			{"a file of blank lines is an error, not a table of zeros or the bundled demo", "\n \n\t\n", "holds no queries"},
+			{"a file whose queries have no gold tools is an error", `{"id":"q1","query":"hello","gold":[]}` + "\n", "none of its 1 queries has gold tools"},
+			{"a query without text is an error at its line, not a miss", `{"id":"q1","query":"post a message","gold":["chat_post_message"]}` + "\n" + `{"id":"q2","query":"  ","gold":["chat_post_message"]}` + "\n", ":2: query q2 has no text"},
+		} {
+			t.Run(cmd[0]+": "+tc.name, func(t *testing.T) {
+				queries := writeFile(t, "q.jsonl", tc.text)
+				out, errOut, code := runGateway(t, context.Background(), append(cmd, "--queries", queries)...)
+				if code != 1 || !strings.Contains(errOut, queries) || !strings.Contains(errOut, tc.want) {
+					t.Errorf("exit %d, stderr %q; want 1 and an error naming %s: %s", code, errOut, queries, tc.want)
+				}
+				if out != "" {
+					t.Errorf("printed a result anyway:\n%s", out)
+				}
+			})
+		}
 	}
 	t.Run("queries without gold tools are counted, with the first one's line", func(t *testing.T) {
 		queries := writeFile(t, "q.jsonl", `{"id":"q1","query":"post a message in the chat channel","gold":["chat_post_message"]}
