@@ -65,12 +65,7 @@ func loadSource(path string, gen uint64) (*Snapshot, []byte, error) {
 // rather than trusting the size a stat gave, so a file that grows costs no
 // more than a file at the limit.
 func readPolicy(path string) ([]byte, error) {
-	f, err := openRegular(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading policy: %w", errNoPath(err))
-	}
-	defer f.Close()
-	src, err := io.ReadAll(io.LimitReader(f, maxPolicyBytes+1))
+	src, err := readCapped(path, maxPolicyBytes)
 	if err != nil {
 		return nil, fmt.Errorf("reading policy: %w", errNoPath(err))
 	}
@@ -78,6 +73,18 @@ func readPolicy(path string) ([]byte, error) {
 		return nil, fmt.Errorf("the policy file is over %d MiB; at most %d bytes are allowed", maxPolicyBytes>>20, maxPolicyBytes)
 	}
 	return src, nil
+}
+
+// readCapped reads path, opened with openRegular, through a limit one
+// byte past limit: a longer file reads as limit+1 bytes, for the caller
+// to refuse, and a file that grows after a stat costs no more.
+func readCapped(path string, limit int) ([]byte, error) {
+	f, err := openRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, int64(limit)+1))
 }
 
 // openRegular opens path for reading if, symlinks followed, it is a

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/url"
@@ -254,7 +253,7 @@ func (v *validator) hintsFile(path, file string) {
 		v.check(path, false, "hints file %s is %d bytes; at most %d are allowed", file, fi.Size(), maxHintBytes)
 		return
 	}
-	b, err := readHints(full)
+	b, err := readCapped(full, maxHintBytes)
 	if err != nil {
 		v.check(path, false, "reading hints file %s: %v", file, errNoPath(err))
 		return
@@ -267,19 +266,6 @@ func (v *validator) hintsFile(path, file string) {
 	// and a Windows editor's CRLFs as a token more per line.
 	b = bytes.ReplaceAll(bytes.TrimPrefix(b, utf8BOM), []byte("\r\n"), []byte("\n"))
 	v.hints[full] = string(b)
-}
-
-// readHints reads a hints file through a limit one byte past
-// maxHintBytes, so a file that grows after its stat costs no more. It
-// opens it with openRegular: a FIFO put there after the stat would
-// otherwise block the reload for good.
-func readHints(full string) ([]byte, error) {
-	f, err := openRegular(full)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, maxHintBytes+1))
 }
 
 // errNoPath drops the path an *os.PathError repeats, since the message

@@ -84,10 +84,6 @@ func (r *Result) Print(w io.Writer) error {
 				continue
 			}
 			d, direct := cases[caseOf(row)][Direct]
-			mode := "json"
-			if row.Stream {
-				mode = "stream"
-			}
 			added := func(x, base time.Duration) string {
 				if row.Path == Direct || !direct {
 					return "-"
@@ -98,7 +94,7 @@ func (r *Result) Print(w io.Writer) error {
 			if row.Throughput > 0 {
 				rps = strconv.FormatFloat(row.Throughput, 'f', 0, 64)
 			}
-			fmt.Fprintf(tw, "%d\t%dKB\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", row.Tools, row.BodyBytes>>10, mode, row.Path,
+			fmt.Fprintf(tw, "%d\t%dKB\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", row.Tools, row.BodyBytes>>10, caseOf(row).mode(), row.Path,
 				us(row.P50), us(row.P95), us(row.P99), added(row.P50, d.P50), added(row.P95, d.P95), added(row.P99, d.P99),
 				rps, row.Errors)
 		}
