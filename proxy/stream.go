@@ -156,8 +156,11 @@ type relay struct {
 	roleOut  bool           // a role has gone out: later rounds' roles are dropped
 	finished bool           // a finish chunk reached the client
 	next     int            // the next tool-call index the client sees
-	model    string
-	frame    []byte // write's buffer
+	// model, fingerprint and tier are the upstream's, for the gateway's
+	// own chunks: the first model, the latest fingerprint and tier (the
+	// last round's, as the client's accumulator would have read them).
+	model, fingerprint, tier string
+	frame                    []byte // write's buffer
 }
 
 // callState follows one upstream tool call through its fragments.
@@ -233,6 +236,12 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		}
 		if s.model == "" {
 			s.model = strings.Clone(ev.Model)
+		}
+		if ev.SystemFingerprint != "" && ev.SystemFingerprint != s.fingerprint {
+			s.fingerprint = strings.Clone(ev.SystemFingerprint)
+		}
+		if ev.ServiceTier != "" && ev.ServiceTier != s.tier {
+			s.tier = strings.Clone(ev.ServiceTier)
 		}
 		if ev.Usage.IsObject() {
 			usage = rewrite.LatestUsage(usage, ev.Usage)
@@ -479,7 +488,8 @@ func (s *relay) end() (whole bool) {
 	if t.req.IncludeUsage {
 		usage = append([]byte{}, t.usage...)
 	}
-	for _, ev := range s.ew.EndEvents(t.id, t.created, s.model, finish, usage) {
+	head := rewrite.ChunkHead{ID: t.id, Created: t.created, Model: s.model, SystemFingerprint: s.fingerprint, ServiceTier: s.tier}
+	for _, ev := range s.ew.EndEvents(head, finish, usage) {
 		if err := s.emit(nil, ev, false); err != nil {
 			return false
 		}

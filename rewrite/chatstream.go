@@ -21,6 +21,10 @@ type Event struct {
 	ID      string
 	Model   string
 	Created int64
+	// SystemFingerprint and ServiceTier are the chunk's, when it has them:
+	// the gateway's own chunks repeat the upstream's (ChunkHead).
+	SystemFingerprint string
+	ServiceTier       string
 	// Choice is the choice index the delta belongs to; -1 when the chunk
 	// carries no choice (the usage chunk).
 	Choice int64
@@ -53,6 +57,10 @@ type CallDelta struct {
 	Extra bool
 }
 
+// chunkKeys are the top-level members ParseEvent reads, in the order of
+// its values.
+var chunkKeys = []string{"id", "model", "created", "usage", "error", "choices", "system_fingerprint", "service_tier"}
+
 // ParseEvent reads one chunk into ev, which it resets first: a relay
 // parses every event of a stream into one Event (its Calls keep their
 // capacity), where an Event per event was an allocation each. It returns
@@ -71,9 +79,10 @@ func ParseEvent(data []byte, ev *Event) error {
 	if !root.IsObject() {
 		return fmt.Errorf("stream chunk is not a JSON object")
 	}
-	var top [6]gjson.Result
-	firstValues(root, []string{"id", "model", "created", "usage", "error", "choices"}, top[:])
+	var top [8]gjson.Result
+	firstValues(root, chunkKeys, top[:])
 	ev.ID, ev.Model, ev.Created, ev.Usage, ev.Error = top[0].String(), top[1].String(), top[2].Int(), top[3], top[4]
+	ev.SystemFingerprint, ev.ServiceTier = top[6].String(), top[7].String()
 	var ch gjson.Result
 	if choices := top[5]; choices.IsArray() {
 		choices.ForEach(func(_, c gjson.Result) bool { ch = c; return false })
@@ -283,21 +292,43 @@ func CallDeltaJSON(index int, id, name, args string) string {
 	return string(b)
 }
 
-// chunkHead starts a chat.completion.chunk object with its identity
-// fields; the caller appends the rest and the closing brace.
-func chunkHead(id string, created int64, model string) []byte {
-	b := []byte(`{"id":`)
-	b = strconv.AppendQuote(b, id)
+// ChunkHead is the identity a turn's chunks share. The gateway's own
+// chunks (a finish, the summed usage) carry the upstream's: the SDKs'
+// stream accumulators take these fields from the last chunk they read,
+// which is the gateway's usage chunk, so a missing fingerprint or service
+// tier there erased the upstream's.
+type ChunkHead struct {
+	ID                string
+	Created           int64
+	Model             string
+	SystemFingerprint string // omitted when empty, as providers without one do
+	ServiceTier       string // omitted when empty
+}
+
+// appendChunkHead starts a chat.completion.chunk object with h's fields;
+// the caller appends the rest and the closing brace.
+func appendChunkHead(b []byte, h ChunkHead) []byte {
+	b = append(b, `{"id":`...)
+	b = strconv.AppendQuote(b, h.ID)
 	b = append(b, `,"object":"chat.completion.chunk","created":`...)
-	b = strconv.AppendInt(b, created, 10)
+	b = strconv.AppendInt(b, h.Created, 10)
 	b = append(b, `,"model":`...)
-	return strconv.AppendQuote(b, model)
+	b = strconv.AppendQuote(b, h.Model)
+	if h.ServiceTier != "" {
+		b = append(b, `,"service_tier":`...)
+		b = strconv.AppendQuote(b, h.ServiceTier)
+	}
+	if h.SystemFingerprint != "" {
+		b = append(b, `,"system_fingerprint":`...)
+		b = strconv.AppendQuote(b, h.SystemFingerprint)
+	}
+	return b
 }
 
 // UsageEvent builds the one usage chunk the client gets when it asked for
 // stream usage: no choices, the summed usage.
-func UsageEvent(id string, created int64, model string, usage []byte) []byte {
-	b := chunkHead(id, created, model)
+func UsageEvent(h ChunkHead, usage []byte) []byte {
+	b := appendChunkHead(nil, h)
 	b = append(b, `,"choices":[],"usage":`...)
 	if len(usage) == 0 {
 		usage = []byte("null")
@@ -308,8 +339,8 @@ func UsageEvent(id string, created int64, model string, usage []byte) []byte {
 
 // FinishEvent builds a finish chunk for choice 0, used when the gateway must
 // end a turn itself (for example after swallowing the upstream's finish).
-func FinishEvent(id string, created int64, model, reason string) []byte {
-	b := chunkHead(id, created, model)
+func FinishEvent(h ChunkHead, reason string) []byte {
+	b := appendChunkHead(nil, h)
 	b = append(b, `,"choices":[{"index":0,"delta":{},"finish_reason":`...)
 	b = strconv.AppendQuote(b, reason)
 	return append(b, `}]}`...)

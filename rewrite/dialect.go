@@ -36,9 +36,9 @@ type EventWriter interface {
 	// held fragments.
 	CallDelta(raw string, index int, id, name, args string) string
 	// EndEvents returns the events that close a turn: a finish event when
-	// finish is not empty, a usage event when usage is not nil, and the
-	// end-of-stream marker.
-	EndEvents(id string, created int64, model, finish string, usage []byte) [][]byte
+	// finish is not empty, a usage event when usage is not nil (both with
+	// head's identity), and the end-of-stream marker.
+	EndEvents(head ChunkHead, finish string, usage []byte) [][]byte
 }
 
 // Chat is the OpenAI Chat Completions dialect.
@@ -83,13 +83,13 @@ func (Chat) CallDelta(raw string, index int, id, name, args string) string {
 
 // EndEvents implements EventWriter: a finish chunk, a usage chunk with no
 // choices, and [DONE].
-func (Chat) EndEvents(id string, created int64, model, finish string, usage []byte) [][]byte {
+func (Chat) EndEvents(head ChunkHead, finish string, usage []byte) [][]byte {
 	var out [][]byte
 	if finish != "" {
-		out = append(out, FinishEvent(id, created, model, finish))
+		out = append(out, FinishEvent(head, finish))
 	}
 	if usage != nil {
-		out = append(out, UsageEvent(id, created, model, usage))
+		out = append(out, UsageEvent(head, usage))
 	}
 	return append(out, []byte(Done))
 }
