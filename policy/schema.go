@@ -130,11 +130,12 @@ type GatewaySpec struct {
 	// from the base policy before the body is parsed, so a profile cannot
 	// set it. Default 33554432 (32 MiB).
 	BodyLimit int64 `yaml:"body_limit"`
-	// Retries is how many times an upstream answer with a 5xx status to
-	// one of the gateway's rounds is sent again; the client has received
-	// nothing by then. A transport error (connection refused, a timeout)
-	// is not retried: it fails the request at once. A request passed
-	// through is sent once, as a reverse proxy sends it. Default 1.
+	// Retries is how many times an upstream answer with a 5xx status to a
+	// round after a search is sent again; the client has received nothing
+	// by then. A turn's first round and a request passed through are sent
+	// once, as a reverse proxy sends them (the client's SDK retries them).
+	// A transport error (connection refused, a timeout) is not retried: it
+	// fails the request at once. Default 1.
 	Retries int `yaml:"retries"`
 }
 

@@ -280,7 +280,18 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 	g.writeError(w, r, err)
 }
 
-func (g *Gateway) retries(snap *policy.Snapshot) int { return max(snap.Gateway.Retries, 0) }
+// retries is how many times round's call is sent again after a 5xx.
+// The first round is sent once, as a reverse proxy sends a request: the
+// client's SDK retries a 5xx itself (the openai SDKs twice, with backoff
+// and the upstream's Retry-After), and a retry here too would double its
+// attempts on an upstream already failing. A later round's failure would
+// throw away the rounds before it, which no client retry can keep.
+func (g *Gateway) retries(snap *policy.Snapshot, round int) int {
+	if round == 0 {
+		return 0
+	}
+	return max(snap.Gateway.Retries, 0)
+}
 
 // keyLabel returns a label of a credential that profiles can match and logs
 // may show, never the credential: its first dash-separated prefix and its

@@ -107,6 +107,13 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		// before answering on a connection it means to keep.
 		w.Header().Set("Connection", "close")
 	}
+	if body.Code == "upstream_bad_response" {
+		// Direct, the client would have got the upstream's 2xx and failed
+		// to read it, which the openai SDKs do not retry; through the
+		// gateway it is a 502, which they would (every attempt billed).
+		// They honour this header over the status.
+		w.Header().Set("X-Should-Retry", "false")
+	}
 	writeJSONError(w, status, body)
 }
 

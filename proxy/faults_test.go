@@ -13,7 +13,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -231,7 +233,13 @@ func TestUpstreamsThatAnswerGarbageAre502(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := newTestGateway(t, &recorder{answer: tc.answer})
-			wantError(t, send(t, base, bigRequest(t, tc.stream), nil), http.StatusBadGateway, "upstream_bad_response")
+			x := send(t, base, bigRequest(t, tc.stream), nil)
+			wantError(t, x, http.StatusBadGateway, "upstream_bad_response")
+			// Direct, the client would have failed to read a 2xx, which
+			// the openai SDKs do not retry; a 502 they would.
+			if got := x.header.Get("X-Should-Retry"); got != "false" {
+				t.Errorf("X-Should-Retry = %q, want false", got)
+			}
 		})
 	}
 }
@@ -255,43 +263,59 @@ func TestUnreachableUpstreamIs502WithinTheConnectTimeout(t *testing.T) {
 }
 
 func TestServerErrorsAreRetriedOnlyBeforeOutput(t *testing.T) {
-	t.Run("a 503 followed by success is invisible to the client", func(t *testing.T) {
+	// overloadedAt answers the call-th upstream call with a 503, each
+	// call before it with a search round and each after with an answer.
+	overloadedAt := func(calls *atomic.Int32, call int32, stream bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			n := calls.Add(1)
+			switch {
+			case n == call:
+				w.Header().Set("Retry-After", "0")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error","code":null}}`)
+			case n < call && stream:
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, searchRound)
+			case n < call:
+				_, _ = io.WriteString(w, searchReply)
+			case stream:
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, textChunk("fine")+finishChunk("stop")+doneEvent)
+			default:
+				_, _ = io.WriteString(w, plainAnswer)
+			}
+		}
+	}
+	t.Run("a 503 in the round after a search is sent again, and the client never sees it", func(t *testing.T) {
 		for _, stream := range []bool{false, true} {
 			var calls atomic.Int32
-			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if calls.Add(1) == 1 {
-					w.WriteHeader(http.StatusServiceUnavailable)
-					_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error","code":null}}`)
-					return
-				}
-				if stream {
-					w.Header().Set("Content-Type", "text/event-stream")
-					_, _ = io.WriteString(w, textChunk("fine")+finishChunk("stop")+doneEvent)
-					return
-				}
-				_, _ = io.WriteString(w, plainAnswer)
-			})
 			m := NewMetrics()
-			base := newTestGateway(t, up, func(g *Gateway) { g.Metrics = m })
+			base := newTestGateway(t, overloadedAt(&calls, 2, stream), func(g *Gateway) { g.Metrics = m })
 			x := send(t, base, bigRequest(t, stream), nil)
-			if x.status != 200 || calls.Load() != 2 {
-				t.Errorf("stream=%v: status %d after %d upstream calls; want 200 after 2", stream, x.status, calls.Load())
+			if x.status != 200 || calls.Load() != 3 {
+				t.Errorf("stream=%v: status %d after %d upstream calls; want 200 after 3 (search, 503, again)", stream, x.status, calls.Load())
 			}
 			if v := metricValue(t, scrape(t, base), "toolgate_upstream_retries_total"); v != 1 {
 				t.Errorf("stream=%v: toolgate_upstream_retries_total = %v, want 1", stream, v)
 			}
 		}
 	})
-	t.Run("with retries set to 0 a 500 is relayed at once", func(t *testing.T) {
+	t.Run("a 503 to a turn's first round is relayed at once: the client's SDK retries it", func(t *testing.T) {
+		for _, stream := range []bool{false, true} {
+			var calls atomic.Int32
+			base := newTestGateway(t, overloadedAt(&calls, 1, stream))
+			x := send(t, base, bigRequest(t, stream), nil)
+			if x.status != http.StatusServiceUnavailable || calls.Load() != 1 || x.header.Get("Retry-After") != "0" {
+				t.Errorf("stream=%v: status %d after %d upstream calls, Retry-After %q; want the 503 and its Retry-After after 1", stream, x.status, calls.Load(), x.header.Get("Retry-After"))
+			}
+		}
+	})
+	t.Run("with retries set to 0 a 503 after a search is relayed at once", func(t *testing.T) {
 		var calls atomic.Int32
-		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			calls.Add(1)
-			w.WriteHeader(502)
-		})
-		base := newTestGateway(t, up, withPolicy(loadPolicy(t, "gateway:\n  retries: 0\n")))
+		base := newTestGateway(t, overloadedAt(&calls, 2, false), withPolicy(loadPolicy(t, "gateway:\n  retries: 0\n")))
 		x := send(t, base, bigRequest(t, false), nil)
-		if x.status != 502 || calls.Load() != 1 {
-			t.Errorf("status %d after %d calls; want 502 after 1", x.status, calls.Load())
+		if x.status != http.StatusServiceUnavailable || calls.Load() != 2 {
+			t.Errorf("status %d after %d calls; want 503 after 2", x.status, calls.Load())
 		}
 	})
 	t.Run("a request passed through is sent once, as a reverse proxy sends it: its client retries", func(t *testing.T) {
@@ -448,6 +472,49 @@ func TestAStreamMayThinkBeforeItsFirstEvent(t *testing.T) {
 			rep := readStream(t, bytes.NewReader(x.body))
 			if x.status != http.StatusOK || rep.content != "thought it through" || rep.errorEvent || rep.dones != 1 {
 				t.Fatalf("status %d content %q error event %v [DONE] %d; want the whole answer\n%s", x.status, rep.content, rep.errorEvent, rep.dones, x.body)
+			}
+		})
+	}
+}
+
+// TestEachRoundHasAnIdempotencyKeyOfItsOwn: every round of a turn is a
+// request with a body of its own, and an upstream that honours a client's
+// Idempotency-Key would answer a later round with the first round's stored
+// answer. Each later round gets the key with its round's suffix; the
+// gateway's retry of a round keeps that round's key.
+func TestEachRoundHasAnIdempotencyKeyOfItsOwn(t *testing.T) {
+	tests := []struct {
+		name    string
+		header  map[string]string
+		replies []string // per upstream call; "503" fails it
+		want    []string // the keys the upstream saw, call by call
+	}{
+		{"a search round and its answer", map[string]string{"Idempotency-Key": "k1"}, []string{searchReply, plainAnswer}, []string{"k1", "k1-toolgate-round-1"}},
+		{"a retried round keeps its key", map[string]string{"Idempotency-Key": "k1"}, []string{searchReply, "503", plainAnswer}, []string{"k1", "k1-toolgate-round-1", "k1-toolgate-round-1"}},
+		{"a client without a key sends none", nil, []string{searchReply, plainAnswer}, []string{"", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var keys []string
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				keys = append(keys, r.Header.Get("Idempotency-Key"))
+				reply := tt.replies[min(len(keys), len(tt.replies))-1]
+				mu.Unlock()
+				if reply == "503" {
+					w.Header().Set("Retry-After", "0")
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				_, _ = io.WriteString(w, reply)
+			})
+			base := newTestGateway(t, up)
+			if x := send(t, base, bigRequest(t, false), tt.header); x.status != 200 {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			if !slices.Equal(keys, tt.want) {
+				t.Errorf("upstream saw Idempotency-Key %q, want %q", keys, tt.want)
 			}
 		})
 	}

@@ -33,7 +33,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			g.writeError(w, r, err)
 			return
 		}
-		resp, err := t.send(ctx, r, sendOptions{rest: rest, body: body, retries: g.retries(t.snap)})
+		resp, err := t.send(ctx, r, sendOptions{rest: rest, body: body, retries: g.retries(t.snap, round), round: round})
 		if err != nil {
 			g.fail(w, r, err)
 			return

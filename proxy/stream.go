@@ -46,10 +46,10 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		}
 		retries := 0
 		if !s.started {
-			retries = g.retries(t.snap)
+			retries = g.retries(t.snap, round)
 		}
 		rctx, cancel := context.WithCancel(ctx)
-		o := sendOptions{rest: rest, body: body, stream: true, retries: retries}
+		o := sendOptions{rest: rest, body: body, stream: true, retries: retries, round: round}
 		resp, err := t.send(rctx, r, o)
 		if err != nil && g.refusedUsageRequest(t.req, err) {
 			if o.body, err = t.d.Build(t.req, tools, t.rounds); err == nil {

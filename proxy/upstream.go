@@ -19,6 +19,9 @@ type sendOptions struct {
 	body    []byte
 	retries int // extra attempts on a 5xx, only while nothing reached the client
 	stream  bool
+	// round is the turn's round this call makes: from the second on, a
+	// client's Idempotency-Key goes with a suffix of the round's (roundKey).
+	round int
 	// asIs: the body is the client's (a passthrough): its content type
 	// goes upstream with it. Compression stays the transport's to
 	// negotiate, so a passthrough's usage can be read for the metrics.
@@ -59,6 +62,9 @@ func (g *Gateway) sendOnce(ctx context.Context, in *http.Request, o sendOptions)
 		return nil, fmt.Errorf("building upstream request: %w", err)
 	}
 	copyEndToEnd(req.Header, in.Header, requestSkip...)
+	if k := req.Header.Get("Idempotency-Key"); k != "" && o.round > 0 {
+		req.Header.Set("Idempotency-Key", roundKey(k, o.round))
+	}
 	g.setAuth(req.Header, in)
 	if !o.asIs || req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -74,6 +80,16 @@ func (g *Gateway) sendOnce(ctx context.Context, in *http.Request, o sendOptions)
 		return nil, upstreamErr(ctx, err)
 	}
 	return resp, nil
+}
+
+// roundKey is the Idempotency-Key of a turn's round after the first. Each
+// round is a request of its own with a body of its own: an upstream (or
+// an intermediary) that honours the key would answer a later round with
+// the first round's stored answer, or refuse the key's reuse. The suffix
+// is stable, so a client resending the turn with its key resends every
+// round with the same keys, and the gateway's retry of a round keeps its.
+func roundKey(key string, round int) string {
+	return key + "-toolgate-round-" + strconv.Itoa(round)
 }
 
 // setAuth replaces the client's credential with the configured upstream key,
