@@ -58,14 +58,17 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		results := t.answer(ctx, out.Calls)
 		last := len(internal) == 0 || len(real) > 0 || !t.canContinue(round)
 		if !last {
-			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, Extra: out.Extra, Calls: internal, Results: results})
+			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, Extra: out.Extra, Calls: internal, Results: results, Logprobs: out.Logprobs})
 			continue
 		}
-		final, err := t.d.ClientResponse(out, rewrite.Turn{
+		turn := rewrite.Turn{
 			Keep:  func(c rewrite.Call) bool { return !t.internal(c) },
 			Usage: t.usage, ID: t.id, Created: t.created,
-			Text: t.roundsText(),
-		})
+		}
+		if !t.req.JSONOutput {
+			turn.Text, turn.Logprobs = t.roundsText()
+		}
+		final, err := t.d.ClientResponse(out, turn)
 		if err != nil {
 			g.writeError(w, r, err)
 			return
@@ -110,12 +113,20 @@ func (t *turn) maxRounds() int {
 }
 
 // roundsText is what the model said in the rounds the gateway answered
-// itself. A streamed turn relays it as it comes, so the client's answer
-// reads the same whether it streamed or not.
-func (t *turn) roundsText() string {
+// itself, and the logprobs of those words. A streamed turn relays it as
+// it comes, so the client's answer reads the same whether it streamed or
+// not. completeTurn leaves it out of an answer that must be JSON
+// (response_format), where it would make the content unparseable; a
+// stream cannot take back what it relayed (README, "Limits worth
+// knowing").
+func (t *turn) roundsText() (string, []string) {
 	var b strings.Builder
+	var lps []string
 	for _, r := range t.rounds {
 		b.WriteString(r.Content)
+		if r.Content != "" && r.Logprobs != "" {
+			lps = append(lps, r.Logprobs)
+		}
 	}
-	return b.String()
+	return b.String(), lps
 }

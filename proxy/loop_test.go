@@ -3,8 +3,10 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -189,6 +191,80 @@ func TestTextBeforeASearchReadsTheSameStreamedOrNot(t *testing.T) {
 			}
 			if x.status != http.StatusOK || content != "Let me look. It is filed." || calls.Load() != 2 {
 				t.Errorf("status %d, content %q, upstream calls %d; want 200, %q, 2 calls", x.status, content, calls.Load(), "Let me look. It is filed.")
+			}
+		})
+	}
+}
+
+// TestAWholeAnswerKeepsTheSearchRoundsWordsConsistent: the text a search
+// round said leads a whole answer's content, so its logprobs must lead the
+// answer's logprobs (tokens and content one to one, as in the stream),
+// and an answer that must be JSON cannot be led by it at all.
+func TestAWholeAnswerKeepsTheSearchRoundsWordsConsistent(t *testing.T) {
+	lp := func(tokens ...string) string {
+		var items []string
+		for _, tok := range tokens {
+			items = append(items, fmt.Sprintf(`{"token":%q,"logprob":-0.1,"bytes":null,"top_logprobs":[]}`, tok))
+		}
+		return `{"content":[` + strings.Join(items, ",") + `],"refusal":null}`
+	}
+	search := func(logprobs string) string {
+		return `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Let me look. ","tool_calls":[{"id":"call_s1","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"create issue\"}"}}]},"logprobs":` + logprobs + `,"finish_reason":"tool_calls"}]}`
+	}
+	answer := func(content, logprobs string) string {
+		return `{"id":"c2","object":"chat.completion","created":2,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":` + strconv.Quote(content) + `},"logprobs":` + logprobs + `,"finish_reason":"stop"}]}`
+	}
+	const callAnswer = `{"id":"c2","object":"chat.completion","created":2,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_r1","type":"function","function":{"name":"repo_create_issue","arguments":"{}"}}]},"logprobs":{"content":null,"refusal":null},"finish_reason":"tool_calls"}]}`
+	tests := []struct {
+		name          string
+		extra         map[string]any
+		rounds        [2]string
+		wantContent   string
+		wantLogprobed string // the tokens of the answer's logprobs, joined
+	}{
+		{"the search round's logprobs lead the answer's", map[string]any{"logprobs": true},
+			[2]string{search(lp("Let", " me", " look", ". ")), answer("It is filed.", lp("It", " is", " filed", "."))},
+			"Let me look. It is filed.", "Let me look. It is filed."},
+		{"an answer with only calls gets the search round's words and their logprobs", map[string]any{"logprobs": true},
+			[2]string{search(lp("Let", " me", " look", ". ")), callAnswer},
+			"Let me look. ", "Let me look. "},
+		{"without logprobs asked for, none appear", nil,
+			[2]string{search("null"), answer("It is filed.", "null")},
+			"Let me look. It is filed.", ""},
+		{"a json_schema answer is not led by the search round's words", map[string]any{"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "r", "schema": map[string]any{"type": "object"}}}},
+			[2]string{search("null"), answer(`{"issue":42}`, "null")},
+			`{"issue":42}`, ""},
+		{"a json_object answer is not led by them either", map[string]any{"response_format": map[string]any{"type": "json_object"}},
+			[2]string{search("null"), answer(`{"issue":42}`, "null")},
+			`{"issue":42}`, ""},
+		{"a text response_format keeps them", map[string]any{"response_format": map[string]any{"type": "text"}},
+			[2]string{search("null"), answer("It is filed.", "null")},
+			"Let me look. It is filed.", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := calls.Add(1)
+				_, _ = io.WriteString(w, tt.rounds[min(n, 2)-1])
+			})
+			base := newTestGateway(t, up)
+			msgs := []map[string]any{{"role": "user", "content": "File a bug about the login crash."}}
+			x := send(t, base, chatRequest(t, msgs, testCatalog(30), false, tt.extra), nil)
+			if x.status != http.StatusOK || calls.Load() != 2 {
+				t.Fatalf("status %d after %d upstream calls: %s", x.status, calls.Load(), x.body)
+			}
+			choice := gjson.GetBytes(x.body, "choices.0")
+			if got := choice.Get("message.content").String(); got != tt.wantContent {
+				t.Errorf("content %q, want %q", got, tt.wantContent)
+			}
+			var tokens strings.Builder
+			choice.Get("logprobs.content").ForEach(func(_, v gjson.Result) bool {
+				tokens.WriteString(v.Get("token").String())
+				return true
+			})
+			if tokens.String() != tt.wantLogprobed {
+				t.Errorf("logprobs' tokens read %q, want %q", tokens.String(), tt.wantLogprobed)
 			}
 		})
 	}

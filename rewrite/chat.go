@@ -39,6 +39,10 @@ type Round struct {
 	Extra   string
 	Calls   []Call
 	Results []ToolResult
+	// Logprobs is the round's choices.0.logprobs.content array (raw JSON),
+	// when the client asked for logprobs: the tokens of Content, which
+	// lead the client's answer as Content does (Turn.Logprobs).
+	Logprobs string
 }
 
 // Response is a non-streamed Chat Completions response.
@@ -51,6 +55,7 @@ type Response struct {
 	Calls        []Call
 	FinishReason string
 	Usage        gjson.Result
+	Logprobs     string // choices.0.logprobs.content, raw; "" when absent or null
 }
 
 // Build returns the upstream body for req: its tools array replaced by tools
@@ -289,6 +294,9 @@ func ParseResponse(body []byte) (*Response, error) {
 		FinishReason: root.Get("choices.0.finish_reason").String(),
 		Usage:        root.Get("usage"),
 	}
+	if lp := root.Get("choices.0.logprobs.content"); lp.IsArray() {
+		r.Logprobs = lp.Raw
+	}
 	msg.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
 		r.Calls = append(r.Calls, Call{
 			ID:        c.Get("id").String(),
@@ -316,6 +324,10 @@ type Turn struct {
 	// this one ("Let me look that up."); it leads the message's content,
 	// as it led the streamed answer.
 	Text string
+	// Logprobs are the content logprobs of the rounds that said Text (raw
+	// JSON arrays, in order): they lead the answer's, as Text leads its
+	// content, so the tokens and their logprobs stay one to one.
+	Logprobs []string
 }
 
 // ClientResponse returns the body the client gets for the final round r
@@ -358,6 +370,11 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 		if body, err = sjson.SetBytes(body, "choices.0.message.content", turn.Text+r.Content); err != nil {
 			return nil, fmt.Errorf("setting the turn's text: %w", err)
 		}
+		if lp := joinArrays(append(turn.Logprobs, r.Logprobs)); lp != nil && gjson.GetBytes(body, "choices.0.logprobs").IsObject() {
+			if body, err = sjson.SetRawBytes(body, "choices.0.logprobs.content", lp); err != nil {
+				return nil, fmt.Errorf("setting the turn's logprobs: %w", err)
+			}
+		}
 	}
 	if turn.Usage != nil {
 		if body, err = sjson.SetRawBytes(body, "usage", turn.Usage); err != nil {
@@ -369,6 +386,22 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 		body, _ = sjson.SetBytes(body, "created", turn.Created)
 	}
 	return body, nil
+}
+
+// joinArrays concatenates raw JSON arrays into one; nil when none has an
+// item.
+func joinArrays(arrays []string) []byte {
+	var items []string
+	for _, a := range arrays {
+		gjson.Parse(a).ForEach(func(_, v gjson.Result) bool {
+			items = append(items, v.Raw)
+			return true
+		})
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	return joinArray(items)
 }
 
 // AddUsage adds every number in u to the same path of acc and returns the

@@ -26,6 +26,7 @@ const (
 	pathToolChoice      = "tool_choice"
 	pathN               = "n"
 	pathFunctions       = "functions"
+	pathResponseFormat  = "response_format"
 )
 
 // MaxDepth bounds the nesting of a request body; deeper input is rejected
@@ -67,6 +68,10 @@ type Request struct {
 	NoUsageRequest bool
 	N              int64
 	HasFunctions   bool // legacy "functions": passed through untouched
+	// JSONOutput is true when response_format asks for JSON (json_object
+	// or json_schema): the answer's content must parse, so what the model
+	// said in a search round cannot lead it.
+	JSONOutput bool
 
 	// Tools is nil when the request has no tools array. Their Params are
 	// not read (the request path never needs them); ToolsWithParams reads
@@ -186,6 +191,11 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 			dst = &tools
 		case pathFunctions:
 			r.HasFunctions = true
+		case pathResponseFormat:
+			switch v.Get("type").String() {
+			case "json_object", "json_schema":
+				r.JSONOutput = true
+			}
 		}
 		// A member's value always exists (even null), so an empty dst
 		// means this is the key's first occurrence.
