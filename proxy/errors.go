@@ -27,6 +27,14 @@ var (
 	// ErrUnsupportedEncoding: the request body is in a Content-Encoding
 	// the gateway cannot decode.
 	ErrUnsupportedEncoding = errors.New("unsupported Content-Encoding")
+	// ErrShuttingDown is the cause a server cancels its requests'
+	// contexts with when its drain time is up (context.WithCancelCause):
+	// a request cut then gets a 503 or an error event, not the silence
+	// owed to a client that went away.
+	ErrShuttingDown = errors.New("gateway shutting down")
+	// ErrOutOfFiles: the gateway ran out of file descriptors for an
+	// upstream connection, its own limit and not the upstream's failure.
+	ErrOutOfFiles = errors.New("gateway out of file descriptors")
 )
 
 // apiError is the OpenAI-shaped error body: its four members, in OpenAI's
@@ -62,6 +70,8 @@ func paramOf(err error) nullString {
 // classify maps an error to its status and OpenAI-shaped body.
 func classify(err error) (int, apiError) {
 	switch {
+	case errors.Is(err, ErrShuttingDown): // first: what it cut reads as any failure
+		return http.StatusServiceUnavailable, apiError{Message: "the gateway is shutting down and its drain time ran out; send the request again", Type: "gateway_error", Code: "gateway_shutting_down"}
 	case errors.Is(err, ErrBodyTooLarge):
 		return http.StatusRequestEntityTooLarge, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "request_too_large"}
 	case errors.Is(err, ErrBodyTimeout):
@@ -76,6 +86,8 @@ func classify(err error) (int, apiError) {
 		return http.StatusBadGateway, apiError{Message: err.Error(), Type: "gateway_error", Code: "upstream_unreachable"}
 	case errors.Is(err, ErrUpstreamBadResponse):
 		return http.StatusBadGateway, apiError{Message: err.Error(), Type: "gateway_error", Code: "upstream_bad_response"}
+	case errors.Is(err, ErrOutOfFiles):
+		return http.StatusServiceUnavailable, apiError{Message: err.Error(), Type: "gateway_error", Code: "gateway_overloaded"}
 	default:
 		return http.StatusInternalServerError, apiError{Message: "internal gateway error", Type: "gateway_error", Code: "internal_error"}
 	}
@@ -93,12 +105,17 @@ func errorBody(e apiError) []byte {
 // that went away only gets logged: nobody is listening.
 func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
-		g.logger().Debug("client went away", "path", r.URL.Path, "err", err)
-		return
+		if !shuttingDown(r) {
+			g.logger().Debug("client went away", "path", r.URL.Path, "err", err)
+			return
+		}
+		if !errors.Is(err, ErrShuttingDown) {
+			err = fmt.Errorf("%w: %w", ErrShuttingDown, err)
+		}
 	}
 	status, body := classify(err)
 	level := slog.LevelWarn
-	if status >= 500 && status != http.StatusBadGateway && status != http.StatusGatewayTimeout {
+	if status == http.StatusInternalServerError { // the gateway's own fault; 502-504 name another's
 		level = slog.LevelError
 	}
 	g.logger().Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", status, "err", err)
@@ -115,6 +132,12 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		w.Header().Set("X-Should-Retry", "false")
 	}
 	writeJSONError(w, status, body)
+}
+
+// shuttingDown reports whether r was canceled by the server's shutdown
+// rather than by its client.
+func shuttingDown(r *http.Request) bool {
+	return errors.Is(context.Cause(r.Context()), ErrShuttingDown)
 }
 
 func writeJSONError(w http.ResponseWriter, status int, e apiError) {

@@ -1,12 +1,19 @@
 package proxy
 
 import (
+	"bytes"
+	"context"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -117,6 +124,16 @@ func TestUpstreamFaultsReachTheClientHonestly(t *testing.T) {
 			t.Errorf("%d %s", resp.StatusCode, b)
 		}
 	})
+	t.Run("running out of file descriptors is the gateway's 503, not the upstream's 502", func(t *testing.T) {
+		noFiles := roundTripFunc(func(*http.Request) (*http.Response, error) {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", syscall.EMFILE)}
+		})
+		base := newTestGateway(t, &recorder{}, func(g *Gateway) { g.Transport = noFiles })
+		for _, path := range []string{"/chat/completions", "/embeddings"} {
+			x := sendTo(t, base, path, big(false), nil)
+			wantError(t, x, http.StatusServiceUnavailable, "gateway_overloaded")
+		}
+	})
 	t.Run("an unreachable upstream is a 502", func(t *testing.T) {
 		dead, _ := url.Parse("http://127.0.0.1:1/v1")
 		base := newTestGateway(t, &recorder{}, func(g *Gateway) { g.Upstream = dead })
@@ -129,4 +146,59 @@ func TestUpstreamFaultsReachTheClientHonestly(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRequestsCutByTheShutdownEndWithAnError: a server whose drain time
+// runs out cancels its requests with ErrShuttingDown as the cause. Those
+// requests must answer with an error the client can act on (retry
+// elsewhere), where a client that left gets nothing.
+func TestRequestsCutByTheShutdownEndWithAnError(t *testing.T) {
+	tests := []struct {
+		name   string
+		path   string
+		body   func(t *testing.T) []byte
+		before string // what the upstream sends before it hangs
+	}{
+		{"a whole answer being waited on is a 503", "/chat/completions", func(t *testing.T) []byte { return bigRequest(t, false) }, ""},
+		{"a stream that has begun ends with an error event", "/chat/completions", func(t *testing.T) []byte { return bigRequest(t, true) }, textChunk("Working on it. ")},
+		{"a passed-through request being waited on is a 503", "/embeddings", func(*testing.T) []byte { return []byte(`{"model":"e","input":"x"}`) }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reached := make(chan struct{})
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				if tt.before != "" {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, tt.before)
+					w.(http.Flusher).Flush()
+				}
+				close(reached)
+				<-r.Context().Done()
+			})
+			srv := httptest.NewUnstartedServer(testGateway(t, up).Handler())
+			base, cut := context.WithCancelCause(context.Background())
+			srv.Config.BaseContext = func(net.Listener) context.Context { return base }
+			srv.Start()
+			t.Cleanup(srv.Close)
+			go func() {
+				<-reached
+				time.Sleep(50 * time.Millisecond) // the gateway relays what came first
+				cut(ErrShuttingDown)
+			}()
+			x := sendTo(t, srv.URL+"/v1", tt.path, tt.body(t), nil)
+			if tt.before == "" {
+				wantError(t, x, http.StatusServiceUnavailable, "gateway_shutting_down")
+				return
+			}
+			rep := readStream(t, bytes.NewReader(x.body))
+			last := ""
+			if len(rep.raw) > 0 {
+				last = rep.raw[len(rep.raw)-1]
+			}
+			if x.status != http.StatusOK || rep.content != "Working on it. " || gjson.Get(last, "error.code").String() != "gateway_shutting_down" || rep.dones != 0 {
+				t.Errorf("status %d, content %q, last event %s, [DONE] %d; want the text, then a gateway_shutting_down error event, no [DONE]", x.status, rep.content, last, rep.dones)
+			}
+		})
+	}
 }

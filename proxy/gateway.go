@@ -149,7 +149,7 @@ func (g *Gateway) routes() http.Handler {
 	r.Use(g.recoverPanics)
 	r.GET("/healthz", func(c *gin.Context) {
 		if g.Ready != nil && !g.Ready() {
-			c.String(http.StatusServiceUnavailable, "starting\n")
+			c.String(http.StatusServiceUnavailable, "not ready\n") // starting or draining
 			return
 		}
 		c.String(http.StatusOK, "ok\n")

@@ -26,6 +26,15 @@ import (
 // URL (ending in /v1).
 func newTestGateway(t *testing.T, upstream http.Handler, opts ...func(*Gateway)) string {
 	t.Helper()
+	srv := httptest.NewServer(testGateway(t, upstream, opts...).Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1"
+}
+
+// testGateway is newTestGateway's gateway, for a test that serves it
+// itself.
+func testGateway(t *testing.T, upstream http.Handler, opts ...func(*Gateway)) *Gateway {
+	t.Helper()
 	up := httptest.NewServer(upstream)
 	t.Cleanup(up.Close)
 	u, _ := url.Parse(up.URL + "/v1")
@@ -40,9 +49,7 @@ func newTestGateway(t *testing.T, upstream http.Handler, opts ...func(*Gateway))
 	for _, o := range opts {
 		o(g)
 	}
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(srv.Close)
-	return srv.URL + "/v1"
+	return g
 }
 
 // domainTools are realistic tools the tests' catalog is built from.

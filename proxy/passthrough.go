@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"syscall"
 )
 
 // newPassthrough returns the plain streaming reverse proxy for everything
@@ -130,12 +131,20 @@ func (s *streamGuard) Close() error {
 // upstreamErr classifies a transport error: the client leaving, a timeout,
 // or an upstream that cannot be reached.
 func upstreamErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShuttingDown) {
+		return fmt.Errorf("%w: %w", ErrShuttingDown, err) // the transport returns the cause itself
+	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return err
 	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 		return fmt.Errorf("%w: %w", ErrUpstreamTimeout, err)
+	}
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		// Reported as the upstream being down, this sent operators after
+		// the wrong machine.
+		return fmt.Errorf("%w: %w", ErrOutOfFiles, err)
 	}
 	return fmt.Errorf("%w: %w", ErrUpstreamUnreachable, err)
 }

@@ -519,8 +519,13 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 		return
 	}
 	if errors.Is(r.Context().Err(), context.Canceled) {
-		g.logger().Debug("client went away mid-stream", "err", err)
-		return
+		if !shuttingDown(r) {
+			g.logger().Debug("client went away mid-stream", "err", err)
+			return
+		}
+		if !errors.Is(err, ErrShuttingDown) {
+			err = fmt.Errorf("%w: %w", ErrShuttingDown, err)
+		}
 	}
 	g.logger().Warn("stream failed after start", "err", err)
 	defer s.flush()

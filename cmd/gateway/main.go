@@ -72,12 +72,14 @@ func interrupted(ctx context.Context, err error) error {
 const usage = `usage: gateway [command] [flags]
 
 commands:
-  serve      run the gateway (default)
-  validate   check a tools.yaml and print every problem as FILE:LINE:COL
-  search     rank a catalog's tools for a query, with per-signal scores
-  eval       measure recall of a catalog against a query set
-  demo       replay agent tasks direct and through the gateway, offline
-  bench      measure the latency the gateway adds, next to a bare proxy
+  serve        run the gateway (default)
+  validate     check a tools.yaml and print every problem as FILE:LINE:COL
+  search       rank a catalog's tools for a query, with per-signal scores
+  eval         measure recall of a catalog against a query set
+  demo         replay agent tasks direct and through the gateway, offline
+  bench        measure the latency the gateway adds, next to a bare proxy
+  healthcheck  ask a running gateway's /healthz (exit 0 when ready)
+  version      print the build's version
 
 run 'gateway COMMAND -h' for a command's flags.
 `
@@ -85,7 +87,7 @@ run 'gateway COMMAND -h' for a command's flags.
 // run dispatches to a subcommand. It never calls os.Exit.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := "serve"
-	if len(args) > 0 && (isHelp(args[0]) || len(args[0]) > 0 && args[0][0] != '-') {
+	if len(args) > 0 && (isHelp(args[0]) || isVersion(args[0]) || len(args[0]) > 0 && args[0][0] != '-') {
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
@@ -101,6 +103,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return interrupted(ctx, runDemo(ctx, args, stdout, stderr))
 	case "bench":
 		return interrupted(ctx, runBench(ctx, args, stdout, stderr))
+	case "healthcheck":
+		return runHealthcheck(ctx, args, stdout, stderr)
+	case "version", "-version", "--version":
+		return runVersion(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -109,6 +115,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}
 }
+
+// isVersion reports whether arg is a version flag, taken as the command.
+func isVersion(arg string) bool { return arg == "-version" || arg == "--version" }
 
 // isHelp reports whether arg asks for help the way the flag package
 // understands it, so "gateway --help" lists the commands instead of being

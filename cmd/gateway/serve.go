@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,6 +28,7 @@ type serveConfig struct {
 	logLevel                 string
 	decisionLog              string
 	adminToken               string
+	drainDelay, drainTimeout time.Duration
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -41,8 +41,21 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.logLevel, "log-level", envOr("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
 	fs.StringVar(&c.decisionLog, "decision-log", os.Getenv("GATEWAY_DECISION_LOG"), "append one JSON record per chat request to FILE, \"-\" for stderr (env GATEWAY_DECISION_LOG; default off)")
 	fs.StringVar(&c.adminToken, "admin-token", os.Getenv("GATEWAY_ADMIN_TOKEN"), "enables GET /debug/sessions/{id} and the Go profiles under /debug/pprof/ for requests with this X-Toolgate-Admin-Token (env GATEWAY_ADMIN_TOKEN; default off)")
+	var drainDelay, drainTimeout string
+	fs.StringVar(&drainDelay, "drain-delay", envOr("GATEWAY_DRAIN_DELAY", "0s"), "on SIGTERM, how long /healthz answers 503 while requests are still served, before the listener closes (env GATEWAY_DRAIN_DELAY; set it to what a load balancer needs to stop sending, e.g. 5s)")
+	fs.StringVar(&drainTimeout, "drain-timeout", envOr("GATEWAY_DRAIN_TIMEOUT", "25s"), "then how long requests in flight may finish; those left end with a gateway_shutting_down error (env GATEWAY_DRAIN_TIMEOUT; keep delay + timeout under the orchestrator's kill grace, 30s in Kubernetes)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	for _, d := range []struct {
+		name, text string
+		to         *time.Duration
+	}{{"drain-delay", drainDelay, &c.drainDelay}, {"drain-timeout", drainTimeout, &c.drainTimeout}} {
+		v, err := time.ParseDuration(d.text)
+		if err != nil || v < 0 {
+			return c, fmt.Errorf("%w: --%s %q must be a duration of 0 or more, such as 25s", errUsage, d.name, d.text)
+		}
+		*d.to = v
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
@@ -71,6 +84,12 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// SIGHUP is taken before anything else and kept until serve returns:
+	// its default action ends the process, and a config reloader may
+	// send it while the gateway starts or drains.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	c, err := parseServe(args, stderr)
 	if err != nil {
 		return err
@@ -79,6 +98,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	logger.Info("starting", "version", versionString())
 	live, err := policy.NewLive(c.config, logger)
 	if err != nil {
 		return err
@@ -94,9 +114,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	snap := live.Current()
 	logger.Info("policy loaded", "source", snap.Source())
 	listen := firstNonEmpty(c.listen, snap.Gateway.Listen)
+	if err := checkListen(listen); err != nil {
+		return err
+	}
 	up, err := parseUpstream(firstNonEmpty(c.upstream, snap.Gateway.Upstream))
 	if err != nil {
 		return err
+	}
+	if up.Path == "" {
+		// Not refused: a server may serve the API at its root. Most serve
+		// it under /v1, and without it every call is a 404 from them.
+		logger.Warn("the upstream URL has no path; OpenAI-compatible servers usually serve under /v1", "upstream", up.Redacted())
 	}
 	transport := newTransport(snap.Gateway)
 	embedder, err := newEmbedder(snap, up, transport)
@@ -108,7 +136,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer closeSessions()
+	srv := &httpServer{addr: listen, logger: logger, stdout: stdout, drainDelay: c.drainDelay, drainTimeout: c.drainTimeout}
 	gw := &proxy.Gateway{
+		Ready:       srv.ready,
 		Upstream:    up,
 		Policy:      live.Current,
 		Sessions:    sessions,
@@ -126,8 +156,34 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			logger.Warn("policy watch stopped; edits need SIGHUP or a restart", "err", err)
 		}
 	}()
-	go reloadOnHangup(ctx, live, logger)
-	return serveHTTP(ctx, listen, gw.Handler(), logger, stdout)
+	go reloadOnHangup(ctx, hup, live, logger)
+	srv.handler = gw.Handler()
+	served := make(chan struct{})
+	defer close(served)
+	return srv.run(ctx, secondSignal(ctx, served))
+}
+
+// secondSignal fires on an interrupt or SIGTERM that arrives after ctx
+// ended (the first one) and before done closes: a second Ctrl-C ends the
+// drain at once.
+func secondSignal(ctx context.Context, done <-chan struct{}) <-chan struct{} {
+	force := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sig)
+		select {
+		case <-sig:
+			close(force)
+		case <-done:
+		}
+	}()
+	return force
 }
 
 // onPolicyReload sets live's reload hooks: every attempt is counted, and a
@@ -157,11 +213,9 @@ func openDecisionLog(path string, stderr io.Writer) (*slog.Logger, func(), error
 	return slog.New(slog.NewJSONHandler(f, nil)), func() { _ = f.Close() }, nil
 }
 
-// reloadOnHangup reloads the policy on SIGHUP until ctx ends.
-func reloadOnHangup(ctx context.Context, live *policy.Live, logger *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+// reloadOnHangup reloads the policy on each SIGHUP from hup until ctx
+// ends; later ones are ignored (the caller keeps hup registered).
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, live *policy.Live, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -201,40 +255,15 @@ func newEmbedder(snap *policy.Snapshot, up *url.URL, rt http.RoundTripper) (sele
 	return emb, nil
 }
 
-// serveHTTP listens, serves until ctx ends, then drains in-flight requests.
-func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Logger, stdout io.Writer) error {
-	ln, err := net.Listen("tcp", addr)
+// checkListen refuses a listen address net.Listen would, as a usage
+// error: it comes from a flag, the environment or the policy.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", addr, err)
-	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		// A kept-alive client connection left idle is closed after this,
-		// so idle clients cannot hold file descriptors for good (1,000
-		// idle connections stayed open indefinitely without it). A body
-		// that stops arriving is bounded by the gateway's BodyTimeout.
-		IdleTimeout:    2 * time.Minute,
-		MaxHeaderBytes: 1 << 20,
-		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	fmt.Fprintf(stdout, "toolgate listening on http://%s\n", ln.Addr())
-	logger.Info("listening", "addr", ln.Addr().String())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
-	}
-	logger.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutting down: %w", err)
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serving: %w", err)
+		return fmt.Errorf("%w: listen address %q: %w (want host:port, such as 127.0.0.1:8080)", errUsage, addr, err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,7 +14,7 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// addrWriter captures the address serveHTTP announces.
+// addrWriter captures the address httpServer.run announces.
 type addrWriter struct {
 	once sync.Once
 	addr chan string
@@ -31,7 +32,8 @@ func TestServerRefusesOversizedHeaders(t *testing.T) {
 	out := &addrWriter{addr: make(chan string, 1)}
 	done := make(chan error, 1)
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
-	go func() { done <- serveHTTP(ctx, "127.0.0.1:0", ok, slog.New(slog.NewTextHandler(io.Discard, nil)), out) }()
+	srv := &httpServer{addr: "127.0.0.1:0", handler: ok, logger: slog.New(slog.NewTextHandler(io.Discard, nil)), stdout: out, drainTimeout: time.Second}
+	go func() { done <- srv.run(ctx, nil) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -76,5 +78,26 @@ func TestUpstreamTransportTakesItsTimeoutsFromThePolicy(t *testing.T) {
 	}
 	if tr.DialContext == nil {
 		t.Error("no DialContext: the connect timeout is not applied")
+	}
+}
+
+func TestAListenAddressNetListenWouldRefuseIsAUsageError(t *testing.T) {
+	tests := []struct {
+		name, addr string
+		ok         bool
+	}{
+		{"host and port", "127.0.0.1:8080", true},
+		{"a wildcard host", ":8080", true},
+		{"a port by service name", "127.0.0.1:http", true},
+		{"no port", "nonsense", false},
+		{"a port out of range", ":99999", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkListen(tt.addr)
+			if (err == nil) != tt.ok || err != nil && !errors.Is(err, errUsage) {
+				t.Errorf("checkListen(%q) = %v; want ok %v, else a usage error", tt.addr, err, tt.ok)
+			}
+		})
 	}
 }
