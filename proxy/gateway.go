@@ -192,6 +192,13 @@ func (g *Gateway) recoverPanics(c *gin.Context) {
 // any accepted prefix, and the passthrough.
 func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	rest, ok := g.apiPath(r.URL.Path)
+	if ok && hasDotSegment(r.URL.Path) {
+		// /v1/../admin passes the prefix check and would reach the
+		// upstream as is; a server that resolves it serves a path outside
+		// its API base.
+		writeJSONError(w, http.StatusBadRequest, apiError{Message: "the path has a . or .. segment: " + r.URL.Path, Type: "invalid_request_error", Code: "invalid_path"})
+		return
+	}
 	if !ok {
 		writeJSONError(w, http.StatusNotFound, apiError{Message: "unknown path " + r.URL.Path, Type: "invalid_request_error", Code: "not_found"})
 		return
@@ -207,6 +214,17 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.pass.ServeHTTP(tr, r)
+}
+
+// hasDotSegment reports whether the decoded path p has a "." or ".."
+// segment (%2e%2e decodes to one).
+func hasDotSegment(p string) bool {
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // apiPath strips the API prefix the client used (/v1, or the upstream's own

@@ -13,12 +13,27 @@ var hopHeaders = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
+// gatewayPrefix starts the headers that are the gateway's own (the admin
+// token a client may send it, the X-Toolgate-* it answers with): never
+// passed on to the upstream, which is another party.
+const gatewayPrefix = "X-Toolgate-"
+
+// dropGatewayHeaders removes the gateway's own headers from h.
+func dropGatewayHeaders(h http.Header) {
+	for k := range h {
+		if strings.HasPrefix(k, gatewayPrefix) {
+			delete(h, k)
+		}
+	}
+}
+
 // copyEndToEnd copies src into dst without hop-by-hop headers, the headers
-// named by Connection, or the names in skip (canonical form).
+// named by Connection, the gateway's own, or the names in skip (canonical
+// form).
 func copyEndToEnd(dst, src http.Header, skip ...string) {
 	conn := connectionTokens(src)
 	for k, vv := range src {
-		if isHop(k) || conn[k] || contains(skip, k) {
+		if isHop(k) || conn[k] || contains(skip, k) || strings.HasPrefix(k, gatewayPrefix) {
 			continue
 		}
 		dst[k] = append(dst[k][:0:0], vv...)

@@ -323,3 +323,80 @@ func TestAToolWithAHugeDescriptionIsServedAndEchoedShort(t *testing.T) {
 		t.Errorf("the search result is %d bytes and names repo_create_issue: %v; want it found and echoed in a few lines", len(result), strings.Contains(result, "repo_create_issue"))
 	}
 }
+
+// TestThePathCannotLeaveTheAPIBase: /v1/../x passes a prefix check and an
+// upstream that resolves it serves a path outside its API base; the
+// gateway refuses it before anything goes upstream.
+func TestThePathCannotLeaveTheAPIBase(t *testing.T) {
+	tests := []struct {
+		name, method, path string
+		want               int
+	}{
+		{"a .. segment is refused", http.MethodGet, "/v1/../../etc/passwd", http.StatusBadRequest},
+		{"an escaped .. segment is refused", http.MethodGet, "/v1/%2e%2e/admin", http.StatusBadRequest},
+		{"a . segment is refused", http.MethodGet, "/v1/./models", http.StatusBadRequest},
+		{"a chat request through .. is refused", http.MethodPost, "/v1/x/../chat/completions", http.StatusBadRequest},
+		{"dots inside a segment are a name", http.MethodGet, "/v1/models/gpt..4", http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				_, _ = io.WriteString(w, `{}`)
+			})
+			base := strings.TrimSuffix(newTestGateway(t, up), "/v1")
+			req, _ := http.NewRequest(tt.method, base+tt.path, strings.NewReader(`{}`))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("status %d (%s), want %d", resp.StatusCode, b, tt.want)
+			}
+			if wantCalls := int32(map[bool]int{true: 1}[tt.want == http.StatusOK]); calls.Load() != wantCalls {
+				t.Errorf("the upstream was called %d times, want %d", calls.Load(), wantCalls)
+			}
+		})
+	}
+}
+
+// TestTheGatewaysOwnHeadersStayWithTheGateway: a client (or an SDK's
+// default headers) may send the admin token with every request; it is the
+// gateway's secret and must not reach the model provider.
+func TestTheGatewaysOwnHeadersStayWithTheGateway(t *testing.T) {
+	tests := []struct {
+		name, path string
+		body       []byte
+	}{
+		{"a rewritten chat request", "/chat/completions", bigRequest(t, false)},
+		{"a passed-through chat request", "/chat/completions", chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(3), false, nil)},
+		{"another route", "/embeddings", []byte(`{"model":"e","input":"x"}`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+" reaches the upstream without them", func(t *testing.T) {
+			var mu sync.Mutex
+			var leaked []string
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				for k := range r.Header {
+					if strings.HasPrefix(k, "X-Toolgate-") {
+						leaked = append(leaked, k)
+					}
+				}
+				mu.Unlock()
+				_, _ = io.WriteString(w, plainAnswer)
+			})
+			base := newTestGateway(t, up)
+			x := sendTo(t, base, tt.path, tt.body, map[string]string{AdminTokenHeader: "s3cret", "X-Toolgate-Other": "x", "X-Custom": "kept"})
+			if x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			if len(leaked) > 0 {
+				t.Errorf("the upstream got %v", leaked)
+			}
+		})
+	}
+}

@@ -23,6 +23,7 @@ func (g *Gateway) newPassthrough() *httputil.ReverseProxy {
 			rest, _ := g.apiPath(pr.In.URL.Path)
 			pr.Out.URL = g.upstreamURL(rest, pr.In.URL)
 			pr.Out.Host = ""
+			dropGatewayHeaders(pr.Out.Header)
 			g.setAuth(pr.Out.Header, pr.In)
 			// The request's own cancel, for ModifyResponse to stop a
 			// stream gone silent; the client's leaving still cancels it.
