@@ -114,8 +114,14 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		}
 	}
 	status, body := classify(err)
+	// A client's mistake is Info: any client can send one, and at Warn
+	// they could flood the log an operator watches. 502-504 name another
+	// party's failure; a 500 is the gateway's own.
 	level := slog.LevelWarn
-	if status == http.StatusInternalServerError { // the gateway's own fault; 502-504 name another's
+	switch {
+	case status < 500:
+		level = slog.LevelInfo
+	case status == http.StatusInternalServerError:
 		level = slog.LevelError
 	}
 	g.logger().Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", status, "err", err)

@@ -3,7 +3,10 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +19,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/rewrite"
 )
 
 func TestBadRequestsGetOpenAIShapedErrors(t *testing.T) {
@@ -198,6 +203,34 @@ func TestRequestsCutByTheShutdownEndWithAnError(t *testing.T) {
 			}
 			if x.status != http.StatusOK || rep.content != "Working on it. " || gjson.Get(last, "error.code").String() != "gateway_shutting_down" || rep.dones != 0 {
 				t.Errorf("status %d, content %q, last event %s, [DONE] %d; want the text, then a gateway_shutting_down error event, no [DONE]", x.status, rep.content, last, rep.dones)
+			}
+		})
+	}
+}
+
+// TestFailuresAreLoggedAtTheLevelOfWhoseFaultTheyAre: a client's mistake
+// is Info (any client can send them, and at Warn they flooded the log an
+// operator watches), another party's failure Warn, the gateway's own Error.
+func TestFailuresAreLoggedAtTheLevelOfWhoseFaultTheyAre(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a client's bad request is Info", fmt.Errorf("%w: 'messages' must be an array", rewrite.ErrBadRequest), "INFO"},
+		{"a body too large is Info", ErrBodyTooLarge, "INFO"},
+		{"an unreachable upstream is Warn", ErrUpstreamUnreachable, "WARN"},
+		{"an upstream timeout is Warn", ErrUpstreamTimeout, "WARN"},
+		{"the gateway's own failure is Error", errors.New("a bug"), "ERROR"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := &syncBuffer{}
+			g := &Gateway{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+			rec := httptest.NewRecorder()
+			g.writeError(rec, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), tt.err)
+			if got := gjson.Get(logs.String(), "level").String(); got != tt.want {
+				t.Errorf("logged at %q, want %q: %s", got, tt.want, logs.String())
 			}
 		})
 	}

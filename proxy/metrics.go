@@ -51,9 +51,10 @@ func NewMetrics() *Metrics {
 			Help: "Chat requests sent upstream unchanged, by reason (no tools, fewer than min_tools, n > 1, legacy functions, long conversation, a custom tool, client tools take both search names, mode passthrough, ...): why a client saves nothing.",
 		}, []string{"reason"}),
 		rounds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "toolgate_upstream_rounds",
-			Help:    "Upstream calls per rewritten chat request (1 when no tool_search was answered); an attempt retried after a 5xx is one call, its retries are in toolgate_upstream_retries_total.",
-			Buckets: prometheus.LinearBuckets(1, 1, 8),
+			Name: "toolgate_upstream_rounds",
+			Help: "Upstream calls per rewritten chat request (1 when no tool_search was answered); an attempt retried after a 5xx is one call, its retries are in toolgate_upstream_retries_total.",
+			// max_rounds is at most 32, and a round per search plus one.
+			Buckets: []float64{1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 33},
 		}),
 		searches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolgate_tool_search_calls_total",

@@ -10,21 +10,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // errUsage marks a command-line mistake: exit code 2 instead of 1.
 var errUsage = errors.New("usage error")
 
 func main() {
-	// go-redis reports pool failures through a process-wide logger: make
-	// them JSON on stderr like the gateway's own logs.
-	redis.SetLogger(redisLogger{slog.New(slog.NewJSONHandler(os.Stderr, nil))})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

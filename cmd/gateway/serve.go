@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/selector"
@@ -98,6 +100,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// Process-wide loggers go through serve's too, with its level and in
+	// JSON: go-redis's, and the standard library's log package (net/http's
+	// transport logs "Unsolicited response received on idle HTTP channel"
+	// there) by way of slog's default.
+	redis.SetLogger(redisLogger{logger})
+	slog.SetDefault(logger)
 	logger.Info("starting", "version", versionString())
 	live, err := policy.NewLive(c.config, logger)
 	if err != nil {

@@ -36,10 +36,13 @@ func newSessions(ctx context.Context, s policy.Sessions, logger *slog.Logger) (s
 	return r, func() { _ = r.Close() }, nil
 }
 
-// redisLogger adapts slog to go-redis's logging interface. go-redis logs
-// through one process-wide logger, so main sets it once.
+// redisLogger adapts slog to go-redis's logging interface, at Debug: go-redis
+// logs every failed dial of its pool (16 lines for 10 requests against a
+// Redis that is down), and the store already warns once when Redis stops
+// answering and says when it is back. go-redis logs through one
+// process-wide logger, so serve sets it once, with its own logger.
 type redisLogger struct{ l *slog.Logger }
 
 func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	r.l.WarnContext(ctx, strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "component", "redis")
+	r.l.DebugContext(ctx, strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "component", "redis")
 }

@@ -148,3 +148,25 @@ func TestStartUpSaysWhyRedisIsNotUsable(t *testing.T) {
 		})
 	}
 }
+
+// TestGoRedisLinesAreDebug: go-redis logs every failed dial of its pool;
+// the store warns once per outage itself, so go-redis's own lines show
+// only at debug, and with serve's level.
+func TestGoRedisLinesAreDebug(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		level slog.Level
+		want  bool
+	}{
+		{"at info they are not shown", slog.LevelInfo, false},
+		{"at debug they are", slog.LevelDebug, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			redisLogger{slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: tt.level}))}.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts", 5)
+			if got := strings.Contains(out.String(), `"component":"redis"`); got != tt.want {
+				t.Errorf("logged %q; want a line: %v", out.String(), tt.want)
+			}
+		})
+	}
+}
