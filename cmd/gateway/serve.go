@@ -122,6 +122,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	snap := live.Current()
 	logger.Info("policy loaded", "source", snap.Source())
 	listen := firstNonEmpty(c.listen, snap.Gateway.Listen)
+	for _, o := range []struct{ key, file, set, by string }{
+		{"gateway.listen", snap.Gateway.Listen, c.listen, "--listen or GATEWAY_LISTEN"},
+		{"gateway.upstream", snap.Gateway.Upstream, c.upstream, "--upstream or GATEWAY_UPSTREAM"},
+	} {
+		if o.file != "" && o.set != "" && o.file != o.set {
+			// The documented order, but a mounted policy's value losing
+			// to an image's environment variable is easy to miss.
+			// No values: an upstream URL may carry credentials.
+			logger.Info("the policy's "+o.key+" is overridden", "by", o.by)
+		}
+	}
 	if err := checkListen(listen); err != nil {
 		return err
 	}

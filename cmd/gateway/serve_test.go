@@ -101,3 +101,24 @@ func TestAListenAddressNetListenWouldRefuseIsAUsageError(t *testing.T) {
 		})
 	}
 }
+
+func TestAnOverriddenPolicySettingIsLogged(t *testing.T) {
+	cfg := writeFile(t, "tools.yaml", "gateway:\n  listen: 127.0.0.1:0\n")
+	for _, tt := range []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{"a --listen other than the policy's is logged", []string{"serve", "--config", cfg, "--listen", "localhost:0"}, true},
+		{"the policy's own listen is not", []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // serve starts, then stops at once
+			_, stderr, _ := runGateway(t, ctx, tt.args...)
+			if got := strings.Contains(stderr, "gateway.listen is overridden"); got != tt.want {
+				t.Errorf("logged the override: %v, want %v:\n%s", got, tt.want, stderr)
+			}
+		})
+	}
+}
