@@ -519,3 +519,24 @@ func TestEachRoundHasAnIdempotencyKeyOfItsOwn(t *testing.T) {
 		})
 	}
 }
+
+// TestAnErrorEventBeforeAnythingElseIsAStatusTheSDKsDoNotRetry: some
+// servers answer 200 and then an error event (LM Studio's "Model
+// unloaded", Anthropic's compatible endpoint). Nothing has reached the
+// client, so it gets a status; direct, the SDKs raise the event without
+// retrying, and a 502 they would retry, each attempt billed.
+func TestAnErrorEventBeforeAnythingElseIsAStatusTheSDKsDoNotRetry(t *testing.T) {
+	for _, event := range []string{
+		`{"error":"Model unloaded"}`,
+		`{"error":{"message":"overloaded","type":"server_error"}}`,
+	} {
+		t.Run(event, func(t *testing.T) {
+			var calls atomic.Int32
+			base := newTestGateway(t, sseHandler(&calls, sseData(event)))
+			x := send(t, base, bigRequest(t, true), nil)
+			if x.status != http.StatusBadGateway || x.header.Get("X-Should-Retry") != "false" || !bytes.Contains(x.body, []byte("upstream_stream_error")) {
+				t.Errorf("status %d, X-Should-Retry %q, body %s; want a 502 upstream_stream_error with X-Should-Retry: false", x.status, x.header.Get("X-Should-Retry"), x.body)
+			}
+		})
+	}
+}

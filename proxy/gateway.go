@@ -88,6 +88,7 @@ type Gateway struct {
 	tables     *lru.Cache[string, *catalogRules] // policy decisions by catalog
 	shapes     *lru.Cache[uint64, arrayShape]    // what passthrough asks of a tools array, by its key
 	noUsage    *lru.Cache[string, struct{}]      // models whose upstream refused stream_options
+	noExtras   *lru.Cache[string, struct{}]      // models whose upstream refused its messages' extras
 	chat       rewrite.Dialect                   // the dialect of /chat/completions
 }
 
@@ -101,6 +102,7 @@ func (g *Gateway) init() {
 		g.tables, _ = lru.New[string, *catalogRules](256)
 		g.shapes, _ = lru.New[uint64, arrayShape](256)
 		g.noUsage, _ = lru.New[string, struct{}](256)
+		g.noExtras, _ = lru.New[string, struct{}](256)
 		g.chat = rewrite.Chat{}
 		g.Metrics.bind(g)
 		g.handler = g.routes()
@@ -255,11 +257,35 @@ func (g *Gateway) upstreamURL(rest string, in *url.URL) *url.URL {
 		// prefix the client escaped falls back to the decoded path.
 		u.RawPath = strings.TrimRight(g.Upstream.EscapedPath(), "/") + raw
 	}
-	switch {
-	case g.Upstream.RawQuery == "":
-		u.RawQuery = in.RawQuery
-	case in.RawQuery != "":
-		u.RawQuery = g.Upstream.RawQuery + "&" + in.RawQuery
-	}
+	u.RawQuery = joinQueries(g.Upstream.RawQuery, in.RawQuery)
 	return &u
+}
+
+// joinQueries is the base URL's query followed by the client's, without
+// the base's parameters the client sets itself: the AzureOpenAI SDK always
+// sends ?api-version=, and the upstream got two of them (two different
+// versions when they differed). The client's query goes as it came.
+func joinQueries(base, client string) string {
+	switch {
+	case base == "":
+		return client
+	case client == "":
+		return base
+	}
+	cq, err := url.ParseQuery(client)
+	if err != nil {
+		return base + "&" + client
+	}
+	var kept []string
+	for kv := range strings.SplitSeq(base, "&") {
+		k, _, _ := strings.Cut(kv, "=")
+		if name, err := url.QueryUnescape(k); err == nil && cq.Has(name) {
+			continue
+		}
+		kept = append(kept, kv)
+	}
+	if len(kept) == 0 {
+		return client
+	}
+	return strings.Join(kept, "&") + "&" + client
 }

@@ -27,13 +27,20 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			t.save(context.WithoutCancel(ctx))
 		}
 	}()
+	t.req.NoMessageExtras = g.noExtras.Contains(t.req.Model)
 	for round := 0; ; round++ {
 		body, err := t.d.Build(t.req, t.roundTools(round), t.rounds)
 		if err != nil {
 			g.writeError(w, r, err)
 			return
 		}
-		resp, err := t.send(ctx, r, sendOptions{rest: rest, body: body, retries: g.retries(t.snap, round), round: round})
+		o := sendOptions{rest: rest, body: body, retries: g.retries(t.snap, round), round: round}
+		resp, err := t.send(ctx, r, o)
+		if err != nil && g.refusedMessageExtras(t.req, t.rounds, err) {
+			if o.body, err = t.d.Build(t.req, t.roundTools(round), t.rounds); err == nil {
+				resp, err = t.send(ctx, r, o)
+			}
+		}
 		if err != nil {
 			g.fail(w, r, err)
 			return

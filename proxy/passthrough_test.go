@@ -364,6 +364,8 @@ func TestTheUpstreamGetsTheClientsPathAndBothQueries(t *testing.T) {
 		{"the base URL's query reaches a passthrough route", "/openai/v1?api-version=2024-10-21", http.MethodGet, "/v1/models", "/openai/v1/models?api-version=2024-10-21"},
 		{"the base URL's query comes before the client's", "/openai/v1?api-version=2024-10-21", http.MethodGet, "/openai/v1/models?limit=2", "/openai/v1/models?api-version=2024-10-21&limit=2"},
 		{"the base URL's query reaches a chat request", "/openai/v1?api-version=2024-10-21", http.MethodPost, "/v1/chat/completions", "/openai/v1/chat/completions?api-version=2024-10-21"},
+		{"a parameter the client sets itself is not sent twice", "/openai/v1?api-version=2024-10-21&x=1", http.MethodGet, "/openai/v1/models?api-version=2025-01-01", "/openai/v1/models?x=1&api-version=2025-01-01"},
+		{"nor when it is all the base URL has", "/openai/v1?api-version=2024-10-21", http.MethodPost, "/openai/v1/chat/completions?api-version=2024-10-21", "/openai/v1/chat/completions?api-version=2024-10-21"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

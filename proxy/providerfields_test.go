@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -304,6 +306,19 @@ func TestACallWithoutAnIDIsGivenOneBeforeTheGatewayAnswersIt(t *testing.T) {
 }
 
 func TestAnUpstreamThatRefusesStreamOptionsStreamsWithout(t *testing.T) {
+	for _, refusal := range []struct {
+		name   string
+		status int
+		body   string
+	}{
+		{"OpenAI-style 400", http.StatusBadRequest, `{"error":{"message":"Unknown parameter: 'stream_options'.","type":"invalid_request_error","param":"stream_options","code":"unknown_parameter"}}`},
+		{"Mistral's 422", http.StatusUnprocessableEntity, `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","stream_options","include_usage"],"msg":"Extra inputs are not permitted"}]},"type":"invalid_request_message_error"}`},
+	} {
+		t.Run(refusal.name, func(t *testing.T) { testStreamOptionsRefusal(t, refusal.status, refusal.body) })
+	}
+}
+
+func testStreamOptionsRefusal(t *testing.T, status int, refusal string) {
 	var mu sync.Mutex
 	var seen []bool // whether each upstream request carried stream_options
 	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -313,8 +328,8 @@ func TestAnUpstreamThatRefusesStreamOptionsStreamsWithout(t *testing.T) {
 		seen = append(seen, has)
 		mu.Unlock()
 		if has {
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = io.WriteString(w, `{"error":{"message":"Unknown parameter: 'stream_options'.","type":"invalid_request_error","param":"stream_options","code":"unknown_parameter"}}`)
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, refusal)
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -348,9 +363,67 @@ func TestAnUpstreamThatRefusesStreamOptionsStreamsWithout(t *testing.T) {
 	})
 	t.Run("a client that asks for usage itself gets the upstream's refusal", func(t *testing.T) {
 		seen = nil
-		status, _ := turn(map[string]any{"stream_options": map[string]any{"include_usage": true}})
-		if status != http.StatusBadRequest || len(seen) != 1 {
-			t.Errorf("status %d after %d upstream requests; want the upstream's 400 after 1", status, len(seen))
+		got, _ := turn(map[string]any{"stream_options": map[string]any{"include_usage": true}})
+		if got != status || len(seen) != 1 {
+			t.Errorf("status %d after %d upstream requests; want the upstream's %d after 1", got, len(seen), status)
 		}
 	})
+}
+
+// TestAnUpstreamThatRefusesItsModelsMessageExtrasGetsRoundsWithout: the
+// gateway sends a search round's assistant message back with the members
+// the model added (DeepSeek needs its reasoning_content back); Groq
+// answers 400 "property 'reasoning' is unsupported" to its own
+// reasoning. The round is sent again without them, and later turns for
+// the model go without from the start; the calls keep theirs.
+func TestAnUpstreamThatRefusesItsModelsMessageExtrasGetsRoundsWithout(t *testing.T) {
+	const search = `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"reasoning":"I need an issue tool.","tool_calls":[{"id":"call_s1","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"create issue\"}"}}]},"finish_reason":"tool_calls"}]}`
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "whole answers", true: "streams"}[stream], func(t *testing.T) {
+			var mu sync.Mutex
+			var echoed []bool // whether each re-issued request carried the reasoning
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				msgs := gjson.GetBytes(b, "messages")
+				if !msgs.Get(`#(role=="tool")`).Exists() { // a turn's first round
+					if stream {
+						w.Header().Set("Content-Type", "text/event-stream")
+						_, _ = io.WriteString(w, sseEvents(
+							`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","reasoning":"I need an issue tool."},"finish_reason":null}]}`,
+							`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_s1","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"create issue\"}"}}]},"finish_reason":null}]}`,
+							`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`))
+						return
+					}
+					_, _ = io.WriteString(w, search)
+					return
+				}
+				has := msgs.Get(`#(role=="assistant").reasoning`).Exists()
+				mu.Lock()
+				echoed = append(echoed, has)
+				mu.Unlock()
+				if has {
+					w.WriteHeader(http.StatusBadRequest)
+					_, _ = io.WriteString(w, `{"error":{"message":"'messages.1' : for 'role:assistant' the following must be satisfied[('messages.1' : property 'reasoning' is unsupported)]","type":"invalid_request_error"}}`)
+					return
+				}
+				if stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, textChunk("Filed.")+finishChunk("stop")+doneEvent)
+					return
+				}
+				_, _ = io.WriteString(w, plainAnswer)
+			})
+			base := newTestGateway(t, up)
+			for turn, want := range [][]bool{{true, false}, {false}} {
+				echoed = nil
+				x := send(t, base, bigRequest(t, stream), nil)
+				if x.status != http.StatusOK || bytes.Contains(x.body, []byte(`"error"`)) {
+					t.Fatalf("turn %d: status %d: %s", turn, x.status, x.body)
+				}
+				if !slices.Equal(echoed, want) {
+					t.Errorf("turn %d: re-issued requests carried the reasoning %v, want %v", turn, echoed, want)
+				}
+			}
+		})
+	}
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +36,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 	if !t.req.IncludeUsage && g.noUsage.Contains(t.req.Model) {
 		t.req.NoUsageRequest = true
 	}
+	t.req.NoMessageExtras = g.noExtras.Contains(t.req.Model)
 	for round := 0; ; round++ {
 		tools := t.roundTools(round)
 		body, err := t.d.Build(t.req, tools, t.rounds)
@@ -51,7 +51,8 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		rctx, cancel := context.WithCancel(ctx)
 		o := sendOptions{rest: rest, body: body, stream: true, retries: retries, round: round}
 		resp, err := t.send(rctx, r, o)
-		if err != nil && g.refusedUsageRequest(t.req, err) {
+		// Each refusal flips a flag of t.req once: at most two resends.
+		for err != nil && (g.refusedUsageRequest(t.req, err) || g.refusedMessageExtras(t.req, t.rounds, err)) {
 			if o.body, err = t.d.Build(t.req, tools, t.rounds); err == nil {
 				resp, err = t.send(rctx, r, o)
 			}
@@ -100,16 +101,15 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 
 // refusedUsageRequest reports whether err is the upstream refusing the
 // stream_options member that Build added to req (some OpenAI-compatible
-// servers answer 400 "Unknown parameter: 'stream_options'"); if so, req is
+// servers answer 400 "Unknown parameter: 'stream_options'", Mistral 422
+// "Extra inputs are not permitted"); if so, req is
 // marked to be built without it and the model remembered, so the turn can
 // be sent again and later turns go without. The client's own
 // stream_options are its to keep: a refusal of those is the client's
 // error. The turn's usage then comes from whatever the upstream reports
 // unasked.
 func (g *Gateway) refusedUsageRequest(req *rewrite.Request, err error) bool {
-	var se *statusError
-	if req.IncludeUsage || req.NoUsageRequest || !errors.As(err, &se) ||
-		se.resp.StatusCode != http.StatusBadRequest || !bytes.Contains(se.body, []byte("stream_options")) {
+	if req.IncludeUsage || req.NoUsageRequest || !refused(err, "stream_options") {
 		return false
 	}
 	req.NoUsageRequest = true
@@ -512,6 +512,9 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 	if !s.started {
 		var ib *inBandError
 		if errors.As(err, &ib) {
+			// Direct, the SDKs raise an error event and do not retry; a
+			// 502 they would (each attempt billed).
+			s.w.Header().Set("X-Should-Retry", "false")
 			writeJSONError(s.w, http.StatusBadGateway, apiError{Message: "upstream stream error: " + string(ib.data), Type: "gateway_error", Code: "upstream_stream_error"})
 			return
 		}

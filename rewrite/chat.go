@@ -61,8 +61,9 @@ type Response struct {
 // Build returns the upstream body for req: its tools array replaced by tools
 // (raw JSON objects, in order; none removes tools and tool_choice), the
 // gateway's own rounds appended to messages, and, for streams, usage
-// requested so every round can be counted (unless NoUsageRequest).
-// Everything else passes through byte for byte.
+// requested so every round can be counted (unless NoUsageRequest); the
+// rounds' message extras go too, unless NoMessageExtras. Everything else
+// passes through byte for byte.
 func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 	body := req.Body
 	var err error
@@ -87,7 +88,7 @@ func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 		body, owned = replaceTools(body, req.span.at, req.span.n, tools, spare), true
 	}
 	if len(rounds) > 0 {
-		if body, err = appendRounds(body, rounds); err != nil {
+		if body, err = appendRounds(body, rounds, req.NoMessageExtras); err != nil {
 			return nil, err
 		}
 		owned = true
@@ -174,13 +175,16 @@ func replaceTools(body []byte, at, n int, tools []string, spare int) []byte {
 
 // appendRounds adds each round as an assistant message with its tool calls,
 // followed by one tool message per result.
-func appendRounds(body []byte, rounds []Round) ([]byte, error) {
+func appendRounds(body []byte, rounds []Round, noExtras bool) ([]byte, error) {
 	msgs := gjson.Get(view(body), pathMessages)
 	if !msgs.IsArray() || msgs.Index <= 0 {
 		return nil, fmt.Errorf("appending rounds: %w: no messages array", ErrBadRequest)
 	}
 	var extra []byte
 	for _, r := range rounds {
+		if noExtras {
+			r.Extra = ""
+		}
 		extra = appendAssistant(append(extra, ','), r)
 		for _, res := range r.Results {
 			b, err := json.Marshal(toolMessage{Role: "tool", ToolCallID: res.CallID, Content: res.Content})

@@ -89,9 +89,12 @@ func (ms *Members) appendTo(b []byte) []byte {
 }
 
 // replaces reports the keys whose later values stand for the whole: the
-// SDKs never concatenate an index or a type, and some servers repeat a
-// call's id in every fragment.
-func replaces(key string) bool { return key == "index" || key == "type" || key == "id" }
+// SDKs never concatenate an index or a type, some servers repeat a call's
+// id in every fragment, and OpenRouter repeats a reasoning detail's format
+// ("anthropic-claude-v1") in every chunk.
+func replaces(key string) bool {
+	return key == "index" || key == "type" || key == "id" || key == "format"
+}
 
 func newPiece(v gjson.Result) piece {
 	switch {

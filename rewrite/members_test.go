@@ -15,6 +15,12 @@ func TestMembersAssembleAStreamsPiecesAsTheSDKsDo(t *testing.T) {
 		want   string // the object the members make, compared as JSON
 	}{
 		{
+			name: "a reasoning detail's format, repeated in every chunk, stays one",
+			pieces: []string{`{"reasoning_details":[{"type":"reasoning.text","text":"I ","format":"anthropic-claude-v1","index":0}]}`,
+				`{"reasoning_details":[{"type":"reasoning.text","text":"search.","format":"anthropic-claude-v1","index":0}]}`},
+			want: `{"reasoning_details":[{"type":"reasoning.text","text":"I search.","format":"anthropic-claude-v1","index":0}]}`,
+		},
+		{
 			name:   "strings continue each other",
 			pieces: []string{`{"reasoning_content":"I should "}`, `{"reasoning_content":"search."}`},
 			want:   `{"reasoning_content":"I should search."}`,

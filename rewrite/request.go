@@ -66,8 +66,14 @@ type Request struct {
 	// NoUsageRequest makes Build leave a stream's stream_options as the
 	// client sent them, for an upstream that refuses the member.
 	NoUsageRequest bool
-	N              int64
-	HasFunctions   bool // legacy "functions": passed through untouched
+	// NoMessageExtras makes Build send the gateway's rounds without the
+	// assistant message's provider members (Round.Extra), for an upstream
+	// that refuses them: Groq answers 400 "property 'reasoning' is
+	// unsupported" to the reasoning it sent itself, which DeepSeek needs
+	// back. The calls keep theirs (Gemini's thought signatures).
+	NoMessageExtras bool
+	N               int64
+	HasFunctions    bool // legacy "functions": passed through untouched
 	// JSONOutput is true when response_format asks for JSON (json_object
 	// or json_schema): the answer's content must parse, so what the model
 	// said in a search round cannot lead it.
