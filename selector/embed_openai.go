@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -23,9 +21,9 @@ var _ Embedder = (*OpenAIEmbedder)(nil)
 
 // OpenAIEmbedder calls an OpenAI-compatible POST {BaseURL}/embeddings. It
 // caches vectors in memory (LRU) and, when CacheDir is set, on disk, keyed
-// by the hash of model and text, so a restart does not re-embed a catalog.
-// It is safe for concurrent use. It does not retry: the selector treats any
-// error as "lexical only".
+// by the hash of base URL, model and text, so a restart does not re-embed a
+// catalog, and two endpoints or models sharing a directory never mix their
+// vector spaces. It is safe for concurrent use.
 type OpenAIEmbedder struct {
 	baseURL  string
 	model    string
@@ -34,6 +32,11 @@ type OpenAIEmbedder struct {
 	cacheDir string
 	mem      *lru.Cache[string, []float32]
 	batch    int
+	// dims is the length of the endpoint's vectors, learned from its first
+	// valid answer or cache file; vectors of another length are refused
+	// (another model behind the same URL, a corrupt file), since a catalog
+	// and its queries must come from one space.
+	dims atomic.Int64
 }
 
 // OpenAIEmbedderOptions configures NewOpenAIEmbedder.
@@ -117,8 +120,20 @@ func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 }
 
 func (e *OpenAIEmbedder) key4(text string) string {
-	h := sha256.Sum256([]byte(e.model + "\x00" + text))
+	h := sha256.Sum256([]byte(e.baseURL + "\x00" + e.model + "\x00" + text))
 	return hex.EncodeToString(h[:16])
+}
+
+// checkDims checks v against the endpoint's vector length, learning it
+// from v when it is not known yet.
+func (e *OpenAIEmbedder) checkDims(v []float32) error {
+	if err := checkVector(v, int(e.dims.Load())); err != nil {
+		return err
+	}
+	if !e.dims.CompareAndSwap(0, int64(len(v))) && e.dims.Load() != int64(len(v)) {
+		return fmt.Errorf("%w: %d dimensions, want %d", errBadVector, len(v), e.dims.Load())
+	}
+	return nil
 }
 
 func (e *OpenAIEmbedder) call(ctx context.Context, texts []string) ([][]float32, error) {
@@ -166,37 +181,9 @@ func (e *OpenAIEmbedder) call(ctx context.Context, texts []string) ([][]float32,
 		if len(v) == 0 {
 			return nil, fmt.Errorf("decoding embeddings response: no vector for input %d", i)
 		}
+		if err := e.checkDims(v); err != nil {
+			return nil, fmt.Errorf("decoding embeddings response: input %d: %w", i, err)
+		}
 	}
 	return out, nil
-}
-
-// readDisk and writeDisk keep one little-endian float32 file per vector.
-// Disk errors only cost a recomputation, so they are not reported.
-func (e *OpenAIEmbedder) readDisk(k string) ([]float32, bool) {
-	if e.cacheDir == "" {
-		return nil, false
-	}
-	b, err := os.ReadFile(filepath.Join(e.cacheDir, k+".f32"))
-	if err != nil || len(b)%4 != 0 || len(b) == 0 {
-		return nil, false
-	}
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[i*4:]))
-	}
-	return v, true
-}
-
-func (e *OpenAIEmbedder) writeDisk(k string, v []float32) {
-	if e.cacheDir == "" {
-		return
-	}
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[i*4:], math.Float32bits(x))
-	}
-	tmp := filepath.Join(e.cacheDir, k+".tmp")
-	if os.WriteFile(tmp, b, 0o644) == nil {
-		_ = os.Rename(tmp, filepath.Join(e.cacheDir, k+".f32"))
-	}
 }

@@ -94,7 +94,7 @@ func TestRemoteSemanticDegradesToLexical(t *testing.T) {
 			}
 			c := compileTest(t, tools, Config{Embedder: e})
 			deadline := time.Now().Add(5 * time.Second)
-			for !failing && c.sem.vecs.Load() == nil && time.Now().Before(deadline) {
+			for !failing && c.sem.remote.vecs.Load() == nil && time.Now().Before(deadline) {
 				time.Sleep(5 * time.Millisecond)
 			}
 			res, err := c.Search(context.Background(), Query{Text: "merge pull request", Explain: true})
@@ -109,5 +109,66 @@ func TestRemoteSemanticDegradesToLexical(t *testing.T) {
 				t.Errorf("semantic signal present = %v with failing = %v", hasSem, failing)
 			}
 		})
+	}
+}
+
+// dimsEmbedder embeds a catalog in catalog dimensions and a query in query
+// dimensions, as an endpoint whose model changed between the two would.
+type dimsEmbedder struct{ catalog, query int }
+
+func (e dimsEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	n := e.catalog
+	if len(texts) == 1 {
+		n = e.query
+	}
+	out := make([][]float32, len(texts))
+	for i, s := range texts {
+		out[i] = make([]float32, n)
+		for j, r := range s {
+			out[i][(j+int(r))%n]++
+		}
+	}
+	return out, nil
+}
+
+func (dimsEmbedder) Model() string { return "dims" }
+
+func TestRemoteVectorsOfAnotherLength(t *testing.T) {
+	tools := testTools(t)
+	tests := []struct {
+		name string
+		e    dimsEmbedder
+	}{
+		{"a query vector longer than the tool vectors gives no remote score instead of a panic", dimsEmbedder{catalog: 8, query: 16}},
+		{"a query vector shorter than the tool vectors gives no remote score", dimsEmbedder{catalog: 16, query: 8}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := compileTest(t, tools, Config{Embedder: tt.e})
+			waitRemote(t, c)
+			q := Query{Text: "merge pull request", Explain: true}
+			res, err := c.Search(context.Background(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Items) == 0 {
+				t.Fatal("no results")
+			}
+			if _, ok := res.Items[0].Signals["semantic"]; ok {
+				t.Errorf("semantic signal from vectors of %d and %d dimensions", tt.e.catalog, tt.e.query)
+			}
+		})
+	}
+}
+
+// waitRemote waits until c's remote tool vectors are in.
+func waitRemote(t *testing.T, c *Catalog) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.sem.remote.vecs.Load() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("tool vectors never arrived")
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"sync/atomic"
 )
 
-// semantic holds a catalog's tool vectors and turns a query into one. The
-// tool vectors may arrive later (computed in the background by a remote
-// embedder); until then scores returns nil and the search is lexical.
+// semantic holds a catalog's tool vectors and turns a query into one.
 type semantic struct {
-	vecs atomic.Pointer[[][]float32] // per document, unit length, nil entries allowed
+	// remote, when not nil, ranks with a remote embedder's vectors, which
+	// arrive later (computed in the background); until then ranked
+	// returns nil and the search is lexical.
+	remote *remoteSemantic
+	vecs   atomic.Pointer[[][]float32] // per document, unit length, nil entries allowed
 	// query embeds a query: text as written, words its content words
 	// (the offline vectors use the words, a remote embedder the text).
 	query func(ctx context.Context, text string, words []string) []float32
@@ -42,7 +44,7 @@ func (c *Catalog) initSemantic(ctx context.Context, all [][]string) error {
 		return nil
 	}
 	if c.cfg.Embedder != nil {
-		c.sem = c.startRemote(ctx, c.cfg.Embedder)
+		c.sem = &semantic{remote: c.startRemote(ctx, c.cfg.Embedder)}
 		return nil
 	}
 	wv, err := DefaultWordVectors()
@@ -136,12 +138,13 @@ func removeCommon(vecs [][]float32, share float32) {
 // equals says nothing. buf (one slot per tool) holds the scores of the
 // remembered rows.
 func (s *semantic) ranked(ctx context.Context, text string, words []string, rows []int32, n int, buf []float64) []int32 {
-	vp := s.vecs.Load()
-	if vp == nil {
-		return nil
-	}
 	var sims []float64
-	if s.rows != nil {
+	vp := s.vecs.Load()
+	if s.remote != nil {
+		sims = s.remote.sims(ctx, text, buf)
+	} else if vp == nil {
+		return nil
+	} else if s.rows != nil {
 		sims = s.rows.scores(rows, buf)
 	} else if qv := s.query(ctx, text, words); qv != nil {
 		sims = make([]float64, len(*vp))

@@ -1,0 +1,283 @@
+package selector
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// fakeAnswer is what a fakeEndpoint answers to one request.
+type fakeAnswer struct {
+	status     int         // 0 means 200
+	vecs       [][]float32 // one per input when status is 200
+	retryAfter string
+	body       string        // the error body when status is not 200
+	block      chan struct{} // when not nil, the answer waits for it (or the client leaving)
+}
+
+// fakeEndpoint is an /embeddings endpoint whose answers a test chooses.
+type fakeEndpoint struct {
+	srv      *httptest.Server
+	requests atomic.Int32 // requests received
+	texts    atomic.Int32 // inputs received
+	mu       sync.Mutex
+	answer   func(texts []string) fakeAnswer
+}
+
+func newFakeEndpoint(t *testing.T, answer func(texts []string) fakeAnswer) *fakeEndpoint {
+	t.Helper()
+	f := &fakeEndpoint{answer: answer}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Input []string `json:"input"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		f.requests.Add(1)
+		f.texts.Add(int32(len(req.Input)))
+		f.mu.Lock()
+		a := f.answer(req.Input)
+		f.mu.Unlock()
+		if a.block != nil {
+			select {
+			case <-a.block:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if a.retryAfter != "" {
+			w.Header().Set("Retry-After", a.retryAfter)
+		}
+		if a.status != 0 && a.status != http.StatusOK {
+			w.WriteHeader(a.status)
+			_, _ = w.Write([]byte(a.body))
+			return
+		}
+		type item struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		var out struct {
+			Data []item `json:"data"`
+		}
+		for i, v := range a.vecs {
+			out.Data = append(out.Data, item{i, v})
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// set changes the endpoint's answers from now on.
+func (f *fakeEndpoint) set(answer func(texts []string) fakeAnswer) {
+	f.mu.Lock()
+	f.answer = answer
+	f.mu.Unlock()
+}
+
+// letters embeds texts as bag-of-letters vectors of dims dimensions.
+func letters(dims int) func(texts []string) fakeAnswer {
+	return func(texts []string) fakeAnswer {
+		var a fakeAnswer
+		for _, s := range texts {
+			v := make([]float32, dims)
+			v[0] = 0.5 // no text has a zero vector
+			for _, r := range strings.ToLower(s) {
+				if r >= 'a' && r <= 'z' {
+					v[int(r-'a')%dims]++
+				}
+			}
+			a.vecs = append(a.vecs, v)
+		}
+		return a
+	}
+}
+
+// constant answers every text with v.
+func constant(v []float32) func(texts []string) fakeAnswer {
+	return func(texts []string) fakeAnswer {
+		var a fakeAnswer
+		for range texts {
+			a.vecs = append(a.vecs, v)
+		}
+		return a
+	}
+}
+
+func newTestEmbedder(t *testing.T, url, dir string) *OpenAIEmbedder {
+	t.Helper()
+	e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: url, Model: "m", CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// cacheFiles returns the vector files in dir.
+func cacheFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.f32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// writeCacheFile replaces the one cache file in dir with v, in the
+// format readDisk reads.
+func writeCacheFile(t *testing.T, dir string, v []float32) string {
+	t.Helper()
+	files := cacheFiles(t, dir)
+	if len(files) != 1 {
+		t.Fatalf("%d cache files, want 1", len(files))
+	}
+	b := []byte(diskMagic)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+	}
+	if err := os.WriteFile(files[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return files[0]
+}
+
+func TestOpenAIEmbedderKeepsOneDimension(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"an endpoint that changes its vectors' length is refused", func(t *testing.T) {
+			f := newFakeEndpoint(t, letters(26))
+			e := newTestEmbedder(t, f.srv.URL, "")
+			if _, err := e.Embed(ctx, []string{"read a file"}); err != nil {
+				t.Fatal(err)
+			}
+			f.set(letters(30))
+			if v, err := e.Embed(ctx, []string{"send a message"}); err == nil {
+				t.Errorf("Embed = a vector of %d dimensions after 26, want an error", len(v[0]))
+			}
+		}},
+		{"a batch of vectors of two lengths is refused", func(t *testing.T) {
+			f := newFakeEndpoint(t, func(texts []string) fakeAnswer {
+				a := letters(26)(texts)
+				a.vecs[1] = append(a.vecs[1], 1)
+				return a
+			})
+			e := newTestEmbedder(t, f.srv.URL, "")
+			if _, err := e.Embed(ctx, []string{"read a file", "send a message"}); err == nil {
+				t.Error("Embed accepted vectors of 26 and 27 dimensions")
+			}
+		}},
+		{"a cache file of another length than the endpoint's vectors is a miss and is replaced", func(t *testing.T) {
+			f := newFakeEndpoint(t, letters(26))
+			dir := t.TempDir()
+			if _, err := newTestEmbedder(t, f.srv.URL, dir).Embed(ctx, []string{"read a file"}); err != nil {
+				t.Fatal(err)
+			}
+			writeCacheFile(t, dir, make13())
+			e := newTestEmbedder(t, f.srv.URL, dir)
+			if _, err := e.Embed(ctx, []string{"send a message"}); err != nil { // learns 26
+				t.Fatal(err)
+			}
+			v, err := e.Embed(ctx, []string{"read a file"})
+			if err != nil || len(v[0]) != 26 {
+				t.Fatalf("Embed = %d dimensions, %v; want 26", len(v[0]), err)
+			}
+			if got := readCacheLen(t, dir, e.key4("read a file")); got != 26 {
+				t.Errorf("cache file holds %d dimensions, want the recomputed 26", got)
+			}
+		}},
+		{"the same text from another endpoint is not read from a shared cache dir", func(t *testing.T) {
+			a, b := newFakeEndpoint(t, letters(26)), newFakeEndpoint(t, letters(30))
+			dir := t.TempDir()
+			if _, err := newTestEmbedder(t, a.srv.URL, dir).Embed(ctx, []string{"read a file"}); err != nil {
+				t.Fatal(err)
+			}
+			v, err := newTestEmbedder(t, b.srv.URL, dir).Embed(ctx, []string{"read a file"})
+			if err != nil || len(v[0]) != 30 || b.texts.Load() != 1 {
+				t.Errorf("Embed = %d dimensions, %v, after %d texts sent to the second endpoint; want 30 from it", len(v[0]), err, b.texts.Load())
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, tt.run)
+	}
+}
+
+func make13() []float32 {
+	v := make([]float32, 13)
+	for i := range v {
+		v[i] = 1
+	}
+	return v
+}
+
+// readCacheLen returns the length of the vector cached under key k.
+func readCacheLen(t *testing.T, dir, k string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, k+".f32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := decodeVector(b)
+	if !ok {
+		t.Fatalf("cache file %s is not whole", k)
+	}
+	return len(v)
+}
+
+func TestOpenAIEmbedderRefusesInvalidVectors(t *testing.T) {
+	ctx := context.Background()
+	zero := make([]float32, 8)
+	withNaN, withInf := make13()[:8], make13()[:8]
+	withNaN[3] = float32(math.NaN())
+	withInf[3] = float32(math.Inf(1))
+	t.Run("an all-zero vector from the endpoint is neither returned nor cached", func(t *testing.T) {
+		f := newFakeEndpoint(t, constant(zero))
+		dir := t.TempDir()
+		e := newTestEmbedder(t, f.srv.URL, dir)
+		if _, err := e.Embed(ctx, []string{"read a file"}); err == nil {
+			t.Error("Embed returned the vector")
+		}
+		if files := cacheFiles(t, dir); len(files) != 0 {
+			t.Errorf("cached %d files", len(files))
+		}
+	})
+	tests := []struct {
+		name string
+		vec  []float32
+	}{
+		{"a cache file holding an all-zero vector is a miss", zero},
+		{"a cache file holding a NaN is a miss", withNaN},
+		{"a cache file holding an infinity is a miss", withInf},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeEndpoint(t, letters(8))
+			dir := t.TempDir()
+			if _, err := newTestEmbedder(t, f.srv.URL, dir).Embed(ctx, []string{"read a file"}); err != nil {
+				t.Fatal(err)
+			}
+			writeCacheFile(t, dir, tt.vec)
+			before := f.texts.Load()
+			v, err := newTestEmbedder(t, f.srv.URL, dir).Embed(ctx, []string{"read a file"})
+			if err != nil || checkVector(v[0], 8) != nil || f.texts.Load() != before+1 {
+				t.Errorf("Embed = %v, %v after %d texts sent; want the endpoint's vector", v, err, f.texts.Load()-before)
+			}
+		})
+	}
+}
