@@ -200,6 +200,7 @@ func (r *remoteSemantic) query(ctx context.Context, text string, dims int) []flo
 func (r *remoteSemantic) sims(ctx context.Context, text string, buf []float64) []float64 {
 	tv := r.vecs.Load()
 	if tv == nil {
+		r.retry()
 		return nil
 	}
 	qv := r.query(ctx, text, tv.dims)

@@ -32,6 +32,12 @@ type OpenAIEmbedder struct {
 	cacheDir string
 	mem      *lru.Cache[string, []float32]
 	batch    int
+	// Catalog batches: each tried up to attempts times, retryWait before
+	// the second, doubling (or the endpoint's Retry-After, up to
+	// maxRetryWait), each attempt bounded by batchTimeout.
+	attempts     int
+	retryWait    time.Duration
+	batchTimeout time.Duration
 	// dims is the length of the endpoint's vectors, learned from its first
 	// valid answer or cache file; vectors of another length are refused
 	// (another model behind the same URL, a corrupt file), since a catalog
@@ -76,13 +82,23 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 	return &OpenAIEmbedder{
 		baseURL: strings.TrimRight(opts.BaseURL, "/"), model: opts.Model, key: opts.APIKey,
 		client: opts.Client, cacheDir: opts.CacheDir, mem: mem, batch: opts.Batch,
+		attempts: 3, retryWait: time.Second, batchTimeout: 30 * time.Second,
 	}, nil
 }
+
+// maxRetryWait caps the wait before retrying a catalog batch, whatever
+// the endpoint's Retry-After says: the catalog ranks with the offline
+// vectors meanwhile, and it tries again later anyway.
+const maxRetryWait = 30 * time.Second
 
 // Model returns the embedding model name.
 func (e *OpenAIEmbedder) Model() string { return e.model }
 
-// Embed returns one vector per text, from the caches where it can.
+// Embed returns one vector per text of a catalog, from the caches where it
+// can, else from the endpoint in batches, each tried up to three times
+// (see callRetrying). It stops at the first batch that still fails: the
+// endpoint is likely down, and the batches before it are cached, so the
+// catalog's next attempt asks only for the rest.
 func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
 	var missIdx []int
@@ -105,9 +121,9 @@ func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 		for j, i := range idx {
 			batch[j] = texts[i]
 		}
-		vecs, err := e.call(ctx, batch)
+		vecs, err := e.callRetrying(ctx, batch)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("embedding %d catalog texts: %w", len(missIdx), err)
 		}
 		for j, i := range idx {
 			out[i] = vecs[j]
@@ -117,6 +133,30 @@ func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 		}
 	}
 	return out, nil
+}
+
+// callRetrying calls the endpoint for a catalog batch, retrying a
+// failure that may pass (a timeout, a network error, 408, 409, 429, 5xx)
+// after a backoff that honours Retry-After.
+func (e *OpenAIEmbedder) callRetrying(ctx context.Context, batch []string) ([][]float32, error) {
+	wait := e.retryWait
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, e.batchTimeout)
+		vecs, err := e.call(actx, batch)
+		cancel()
+		if err == nil || attempt >= e.attempts || !retryable(err) || ctx.Err() != nil {
+			return vecs, err
+		}
+		d := max(wait, retryAfterOf(err))
+		wait *= 2
+		t := time.NewTimer(min(d, maxRetryWait))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+	}
 }
 
 func (e *OpenAIEmbedder) key4(text string) string {
@@ -159,7 +199,7 @@ func (e *OpenAIEmbedder) call(ctx context.Context, texts []string) ([][]float32,
 		return nil, fmt.Errorf("reading embeddings response: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("calling embeddings: status %d: %.200s", resp.StatusCode, data)
+		return nil, newStatusError(resp, data)
 	}
 	var parsed struct {
 		Data []struct {
@@ -168,21 +208,21 @@ func (e *OpenAIEmbedder) call(ctx context.Context, texts []string) ([][]float32,
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(data, &parsed); err != nil {
-		return nil, fmt.Errorf("decoding embeddings response: %w", err)
+		return nil, fmt.Errorf("%w: %w", errResponse, err)
 	}
 	out := make([][]float32, len(texts))
 	for _, d := range parsed.Data {
 		if d.Index < 0 || d.Index >= len(out) {
-			return nil, fmt.Errorf("decoding embeddings response: index %d out of range", d.Index)
+			return nil, fmt.Errorf("%w: index %d out of range", errResponse, d.Index)
 		}
 		out[d.Index] = d.Embedding
 	}
 	for i, v := range out {
 		if len(v) == 0 {
-			return nil, fmt.Errorf("decoding embeddings response: no vector for input %d", i)
+			return nil, fmt.Errorf("%w: no vector for input %d", errResponse, i)
 		}
 		if err := e.checkDims(v); err != nil {
-			return nil, fmt.Errorf("decoding embeddings response: input %d: %w", i, err)
+			return nil, fmt.Errorf("%w: input %d: %w", errResponse, i, err)
 		}
 	}
 	return out, nil

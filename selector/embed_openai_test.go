@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // fakeAnswer is what a fakeEndpoint answers to one request.
@@ -277,6 +278,51 @@ func TestOpenAIEmbedderRefusesInvalidVectors(t *testing.T) {
 			v, err := newTestEmbedder(t, f.srv.URL, dir).Embed(ctx, []string{"read a file"})
 			if err != nil || checkVector(v[0], 8) != nil || f.texts.Load() != before+1 {
 				t.Errorf("Embed = %v, %v after %d texts sent; want the endpoint's vector", v, err, f.texts.Load()-before)
+			}
+		})
+	}
+}
+
+// failFirst answers the first n requests with status (and Retry-After),
+// then as ok does.
+func failFirst(n int, status int, retryAfter string, ok func([]string) fakeAnswer) func([]string) fakeAnswer {
+	var seen int
+	return func(texts []string) fakeAnswer {
+		if seen++; seen <= n {
+			return fakeAnswer{status: status, retryAfter: retryAfter, body: `{"error":{"message":"no","type":"t","code":"c"}}`}
+		}
+		return ok(texts)
+	}
+}
+
+func TestOpenAIEmbedderRetriesCatalogBatches(t *testing.T) {
+	tests := []struct {
+		name     string
+		answer   func([]string) fakeAnswer
+		wantErr  bool
+		requests int32
+		minWait  time.Duration
+	}{
+		{"a batch that fails once with a 500 is retried and succeeds", failFirst(1, 500, "", letters(8)), false, 2, 0},
+		{"a batch answered 429 is retried after its Retry-After", failFirst(1, 429, "1", letters(8)), false, 2, time.Second},
+		{"a batch that keeps failing is tried three times", failFirst(99, 503, "", letters(8)), true, 3, 0},
+		{"a batch refused with 401 is not retried", failFirst(99, 401, "", letters(8)), true, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeEndpoint(t, tt.answer)
+			e := newTestEmbedder(t, f.srv.URL, "")
+			e.retryWait = time.Millisecond
+			start := time.Now()
+			_, err := e.Embed(context.Background(), []string{"read a file", "send a message"})
+			if (err != nil) != tt.wantErr {
+				t.Errorf("Embed error = %v, want error %v", err, tt.wantErr)
+			}
+			if got := f.requests.Load(); got != tt.requests {
+				t.Errorf("%d requests, want %d", got, tt.requests)
+			}
+			if waited := time.Since(start); waited < tt.minWait {
+				t.Errorf("retried after %v, want at least %v", waited, tt.minWait)
 			}
 		})
 	}

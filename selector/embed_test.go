@@ -172,3 +172,53 @@ func waitRemote(t *testing.T, c *Catalog) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+func TestRemoteCatalogTriesAgainAfterCooldown(t *testing.T) {
+	f := newFakeEndpoint(t, failFirst(1, http.StatusUnauthorized, "", letters(26)))
+	e := newTestEmbedder(t, f.srv.URL, "")
+	c := compileTest(t, testTools(t), Config{Embedder: e})
+	r := c.sem.remote
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	for {
+		r.mu.Lock()
+		failed := r.failures
+		if failed == 1 {
+			r.now = func() time.Time { return time.Unix(0, clock.Load()) }
+			r.next = r.now().Add(catalogRetryMin)
+		}
+		r.mu.Unlock()
+		if failed == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	search := func() {
+		if _, err := c.Search(context.Background(), Query{Text: "merge pull request"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		advance time.Duration
+		want    bool
+	}{
+		{"a search before the cooldown ends does not ask the endpoint again", catalogRetryMin / 2, false},
+		{"a search after the cooldown embeds the catalog again", catalogRetryMin, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock.Add(int64(tt.advance))
+			before := f.requests.Load()
+			search()
+			deadline := time.Now().Add(5 * time.Second)
+			for tt.want && r.vecs.Load() == nil && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond)
+			if asked := f.requests.Load() > before; asked != tt.want || (r.vecs.Load() != nil) != tt.want {
+				t.Errorf("endpoint asked = %v, vectors in = %v; want %v", asked, r.vecs.Load() != nil, tt.want)
+			}
+		})
+	}
+}
