@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -15,9 +17,13 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 )
 
-var _ Embedder = (*OpenAIEmbedder)(nil)
+var (
+	_ Embedder      = (*OpenAIEmbedder)(nil)
+	_ QueryEmbedder = (*OpenAIEmbedder)(nil)
+)
 
 // OpenAIEmbedder calls an OpenAI-compatible POST {BaseURL}/embeddings. It
 // caches vectors in memory (LRU) and, when CacheDir is set, on disk, keyed
@@ -38,6 +44,14 @@ type OpenAIEmbedder struct {
 	attempts     int
 	retryWait    time.Duration
 	batchTimeout time.Duration
+	// The query path (EmbedQuery): its deadline, the endpoint's health,
+	// recently failed query texts (key -> until when), and the calls in
+	// flight by key.
+	queryTimeout time.Duration
+	health       *health
+	failed       *lru.Cache[string, time.Time]
+	flights      singleflight.Group
+	now          func() time.Time
 	// dims is the length of the endpoint's vectors, learned from its first
 	// valid answer or cache file; vectors of another length are refused
 	// (another model behind the same URL, a corrupt file), since a catalog
@@ -54,7 +68,18 @@ type OpenAIEmbedderOptions struct {
 	CacheDir string       // "" disables the on-disk cache
 	MemSize  int          // in-memory cached vectors; <= 0 means 20,000
 	Batch    int          // texts per request; <= 0 means 128
+	// QueryTimeout bounds a request's query embedding; <= 0 means
+	// DefaultQueryTimeout. Catalog batches have 30 s per attempt.
+	QueryTimeout time.Duration
+	// Logger receives the endpoint's failures and recoveries (one line
+	// each, not one per request); nil discards them.
+	Logger *slog.Logger
 }
+
+// queryFailTTL is how long a query text whose call failed is not sent
+// again: a turn embeds its text for the preselection and again for the
+// search, and a retried request sends the same text.
+const queryFailTTL = 30 * time.Second
 
 // NewOpenAIEmbedder returns an embedder for opts.
 func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
@@ -70,7 +95,17 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 	if opts.Batch <= 0 {
 		opts.Batch = 128
 	}
+	if opts.QueryTimeout <= 0 {
+		opts.QueryTimeout = DefaultQueryTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	mem, err := lru.New[string, []float32](opts.MemSize)
+	if err != nil {
+		return nil, fmt.Errorf("openai embedder: %w", err)
+	}
+	failed, err := lru.New[string, time.Time](1024)
 	if err != nil {
 		return nil, fmt.Errorf("openai embedder: %w", err)
 	}
@@ -83,6 +118,8 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 		baseURL: strings.TrimRight(opts.BaseURL, "/"), model: opts.Model, key: opts.APIKey,
 		client: opts.Client, cacheDir: opts.CacheDir, mem: mem, batch: opts.Batch,
 		attempts: 3, retryWait: time.Second, batchTimeout: 30 * time.Second,
+		queryTimeout: opts.QueryTimeout, failed: failed, now: time.Now,
+		health: &health{now: time.Now, logger: opts.Logger},
 	}, nil
 }
 
@@ -135,6 +172,52 @@ func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 	return out, nil
 }
 
+// EmbedQuery returns the vector of a request's query text: from memory
+// (query texts are users' messages: never written to disk) or from one
+// call bounded by the query timeout, without retries. It fails without a
+// call while the endpoint cools down after a failure, and for
+// queryFailTTL after this text's own call failed; concurrent requests for
+// one text share one call, which the first caller leaving does not cancel.
+func (e *OpenAIEmbedder) EmbedQuery(ctx context.Context, text string) ([]float32, error) {
+	k := e.key4(text)
+	if v, ok := e.mem.Get(k); ok {
+		return v, nil
+	}
+	if until, ok := e.failed.Get(k); ok && e.now().Before(until) {
+		return nil, errors.New("embedding query: its last call failed moments ago")
+	}
+	ch := e.flights.DoChan(k, func() (any, error) {
+		if !e.health.allow() {
+			return nil, errors.New("embeddings endpoint cooling down after a failure")
+		}
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.queryTimeout)
+		defer cancel()
+		vecs, err := e.do(qctx, []string{text})
+		if err != nil {
+			e.failed.Add(k, e.now().Add(queryFailTTL))
+			return nil, err
+		}
+		e.mem.Add(k, vecs[0])
+		return vecs[0], nil
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, fmt.Errorf("embedding query: %w", r.Err)
+		}
+		return r.Val.([]float32), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("embedding query: %w", ctx.Err())
+	}
+}
+
+// do calls the endpoint once and tells the endpoint's health.
+func (e *OpenAIEmbedder) do(ctx context.Context, texts []string) ([][]float32, error) {
+	vecs, err := e.call(ctx, texts)
+	e.health.record(err)
+	return vecs, err
+}
+
 // callRetrying calls the endpoint for a catalog batch, retrying a
 // failure that may pass (a timeout, a network error, 408, 409, 429, 5xx)
 // after a backoff that honours Retry-After.
@@ -142,7 +225,7 @@ func (e *OpenAIEmbedder) callRetrying(ctx context.Context, batch []string) ([][]
 	wait := e.retryWait
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, e.batchTimeout)
-		vecs, err := e.call(actx, batch)
+		vecs, err := e.do(actx, batch)
 		cancel()
 		if err == nil || attempt >= e.attempts || !retryable(err) || ctx.Err() != nil {
 			return vecs, err

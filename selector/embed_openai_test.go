@@ -327,3 +327,108 @@ func TestOpenAIEmbedderRetriesCatalogBatches(t *testing.T) {
 		})
 	}
 }
+
+// fakeClock is a settable time for the embedder's cooldowns.
+type fakeClock struct{ ns atomic.Int64 }
+
+func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+func TestOpenAIEmbedderQueries(t *testing.T) {
+	ctx := context.Background()
+	failing := func(status int, retryAfter string) func([]string) fakeAnswer {
+		return failFirst(1<<30, status, retryAfter, letters(8))
+	}
+	tests := []struct {
+		name   string
+		answer func([]string) fakeAnswer
+		// run queries with e, moving clock, and returns what to compare
+		run          func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock)
+		wantRequests int32
+	}{
+		{"a text whose query failed is not sent again moments later, cooldown over or not", failing(500, ""), func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock) {
+			_, _ = e.EmbedQuery(ctx, "read a file")
+			clock.advance(2 * cooldownMin)
+			if _, err := e.EmbedQuery(ctx, "read a file"); err == nil {
+				t.Error("second query succeeded")
+			}
+		}, 1},
+		{"another text is not sent while the endpoint cools down after a failure", failing(500, ""), func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock) {
+			_, _ = e.EmbedQuery(ctx, "read a file")
+			_, _ = e.EmbedQuery(ctx, "send a message")
+		}, 1},
+		{"another text is sent once the cooldown is over", failing(500, ""), func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock) {
+			_, _ = e.EmbedQuery(ctx, "read a file")
+			clock.advance(cooldownMin + time.Millisecond)
+			_, _ = e.EmbedQuery(ctx, "send a message")
+		}, 2},
+		{"a 429's Retry-After keeps queries off the endpoint that long", failing(429, "5"), func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock) {
+			_, _ = e.EmbedQuery(ctx, "read a file")
+			clock.advance(2 * time.Second)
+			_, _ = e.EmbedQuery(ctx, "send a message")
+			clock.advance(4 * time.Second)
+			_, _ = e.EmbedQuery(ctx, "open a page")
+		}, 2},
+		{"twenty concurrent queries for one text make one call", func(texts []string) fakeAnswer {
+			a := letters(8)(texts)
+			a.block = make(chan struct{})
+			time.AfterFunc(30*time.Millisecond, func() { close(a.block) })
+			return a
+		}, func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock) {
+			var wg sync.WaitGroup
+			var failed atomic.Int32
+			for range 20 {
+				wg.Go(func() {
+					if _, err := e.EmbedQuery(ctx, "read a file"); err != nil {
+						failed.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			if failed.Load() > 0 {
+				t.Errorf("%d of 20 queries failed", failed.Load())
+			}
+		}, 1},
+		{"a query to a hanging endpoint fails after the query timeout", func(texts []string) fakeAnswer {
+			return fakeAnswer{block: make(chan struct{})}
+		}, func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock) {
+			start := time.Now()
+			if _, err := e.EmbedQuery(ctx, "read a file"); err == nil {
+				t.Error("query succeeded")
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("query took %v with a 100 ms query timeout", d)
+			}
+		}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeEndpoint(t, tt.answer)
+			e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: f.srv.URL, Model: "m", QueryTimeout: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock := &fakeClock{}
+			clock.ns.Store(time.Now().UnixNano())
+			e.now, e.health.now = clock.now, clock.now
+			tt.run(t, e, clock)
+			if got := f.requests.Load(); got != tt.wantRequests {
+				t.Errorf("%d requests, want %d", got, tt.wantRequests)
+			}
+		})
+	}
+}
+
+func TestOpenAIEmbedderKeepsQueriesOffDisk(t *testing.T) {
+	f := newFakeEndpoint(t, letters(8))
+	dir := t.TempDir()
+	e := newTestEmbedder(t, f.srv.URL, dir)
+	t.Run("a query's vector is kept in memory only, never written to disk", func(t *testing.T) {
+		if _, err := e.EmbedQuery(context.Background(), "my secret plans"); err != nil {
+			t.Fatal(err)
+		}
+		if files := cacheFiles(t, dir); len(files) != 0 {
+			t.Errorf("%d files written for a query", len(files))
+		}
+	})
+}

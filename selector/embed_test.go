@@ -222,3 +222,43 @@ func TestRemoteCatalogTriesAgainAfterCooldown(t *testing.T) {
 		})
 	}
 }
+
+func TestRemoteQueryDoesNotHoldUpSearches(t *testing.T) {
+	var queries atomic.Int32
+	f := newFakeEndpoint(t, func(texts []string) fakeAnswer {
+		if len(texts) > 1 {
+			return letters(26)(texts)
+		}
+		queries.Add(1)
+		return fakeAnswer{block: make(chan struct{})} // hangs until the client leaves
+	})
+	e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: f.srv.URL, Model: "m", QueryTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := compileTest(t, testTools(t), Config{Embedder: e})
+	waitRemote(t, c)
+	tests := []struct {
+		name        string
+		maxDuration time.Duration
+		wantQueries int32
+	}{
+		{"a search with a hanging endpoint answers after the query timeout", time.Second, 1},
+		{"the turn's second search for the same text does not wait on the endpoint again", 100 * time.Millisecond, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			res, err := c.Search(context.Background(), Query{Text: "merge pull request"})
+			if err != nil || len(res.Items) == 0 {
+				t.Fatalf("Search = %v, %v", res.Items, err)
+			}
+			if d := time.Since(start); d > tt.maxDuration {
+				t.Errorf("search took %v, want at most %v", d, tt.maxDuration)
+			}
+			if got := queries.Load(); got != tt.wantQueries {
+				t.Errorf("%d query calls, want %d", got, tt.wantQueries)
+			}
+		})
+	}
+}
