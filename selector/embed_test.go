@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -78,12 +79,13 @@ func TestOpenAIEmbedderCachesVectors(t *testing.T) {
 	})
 }
 
-func TestRemoteSemanticDegradesToLexical(t *testing.T) {
+func TestRemoteSemanticFallsBackToOfflineVectors(t *testing.T) {
 	tools := testTools(t)
+	offline := compileTest(t, tools, Config{})
 	for _, failing := range []bool{false, true} {
-		name := "a working service adds a semantic signal"
+		name := "a working service adds a semantic signal of its own"
 		if failing {
-			name = "a failing service leaves a lexical search that still answers"
+			name = "a failing service ranks as the offline word vectors do"
 		}
 		t.Run(name, func(t *testing.T) {
 			var n atomic.Int32
@@ -93,23 +95,41 @@ func TestRemoteSemanticDegradesToLexical(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := compileTest(t, tools, Config{Embedder: e})
-			deadline := time.Now().Add(5 * time.Second)
-			for !failing && c.sem.remote.vecs.Load() == nil && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
+			if !failing {
+				waitRemote(t, c)
 			}
-			res, err := c.Search(context.Background(), Query{Text: "merge pull request", Explain: true})
+			q := Query{Text: "merge pull request", Explain: true}
+			res, err := c.Search(context.Background(), q)
 			if err != nil {
 				t.Fatalf("search failed: %v", err)
 			}
-			if len(res.Items) == 0 || res.Items[0].Name != nthTool(t, compileTest(t, tools, Config{}), Query{Text: "merge pull request"}, 1) {
-				t.Errorf("top result %v differs from the lexical top", res.Items)
+			if len(res.Items) == 0 {
+				t.Fatal("no results")
 			}
-			_, hasSem := res.Items[0].Signals["semantic"]
-			if hasSem == failing {
-				t.Errorf("semantic signal present = %v with failing = %v", hasSem, failing)
+			if _, ok := res.Items[0].Signals["semantic"]; !ok {
+				t.Errorf("no semantic signal with failing = %v", failing)
+			}
+			if same := sameRanking(t, offline, c, q); same != failing {
+				t.Errorf("same ranking as the offline vectors = %v with failing = %v", same, failing)
 			}
 		})
 	}
+}
+
+// sameRanking reports whether a and b rank q's results alike, scores and
+// signals included.
+func sameRanking(t *testing.T, a, b *Catalog, q Query) bool {
+	t.Helper()
+	q.Limit = 10
+	ra, err := a.Search(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := b.Search(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(ra, rb)
 }
 
 // dimsEmbedder embeds a catalog in catalog dimensions and a query in query
@@ -135,27 +155,20 @@ func (dimsEmbedder) Model() string { return "dims" }
 
 func TestRemoteVectorsOfAnotherLength(t *testing.T) {
 	tools := testTools(t)
+	offline := compileTest(t, tools, Config{})
 	tests := []struct {
 		name string
 		e    dimsEmbedder
 	}{
-		{"a query vector longer than the tool vectors gives no remote score instead of a panic", dimsEmbedder{catalog: 8, query: 16}},
-		{"a query vector shorter than the tool vectors gives no remote score", dimsEmbedder{catalog: 16, query: 8}},
+		{"a query vector longer than the tool vectors ranks with the offline vectors instead of a panic", dimsEmbedder{catalog: 8, query: 16}},
+		{"a query vector shorter than the tool vectors ranks with the offline vectors", dimsEmbedder{catalog: 16, query: 8}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := compileTest(t, tools, Config{Embedder: tt.e})
 			waitRemote(t, c)
-			q := Query{Text: "merge pull request", Explain: true}
-			res, err := c.Search(context.Background(), q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(res.Items) == 0 {
-				t.Fatal("no results")
-			}
-			if _, ok := res.Items[0].Signals["semantic"]; ok {
-				t.Errorf("semantic signal from vectors of %d and %d dimensions", tt.e.catalog, tt.e.query)
+			if !sameRanking(t, offline, c, Query{Text: "merge pull request", Explain: true}) {
+				t.Errorf("vectors of %d and %d dimensions ranked otherwise than the offline vectors", tt.e.catalog, tt.e.query)
 			}
 		})
 	}
