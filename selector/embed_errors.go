@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -97,4 +98,33 @@ func retryable(err error) bool {
 		return false
 	}
 	return true
+}
+
+// outcome names a call's result for EmbedObserver: ok, timeout,
+// network_error, rate_limited, unauthorized, status_4xx, status_5xx,
+// bad_response or canceled.
+func outcome(err error) string {
+	var se *statusError
+	var ne net.Error
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &se):
+		switch {
+		case se.status == http.StatusTooManyRequests:
+			return "rate_limited"
+		case se.status == http.StatusUnauthorized || se.status == http.StatusForbidden:
+			return "unauthorized"
+		case se.status >= 500:
+			return "status_5xx"
+		}
+		return "status_4xx"
+	case errors.Is(err, errResponse):
+		return "bad_response"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "network_error"
 }

@@ -52,6 +52,7 @@ type OpenAIEmbedder struct {
 	failed       *lru.Cache[string, time.Time]
 	flights      singleflight.Group
 	now          func() time.Time
+	observer     EmbedObserver
 	// dims is the length of the endpoint's vectors, learned from its first
 	// valid answer or cache file; vectors of another length are refused
 	// (another model behind the same URL, a corrupt file), since a catalog
@@ -74,6 +75,8 @@ type OpenAIEmbedderOptions struct {
 	// Logger receives the endpoint's failures and recoveries (one line
 	// each, not one per request); nil discards them.
 	Logger *slog.Logger
+	// Observer, when not nil, is told of every call and skipped query.
+	Observer EmbedObserver
 }
 
 // queryFailTTL is how long a query text whose call failed is not sent
@@ -119,7 +122,7 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 		client: opts.Client, cacheDir: opts.CacheDir, mem: mem, batch: opts.Batch,
 		attempts: 3, retryWait: time.Second, batchTimeout: 30 * time.Second,
 		queryTimeout: opts.QueryTimeout, failed: failed, now: time.Now,
-		health: &health{now: time.Now, logger: opts.Logger},
+		health: &health{now: time.Now, logger: opts.Logger}, observer: opts.Observer,
 	}, nil
 }
 
@@ -188,11 +191,12 @@ func (e *OpenAIEmbedder) EmbedQuery(ctx context.Context, text string) ([]float32
 	}
 	ch := e.flights.DoChan(k, func() (any, error) {
 		if !e.health.allow() {
+			e.observe("query", "skipped", 0)
 			return nil, errors.New("embeddings endpoint cooling down after a failure")
 		}
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.queryTimeout)
 		defer cancel()
-		vecs, err := e.do(qctx, []string{text})
+		vecs, err := e.do(qctx, "query", []string{text})
 		if err != nil {
 			e.failed.Add(k, e.now().Add(queryFailTTL))
 			return nil, err
@@ -211,11 +215,20 @@ func (e *OpenAIEmbedder) EmbedQuery(ctx context.Context, text string) ([]float32
 	}
 }
 
-// do calls the endpoint once and tells the endpoint's health.
-func (e *OpenAIEmbedder) do(ctx context.Context, texts []string) ([][]float32, error) {
+// do calls the endpoint once for kind ("query" or "catalog") and tells
+// the endpoint's health and the observer.
+func (e *OpenAIEmbedder) do(ctx context.Context, kind string, texts []string) ([][]float32, error) {
+	start := time.Now()
 	vecs, err := e.call(ctx, texts)
+	e.observe(kind, outcome(err), time.Since(start))
 	e.health.record(err)
 	return vecs, err
+}
+
+func (e *OpenAIEmbedder) observe(kind, outcome string, d time.Duration) {
+	if e.observer != nil {
+		e.observer.EmbeddingCall(kind, outcome, d)
+	}
 }
 
 // callRetrying calls the endpoint for a catalog batch, retrying a
@@ -225,7 +238,7 @@ func (e *OpenAIEmbedder) callRetrying(ctx context.Context, batch []string) ([][]
 	wait := e.retryWait
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, e.batchTimeout)
-		vecs, err := e.do(actx, batch)
+		vecs, err := e.do(actx, "catalog", batch)
 		cancel()
 		if err == nil || attempt >= e.attempts || !retryable(err) || ctx.Err() != nil {
 			return vecs, err

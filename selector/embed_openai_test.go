@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -429,6 +432,94 @@ func TestOpenAIEmbedderKeepsQueriesOffDisk(t *testing.T) {
 		}
 		if files := cacheFiles(t, dir); len(files) != 0 {
 			t.Errorf("%d files written for a query", len(files))
+		}
+	})
+}
+
+// callLog is an EmbedObserver that remembers the calls.
+type callLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (c *callLog) EmbeddingCall(kind, outcome string, _ time.Duration) {
+	c.mu.Lock()
+	c.calls = append(c.calls, kind+" "+outcome)
+	c.mu.Unlock()
+}
+
+func TestOpenAIEmbedderReportsFailures(t *testing.T) {
+	const key = "sk-secret-EMB-123"
+	echo := fakeAnswer{status: 401, body: `{"error":{"message":"Incorrect API key provided: Bearer ` + key + `","type":"invalid_request_error","code":"invalid_api_key"}}`}
+	ctx := context.Background()
+	setup := func(t *testing.T, answer func([]string) fakeAnswer) (*OpenAIEmbedder, *fakeEndpoint, *strings.Builder, *callLog, *fakeClock) {
+		f := newFakeEndpoint(t, answer)
+		var logs strings.Builder
+		obs := &callLog{}
+		e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: f.srv.URL, Model: "m", APIKey: key,
+			Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Observer: obs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.retryWait = time.Millisecond
+		clock := &fakeClock{}
+		clock.ns.Store(time.Now().UnixNano())
+		e.now, e.health.now = clock.now, clock.now
+		return e, f, &logs, obs, clock
+	}
+	t.Run("an error from an endpoint that echoes the key names the status, type and code but not the key", func(t *testing.T) {
+		e, _, logs, _, _ := setup(t, func([]string) fakeAnswer { return echo })
+		_, err := e.Embed(ctx, []string{"read a file"})
+		if err == nil {
+			t.Fatal("Embed succeeded")
+		}
+		for _, want := range []string{"401", "invalid_request_error", "invalid_api_key"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q lacks %q", err, want)
+			}
+		}
+		if strings.Contains(err.Error()+logs.String(), key) {
+			t.Errorf("the key is in the error or the log: %v\n%s", err, logs)
+		}
+	})
+	t.Run("a failing endpoint logs one warning however many calls fail, and one line when it recovers", func(t *testing.T) {
+		down := true
+		var mu sync.Mutex
+		e, _, logs, _, clock := setup(t, func(texts []string) fakeAnswer {
+			mu.Lock()
+			defer mu.Unlock()
+			if down {
+				return fakeAnswer{status: 503}
+			}
+			return letters(8)(texts)
+		})
+		for i := range 5 {
+			_, _ = e.EmbedQuery(ctx, "query "+strconv.Itoa(i))
+			clock.advance(cooldownMax)
+		}
+		mu.Lock()
+		down = false
+		mu.Unlock()
+		for i := range 3 {
+			if _, err := e.EmbedQuery(ctx, "fine "+strconv.Itoa(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if w, i := strings.Count(logs.String(), `"level":"WARN"`), strings.Count(logs.String(), `"level":"INFO"`); w != 1 || i != 1 {
+			t.Errorf("%d warnings and %d info lines, want 1 and 1:\n%s", w, i, logs)
+		}
+	})
+	t.Run("every call and skipped query is observed with its kind and outcome", func(t *testing.T) {
+		e, f, _, obs, _ := setup(t, failFirst(1, 500, "", letters(8)))
+		_, _ = e.EmbedQuery(ctx, "read a file")
+		_, _ = e.EmbedQuery(ctx, "send a message")
+		f.set(letters(8))
+		if _, err := e.Embed(ctx, []string{"open a page"}); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"query status_5xx", "query skipped", "catalog ok"}
+		if !slices.Equal(obs.calls, want) {
+			t.Errorf("observed %q, want %q", obs.calls, want)
 		}
 	})
 }

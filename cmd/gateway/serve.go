@@ -99,7 +99,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	transport := newTransport(snap.Gateway)
-	embedder, err := newEmbedder(snap, up, transport)
+	embedder, err := newEmbedder(snap, up, transport, logger, metrics.Embeddings())
 	if err != nil {
 		return err
 	}
@@ -176,8 +176,10 @@ func reloadOnHangup(ctx context.Context, live *policy.Live, logger *slog.Logger)
 
 // newEmbedder returns the remote embedder when the policy asks for one
 // (defaulting to the upstream's /embeddings with the upstream key), or nil
-// for the offline word vectors. Settings are read at start-up.
-func newEmbedder(snap *policy.Snapshot, up *url.URL, rt http.RoundTripper) (selector.Embedder, error) {
+// for the offline word vectors. Settings are read at start-up. The
+// embedder logs its endpoint's failures and recoveries on logger and
+// reports its calls to obs (nil: none).
+func newEmbedder(snap *policy.Snapshot, up *url.URL, rt http.RoundTripper, logger *slog.Logger, obs selector.EmbedObserver) (selector.Embedder, error) {
 	e := snap.Search.Embeddings
 	if e.Provider != "openai" {
 		return nil, nil
@@ -194,6 +196,8 @@ func newEmbedder(snap *policy.Snapshot, up *url.URL, rt http.RoundTripper) (sele
 		APIKey:   firstNonEmpty(e.Key, snap.Gateway.UpstreamKey),
 		Client:   &http.Client{Transport: rt, Timeout: 30 * time.Second},
 		CacheDir: cacheDir,
+		Logger:   logger.With("component", "embeddings"),
+		Observer: obs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configuring embeddings: %w", err)
