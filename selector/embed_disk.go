@@ -2,6 +2,7 @@ package selector
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -62,8 +63,29 @@ func (e *OpenAIEmbedder) writeDisk(k string, v []float32) {
 	for i, x := range v {
 		binary.LittleEndian.PutUint32(b[diskHeader+i*4:], math.Float32bits(x))
 	}
-	tmp := filepath.Join(e.cacheDir, k+".tmp")
-	if os.WriteFile(tmp, b, 0o644) == nil {
-		_ = os.Rename(tmp, filepath.Join(e.cacheDir, k+".f32"))
+	// A temporary file of its own, then a rename: gateways sharing the
+	// directory (or one writing a key twice) never read a torn file.
+	f, err := os.CreateTemp(e.cacheDir, k+".*.tmp") // mode 0600
+	if err != nil {
+		return
 	}
+	_, werr := f.Write(b)
+	if cerr := f.Close(); werr != nil || cerr != nil || os.Rename(f.Name(), filepath.Join(e.cacheDir, k+".f32")) != nil {
+		_ = os.Remove(f.Name())
+	}
+}
+
+// prepareCacheDir creates dir, readable by its owner only (vectors of the
+// catalogs' tool texts), and checks that files can be written in it.
+func prepareCacheDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating embeddings cache dir: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return fmt.Errorf("writing in embeddings cache dir: %w", err)
+	}
+	_ = f.Close()
+	_ = os.Remove(f.Name())
+	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -66,7 +65,7 @@ type OpenAIEmbedderOptions struct {
 	Model    string       // e.g. text-embedding-3-small (required)
 	APIKey   string       // sent as a Bearer token when not empty
 	Client   *http.Client // nil means a client with a 30 s timeout
-	CacheDir string       // "" disables the on-disk cache
+	CacheDir string       // "" disables the on-disk cache; one that cannot be written is logged and left unused
 	MemSize  int          // in-memory cached vectors; <= 0 means 20,000
 	Batch    int          // texts per request; <= 0 means 128
 	// QueryTimeout bounds a request's query embedding; <= 0 means
@@ -113,8 +112,12 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 		return nil, fmt.Errorf("openai embedder: %w", err)
 	}
 	if opts.CacheDir != "" {
-		if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
-			return nil, fmt.Errorf("openai embedder: creating cache dir: %w", err)
+		if err := prepareCacheDir(opts.CacheDir); err != nil {
+			// The disk cache only saves re-embedding catalogs after a
+			// restart: a read-only root file system must not keep the
+			// gateway from starting.
+			opts.Logger.Warn("embeddings disk cache off; vectors are kept in memory only", "err", err)
+			opts.CacheDir = ""
 		}
 	}
 	return &OpenAIEmbedder{
