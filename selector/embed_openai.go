@@ -37,6 +37,8 @@ type OpenAIEmbedder struct {
 	cacheDir string
 	mem      *lru.Cache[string, []float32]
 	batch    int
+	// batchBytes bounds a batch's texts in bytes.
+	batchBytes int
 	// Catalog batches: each tried up to attempts times, retryWait before
 	// the second, doubling (or the endpoint's Retry-After, up to
 	// maxRetryWait), each attempt bounded by batchTimeout.
@@ -68,6 +70,9 @@ type OpenAIEmbedderOptions struct {
 	CacheDir string       // "" disables the on-disk cache; one that cannot be written is logged and left unused
 	MemSize  int          // in-memory cached vectors; <= 0 means 20,000
 	Batch    int          // texts per request; <= 0 means 128
+	// BatchBytes bounds a request's texts in bytes (a longer text goes
+	// alone); <= 0 means 128 KiB, some 32k tokens.
+	BatchBytes int
 	// QueryTimeout bounds a request's query embedding; <= 0 means
 	// DefaultQueryTimeout. Catalog batches have 30 s per attempt.
 	QueryTimeout time.Duration
@@ -97,6 +102,9 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 	if opts.Batch <= 0 {
 		opts.Batch = 128
 	}
+	if opts.BatchBytes <= 0 {
+		opts.BatchBytes = 128 << 10
+	}
 	if opts.QueryTimeout <= 0 {
 		opts.QueryTimeout = DefaultQueryTimeout
 	}
@@ -122,7 +130,7 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 	}
 	return &OpenAIEmbedder{
 		baseURL: strings.TrimRight(opts.BaseURL, "/"), model: opts.Model, key: opts.APIKey,
-		client: opts.Client, cacheDir: opts.CacheDir, mem: mem, batch: opts.Batch,
+		client: opts.Client, cacheDir: opts.CacheDir, mem: mem, batch: opts.Batch, batchBytes: opts.BatchBytes,
 		attempts: 3, retryWait: time.Second, batchTimeout: 30 * time.Second,
 		queryTimeout: opts.QueryTimeout, failed: failed, now: time.Now,
 		health: &health{now: time.Now, logger: opts.Logger}, observer: opts.Observer,
@@ -158,15 +166,16 @@ func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 		}
 		missIdx = append(missIdx, i)
 	}
-	for start := 0; start < len(missIdx); start += e.batch {
-		idx := missIdx[start:min(start+e.batch, len(missIdx))]
+	for len(missIdx) > 0 {
+		var idx []int
+		idx, missIdx = e.nextBatch(texts, missIdx)
 		batch := make([]string, len(idx))
 		for j, i := range idx {
 			batch[j] = texts[i]
 		}
 		vecs, err := e.callRetrying(ctx, batch)
 		if err != nil {
-			return nil, fmt.Errorf("embedding %d catalog texts: %w", len(missIdx), err)
+			return nil, fmt.Errorf("embedding %d catalog texts: %w", len(idx)+len(missIdx), err)
 		}
 		for j, i := range idx {
 			out[i] = vecs[j]
@@ -232,6 +241,23 @@ func (e *OpenAIEmbedder) observe(kind, outcome string, d time.Duration) {
 	if e.observer != nil {
 		e.observer.EmbeddingCall(kind, outcome, d)
 	}
+}
+
+// nextBatch splits the next batch off idx (indices into texts): at most
+// e.batch texts and e.batchBytes bytes of them, at least one text. A
+// count alone let a batch of long tool texts grow past half a megabyte,
+// past what endpoints accept per request.
+func (e *OpenAIEmbedder) nextBatch(texts []string, idx []int) (batch, rest []int) {
+	n, size := 0, 0
+	for n < len(idx) && n < e.batch {
+		l := len(texts[idx[n]])
+		if n > 0 && size+l > e.batchBytes {
+			break
+		}
+		size += l
+		n++
+	}
+	return idx[:n], idx[n:]
 }
 
 // callRetrying calls the endpoint for a catalog batch, retrying a

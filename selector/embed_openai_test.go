@@ -523,3 +523,38 @@ func TestOpenAIEmbedderReportsFailures(t *testing.T) {
 		}
 	})
 }
+
+func TestOpenAIEmbedderBatches(t *testing.T) {
+	long := strings.Repeat("x", 40<<10)
+	tests := []struct {
+		name  string
+		texts []string
+		want  []int32 // inputs per request
+	}{
+		{"short texts go 128 to a request", slices.Repeat([]string{"a"}, 300), []int32{128, 128, 44}},
+		{"long texts are batched by their bytes too", slices.Repeat([]string{long}, 7), []int32{3, 3, 1}},
+		{"a text longer than the byte bound goes alone", []string{strings.Repeat("y", 200<<10), "a"}, []int32{1, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var sizes []int32
+			f := newFakeEndpoint(t, func(texts []string) fakeAnswer {
+				mu.Lock()
+				sizes = append(sizes, int32(len(texts)))
+				mu.Unlock()
+				return letters(8)(texts)
+			})
+			texts := make([]string, len(tt.texts))
+			for i, s := range tt.texts {
+				texts[i] = s + strconv.Itoa(i) // distinct texts, distinct keys
+			}
+			if _, err := newTestEmbedder(t, f.srv.URL, "").Embed(context.Background(), texts); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(sizes, tt.want) {
+				t.Errorf("inputs per request %v, want %v", sizes, tt.want)
+			}
+		})
+	}
+}
