@@ -157,20 +157,29 @@ func compileGlobs(list []string) globs {
 // not be written into the file. Anything else is taken literally: a key may
 // contain '$'.
 func expandEnv(s string) string {
+	if name, ok := envName(s); ok {
+		return os.Getenv(name)
+	}
+	return s
+}
+
+// envName returns NAME when s is "$NAME" or "${NAME}" (letters, digits
+// and underscores).
+func envName(s string) (string, bool) {
 	name, ok := strings.CutPrefix(s, "$")
 	if !ok || name == "" {
-		return s
+		return "", false
 	}
 	if inner, ok := strings.CutPrefix(name, "{"); ok {
 		name, ok = strings.CutSuffix(inner, "}")
-		if !ok {
-			return s
+		if !ok || name == "" {
+			return "", false
 		}
 	}
 	for _, r := range name {
 		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
-			return s
+			return "", false
 		}
 	}
-	return os.Getenv(name)
+	return name, true
 }

@@ -212,6 +212,16 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{"3:12: search.weights.habit: must be a number >= 0"},
 		},
 		{
+			name: "an embeddings key naming an unset environment variable is an error",
+			src:  "search:\n  embeddings:\n    provider: openai\n    key: $TOOLGATE_TEST_UNSET_KEY\n",
+			want: []string{"4:10: search.embeddings.key: environment variable TOOLGATE_TEST_UNSET_KEY is not set"},
+		},
+		{
+			name: "an embeddings key naming an unset environment variable in braces is an error",
+			src:  "search:\n  embeddings: {provider: openai, key: \"${TOOLGATE_TEST_UNSET_KEY}\"}\n",
+			want: []string{"2:39: search.embeddings.key: environment variable TOOLGATE_TEST_UNSET_KEY is not set"},
+		},
+		{
 			name: "two documents in one file are an error",
 			src:  "core: [a]\n---\ncore: [b]\n",
 			want: []string{"3:"},
@@ -382,6 +392,16 @@ func TestDefaults(t *testing.T) {
 		if s.Gateway.UpstreamKey != "sk-test" {
 			t.Errorf("got %q", s.Gateway.UpstreamKey)
 		}
+	})
+	t.Run("an environment reference fills the embeddings key", func(t *testing.T) {
+		t.Setenv("TOOLGATE_TEST_KEY", "sk-test")
+		s := mustLoad(t, "search:\n  embeddings: {provider: openai, key: $TOOLGATE_TEST_KEY}\n", nil)
+		if s.Search.Embeddings.Key != "sk-test" {
+			t.Errorf("got %q", s.Search.Embeddings.Key)
+		}
+	})
+	t.Run("an unset environment reference is no error while the provider is offline", func(t *testing.T) {
+		mustLoad(t, "search:\n  embeddings: {provider: offline, key: $TOOLGATE_TEST_UNSET_KEY}\n", nil)
 	})
 	t.Run("anchors without a boost get boost 1", func(t *testing.T) {
 		s := mustLoad(t, "anchors:\n  - {pattern: x, tools: [a]}\n  - {pattern: y, tools: [a], boost: 2.5}\n", nil)

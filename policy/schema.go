@@ -206,7 +206,8 @@ type EmbeddingsSpec struct {
 	URL string `yaml:"url"`
 	// Model is the embeddings model. Default text-embedding-3-small.
 	Model string `yaml:"model"`
-	// Key is the embeddings API key; "$NAME" reads the environment. Default:
+	// Key is the embeddings API key; "$NAME" reads the environment (with
+	// provider openai, an unset or empty NAME is refused). Default:
 	// the upstream_key; with neither, requests carry no key (the client's
 	// key is never used for embeddings).
 	Key string `yaml:"key"`

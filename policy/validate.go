@@ -93,6 +93,11 @@ func (v *validator) document(doc *Document, prefix string, bundles map[string]bo
 	if e.URL != "" {
 		v.httpURL(p("search.embeddings.url"), e.URL)
 	}
+	// An unset variable would send embeddings requests without a key,
+	// every one refused, while validate said ok.
+	if name, ok := envName(e.Key); ok && e.Provider == "openai" && os.Getenv(name) == "" {
+		v.check(p("search.embeddings.key"), false, "environment variable %s is not set (or empty)", name)
+	}
 
 	ss := doc.Sessions
 	v.check(p("sessions.ttl"), ss.TTL > 0, "must be a positive duration such as 1h")

@@ -232,3 +232,59 @@ func (m *Metrics) observe(tr *tracker, total time.Duration) {
 	}
 	m.misses.Add(float64(t.misses))
 }
+
+// EmbeddingMetrics counts the calls of the embeddings client
+// (search.embeddings.provider: openai); it implements
+// selector.EmbedObserver. All methods are no-ops on a nil
+// *EmbeddingMetrics.
+type EmbeddingMetrics struct {
+	calls   *prometheus.CounterVec
+	seconds *prometheus.HistogramVec
+}
+
+// Embeddings returns the embeddings client's metrics, registered in m's
+// registry (once: a second call returns the same series), or nil for a
+// nil m.
+func (m *Metrics) Embeddings() *EmbeddingMetrics {
+	if m == nil {
+		return nil
+	}
+	return &EmbeddingMetrics{
+		calls: registerOnce(m.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_embedding_calls_total",
+			Help: "Calls of the embeddings endpoint by kind (query: a request's text, which the request waits on; catalog: a batch of tool texts, in the background) and outcome (ok, timeout, network_error, rate_limited, unauthorized, status_4xx, status_5xx, bad_response, canceled; skipped: a query not sent while the endpoint cools down after a failure). Any outcome but ok means that ranking used the offline word vectors.",
+		}, []string{"kind", "outcome"})),
+		seconds: registerOnce(m.reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "toolgate_embedding_call_duration_seconds",
+			Help:    "Duration of the embeddings endpoint's calls by kind (query, catalog), whatever their outcome; skipped queries are not observed.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10),
+		}, []string{"kind"})),
+	}
+}
+
+// registerOnce registers c in reg, or returns the collector registered
+// before under the same description.
+func registerOnce[C prometheus.Collector](reg *prometheus.Registry, c C) C {
+	if err := reg.Register(c); err != nil {
+		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+			if prev, ok := are.ExistingCollector.(C); ok {
+				return prev
+			}
+		}
+		// Start-up only: two metrics of one name and different shapes
+		// are a programming error, as in NewMetrics' MustRegister.
+		panic(err)
+	}
+	return c
+}
+
+// EmbeddingCall counts one call (see selector.EmbedObserver).
+func (e *EmbeddingMetrics) EmbeddingCall(kind, outcome string, d time.Duration) {
+	if e == nil {
+		return
+	}
+	e.calls.WithLabelValues(kind, outcome).Inc()
+	if outcome != "skipped" {
+		e.seconds.WithLabelValues(kind).Observe(d.Seconds())
+	}
+}

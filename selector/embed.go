@@ -2,46 +2,217 @@ package selector
 
 import (
 	"context"
-	"log/slog"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Embedder turns texts into vectors, e.g. an OpenAI-compatible
 // /v1/embeddings endpoint. Implementations must be safe for concurrent use
-// and honour ctx; an error makes the selector fall back to lexical ranking.
+// and honour ctx; an error makes the selector rank with the offline word
+// vectors instead.
 type Embedder interface {
+	// Embed embeds a catalog's tool texts, one vector per text. It runs in
+	// the background and may take its time (retries included).
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 	// Model names the embedding model; it keys caches.
 	Model() string
 }
 
+// QueryEmbedder is an Embedder with a path of its own for a request's query,
+// which the request waits on: it should answer or fail fast (its own short
+// deadline, no retries, no calls to an endpoint known to be failing).
+// Without it a query goes through Embed under DefaultQueryTimeout.
+type QueryEmbedder interface {
+	EmbedQuery(ctx context.Context, text string) ([]float32, error)
+}
+
+// EmbedObserver is told of every embeddings call, e.g. to count them in
+// metrics: kind is "query" or "catalog", outcome "ok" or why not. It must
+// be safe for concurrent use and return quickly.
+type EmbedObserver interface {
+	EmbeddingCall(kind, outcome string, d time.Duration)
+}
+
+// DefaultQueryTimeout bounds the embedding of a request's query. The
+// semantic signal is optional, so a slow endpoint must cost a request this
+// much at most, not the catalog batches' 30 s.
+const DefaultQueryTimeout = 2 * time.Second
+
+// Catalog retries: a catalog whose vectors could not be computed tries
+// again when a search finds them missing, this long after the failure,
+// doubling with each failure. Its searches rank with the offline word
+// vectors meanwhile.
+const (
+	catalogRetryMin = 30 * time.Second
+	catalogRetryMax = 10 * time.Minute
+)
+
+// errBadVector is a vector the selector cannot rank with.
+var errBadVector = errors.New("invalid vector")
+
+// checkVector reports why v cannot be used as an embedding, if it cannot:
+// empty, not dims long (when dims > 0), a NaN or infinite component, or no
+// length (normalising would divide by zero).
+func checkVector(v []float32, dims int) error {
+	if len(v) == 0 {
+		return fmt.Errorf("%w: empty", errBadVector)
+	}
+	if dims > 0 && len(v) != dims {
+		return fmt.Errorf("%w: %d dimensions, want %d", errBadVector, len(v), dims)
+	}
+	var n float64
+	for _, x := range v {
+		f := float64(x)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("%w: not finite", errBadVector)
+		}
+		n += f * f
+	}
+	if n == 0 || math.IsInf(n, 0) {
+		return fmt.Errorf("%w: zero or overflowing norm", errBadVector)
+	}
+	return nil
+}
+
+// remoteSemantic is a catalog's ranking with a remote embedder: its tool
+// vectors, computed in the background, and the query's.
+type remoteSemantic struct {
+	e     Embedder
+	texts []string
+	bg    context.Context // the compile's context without its cancellation
+	vecs  atomic.Pointer[toolVecs]
+	now   func() time.Time
+
+	mu       sync.Mutex
+	inflight bool      // a background Embed is running
+	failures int       // consecutive failed attempts
+	next     time.Time // no new attempt before this
+}
+
+// toolVecs are a catalog's unit tool vectors, all dims long.
+type toolVecs struct {
+	vecs [][]float32
+	dims int
+}
+
 // startRemote computes the tool vectors with e in the background, so a
 // search never waits on a cold catalog; until they arrive, and whenever the
-// query cannot be embedded, the search is lexical.
-func (c *Catalog) startRemote(ctx context.Context, e Embedder) *semantic {
-	s := &semantic{}
-	texts := make([]string, len(c.tools))
+// query cannot be embedded, the catalog ranks with its offline vectors.
+func (c *Catalog) startRemote(ctx context.Context, e Embedder) *remoteSemantic {
+	r := &remoteSemantic{e: e, texts: make([]string, len(c.tools)), bg: context.WithoutCancel(ctx), now: time.Now}
 	for i := range c.tools {
-		texts[i], _ = toolText(&c.tools[i])
+		r.texts[i], _ = toolText(&c.tools[i])
 	}
-	s.query = func(ctx context.Context, text string, _ []string) []float32 {
-		v, err := e.Embed(ctx, []string{text})
-		if err != nil || len(v) != 1 {
-			slog.Debug("embedding query failed; lexical only", "err", err)
-			return nil
-		}
-		return normalize(append([]float32(nil), v[0]...))
+	r.mu.Lock()
+	r.inflight = true
+	r.mu.Unlock()
+	go r.fetch()
+	return r
+}
+
+// fetch embeds the tool texts and publishes their vectors, or schedules
+// the next attempt. The embedder keeps what it computed, so a later attempt
+// asks only for what is still missing.
+func (r *remoteSemantic) fetch() {
+	vecs, err := r.e.Embed(r.bg, r.texts)
+	var tv *toolVecs
+	if err == nil {
+		tv, err = newToolVecs(vecs, len(r.texts))
 	}
-	bg := context.WithoutCancel(ctx)
-	go func() {
-		vecs, err := e.Embed(bg, texts)
-		if err != nil || len(vecs) != len(texts) {
-			slog.Warn("embedding catalog failed; lexical only", "tools", len(texts), "err", err)
-			return
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inflight = false
+	if err != nil {
+		r.failures++
+		wait := catalogRetryMin << min(r.failures-1, 10)
+		r.next = r.now().Add(min(wait, catalogRetryMax))
+		return
+	}
+	r.failures = 0
+	r.vecs.Store(tv)
+}
+
+// retry starts another fetch if none runs and the last failure's wait is
+// over.
+func (r *remoteSemantic) retry() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inflight || r.now().Before(r.next) {
+		return
+	}
+	r.inflight = true
+	go r.fetch()
+}
+
+// newToolVecs checks a catalog's vectors (one per tool, one dimension for
+// all: vectors of two spaces cannot be compared) and returns unit copies.
+// A vector that is zero or not finite is left out (that tool gets no
+// semantic score).
+func newToolVecs(vecs [][]float32, n int) (*toolVecs, error) {
+	if len(vecs) != n {
+		return nil, fmt.Errorf("embedding catalog: %d vectors for %d tools", len(vecs), n)
+	}
+	tv := &toolVecs{vecs: make([][]float32, n)}
+	for i, v := range vecs {
+		if checkVector(v, 0) != nil {
+			continue
 		}
-		for i := range vecs {
-			vecs[i] = normalize(append([]float32(nil), vecs[i]...))
+		if tv.dims == 0 {
+			tv.dims = len(v)
 		}
-		s.vecs.Store(&vecs)
-	}()
-	return s
+		if len(v) != tv.dims {
+			return nil, fmt.Errorf("embedding catalog: tool %d has %d dimensions, tool vectors before it %d", i, len(v), tv.dims)
+		}
+		tv.vecs[i] = normalize(append([]float32(nil), v...))
+	}
+	if tv.dims == 0 {
+		return nil, fmt.Errorf("embedding catalog: %w", errBadVector)
+	}
+	return tv, nil
+}
+
+// query embeds text as a unit vector of dims dimensions, or returns nil.
+func (r *remoteSemantic) query(ctx context.Context, text string, dims int) []float32 {
+	var v []float32
+	if qe, ok := r.e.(QueryEmbedder); ok {
+		v, _ = qe.EmbedQuery(ctx, text)
+	} else {
+		qctx, cancel := context.WithTimeout(ctx, DefaultQueryTimeout)
+		vs, err := r.e.Embed(qctx, []string{text})
+		cancel()
+		if err == nil && len(vs) == 1 {
+			v = vs[0]
+		}
+	}
+	if checkVector(v, dims) != nil {
+		return nil
+	}
+	return normalize(append([]float32(nil), v...))
+}
+
+// sims returns each tool's similarity to text in buf (one slot per tool),
+// or nil when the tool vectors are missing (a search then asks for them
+// again, see retry) or the query has no vector of their space.
+func (r *remoteSemantic) sims(ctx context.Context, text string, buf []float64) []float64 {
+	tv := r.vecs.Load()
+	if tv == nil {
+		r.retry()
+		return nil
+	}
+	qv := r.query(ctx, text, tv.dims)
+	if qv == nil {
+		return nil
+	}
+	sims := buf[:len(tv.vecs)]
+	for i, v := range tv.vecs {
+		sims[i] = 0
+		if v != nil {
+			sims[i] = float64(dot(qv, v))
+		}
+	}
+	return sims
 }

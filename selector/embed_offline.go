@@ -141,7 +141,12 @@ func normalize(v []float32) []float32 {
 // (max-sim's many short products and the semantic scan both use it). Four
 // accumulators break the add chain's dependency, which nearly halves the
 // semantic scan of a large catalog (every tool vector, every search).
+// b may be longer (only len(a) counts); a shorter b comes from another
+// space and has no similarity: 0, never a panic on a request path.
 func dot(a, b []float32) float32 {
+	if len(b) < len(a) {
+		return 0
+	}
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0

@@ -42,3 +42,21 @@ func TestDotSumsInFourLanes(t *testing.T) {
 		})
 	}
 }
+
+func TestDotOfMismatchedLengths(t *testing.T) {
+	tests := []struct {
+		name string
+		a, b []float32
+		want float32
+	}{
+		{"a second vector shorter than the first has no similarity instead of a panic", []float32{1, 2, 3}, []float32{1, 2}, 0},
+		{"a second vector longer than the first counts only the first's length", []float32{1, 2}, []float32{1, 2, 3}, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := dot(tt.a, tt.b); got != tt.want {
+				t.Errorf("dot = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

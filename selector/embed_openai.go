@@ -4,28 +4,31 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"math"
+	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 )
 
-var _ Embedder = (*OpenAIEmbedder)(nil)
+var (
+	_ Embedder      = (*OpenAIEmbedder)(nil)
+	_ QueryEmbedder = (*OpenAIEmbedder)(nil)
+)
 
 // OpenAIEmbedder calls an OpenAI-compatible POST {BaseURL}/embeddings. It
 // caches vectors in memory (LRU) and, when CacheDir is set, on disk, keyed
-// by the hash of model and text, so a restart does not re-embed a catalog.
-// It is safe for concurrent use. It does not retry: the selector treats any
-// error as "lexical only".
+// by the hash of base URL, model and text, so a restart does not re-embed a
+// catalog, and two endpoints or models sharing a directory never mix their
+// vector spaces. It is safe for concurrent use.
 type OpenAIEmbedder struct {
 	baseURL  string
 	model    string
@@ -34,6 +37,28 @@ type OpenAIEmbedder struct {
 	cacheDir string
 	mem      *lru.Cache[string, []float32]
 	batch    int
+	// batchBytes bounds a batch's texts in bytes.
+	batchBytes int
+	// Catalog batches: each tried up to attempts times, retryWait before
+	// the second, doubling (or the endpoint's Retry-After, up to
+	// maxRetryWait), each attempt bounded by batchTimeout.
+	attempts     int
+	retryWait    time.Duration
+	batchTimeout time.Duration
+	// The query path (EmbedQuery): its deadline, the endpoint's health,
+	// recently failed query texts (key -> until when), and the calls in
+	// flight by key.
+	queryTimeout time.Duration
+	health       *health
+	failed       *lru.Cache[string, time.Time]
+	flights      singleflight.Group
+	now          func() time.Time
+	observer     EmbedObserver
+	// dims is the length of the endpoint's vectors, learned from its first
+	// valid answer or cache file; vectors of another length are refused
+	// (another model behind the same URL, a corrupt file), since a catalog
+	// and its queries must come from one space.
+	dims atomic.Int64
 }
 
 // OpenAIEmbedderOptions configures NewOpenAIEmbedder.
@@ -42,10 +67,26 @@ type OpenAIEmbedderOptions struct {
 	Model    string       // e.g. text-embedding-3-small (required)
 	APIKey   string       // sent as a Bearer token when not empty
 	Client   *http.Client // nil means a client with a 30 s timeout
-	CacheDir string       // "" disables the on-disk cache
+	CacheDir string       // "" disables the on-disk cache; one that cannot be written is logged and left unused
 	MemSize  int          // in-memory cached vectors; <= 0 means 20,000
 	Batch    int          // texts per request; <= 0 means 128
+	// BatchBytes bounds a request's texts in bytes (a longer text goes
+	// alone); <= 0 means 128 KiB, some 32k tokens.
+	BatchBytes int
+	// QueryTimeout bounds a request's query embedding; <= 0 means
+	// DefaultQueryTimeout. Catalog batches have 30 s per attempt.
+	QueryTimeout time.Duration
+	// Logger receives the endpoint's failures and recoveries (one line
+	// each, not one per request); nil discards them.
+	Logger *slog.Logger
+	// Observer, when not nil, is told of every call and skipped query.
+	Observer EmbedObserver
 }
+
+// queryFailTTL is how long a query text whose call failed is not sent
+// again: a turn embeds its text for the preselection and again for the
+// search, and a retried request sends the same text.
+const queryFailTTL = 30 * time.Second
 
 // NewOpenAIEmbedder returns an embedder for opts.
 func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
@@ -61,25 +102,54 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 	if opts.Batch <= 0 {
 		opts.Batch = 128
 	}
+	if opts.BatchBytes <= 0 {
+		opts.BatchBytes = 128 << 10
+	}
+	if opts.QueryTimeout <= 0 {
+		opts.QueryTimeout = DefaultQueryTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	mem, err := lru.New[string, []float32](opts.MemSize)
 	if err != nil {
 		return nil, fmt.Errorf("openai embedder: %w", err)
 	}
+	failed, err := lru.New[string, time.Time](1024)
+	if err != nil {
+		return nil, fmt.Errorf("openai embedder: %w", err)
+	}
 	if opts.CacheDir != "" {
-		if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
-			return nil, fmt.Errorf("openai embedder: creating cache dir: %w", err)
+		if err := prepareCacheDir(opts.CacheDir); err != nil {
+			// The disk cache only saves re-embedding catalogs after a
+			// restart: a read-only root file system must not keep the
+			// gateway from starting.
+			opts.Logger.Warn("embeddings disk cache off; vectors are kept in memory only", "err", err)
+			opts.CacheDir = ""
 		}
 	}
 	return &OpenAIEmbedder{
 		baseURL: strings.TrimRight(opts.BaseURL, "/"), model: opts.Model, key: opts.APIKey,
-		client: opts.Client, cacheDir: opts.CacheDir, mem: mem, batch: opts.Batch,
+		client: opts.Client, cacheDir: opts.CacheDir, mem: mem, batch: opts.Batch, batchBytes: opts.BatchBytes,
+		attempts: 3, retryWait: time.Second, batchTimeout: 30 * time.Second,
+		queryTimeout: opts.QueryTimeout, failed: failed, now: time.Now,
+		health: &health{now: time.Now, logger: opts.Logger}, observer: opts.Observer,
 	}, nil
 }
+
+// maxRetryWait caps the wait before retrying a catalog batch, whatever
+// the endpoint's Retry-After says: the catalog ranks with the offline
+// vectors meanwhile, and it tries again later anyway.
+const maxRetryWait = 30 * time.Second
 
 // Model returns the embedding model name.
 func (e *OpenAIEmbedder) Model() string { return e.model }
 
-// Embed returns one vector per text, from the caches where it can.
+// Embed returns one vector per text of a catalog, from the caches where it
+// can, else from the endpoint in batches, each tried up to three times
+// (see callRetrying). It stops at the first batch that still fails: the
+// endpoint is likely down, and the batches before it are cached, so the
+// catalog's next attempt asks only for the rest.
 func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
 	var missIdx []int
@@ -96,15 +166,16 @@ func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 		}
 		missIdx = append(missIdx, i)
 	}
-	for start := 0; start < len(missIdx); start += e.batch {
-		idx := missIdx[start:min(start+e.batch, len(missIdx))]
+	for len(missIdx) > 0 {
+		var idx []int
+		idx, missIdx = e.nextBatch(texts, missIdx)
 		batch := make([]string, len(idx))
 		for j, i := range idx {
 			batch[j] = texts[i]
 		}
-		vecs, err := e.call(ctx, batch)
+		vecs, err := e.callRetrying(ctx, batch)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("embedding %d catalog texts: %w", len(idx)+len(missIdx), err)
 		}
 		for j, i := range idx {
 			out[i] = vecs[j]
@@ -116,9 +187,118 @@ func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 	return out, nil
 }
 
+// EmbedQuery returns the vector of a request's query text: from memory
+// (query texts are users' messages: never written to disk) or from one
+// call bounded by the query timeout, without retries. It fails without a
+// call while the endpoint cools down after a failure, and for
+// queryFailTTL after this text's own call failed; concurrent requests for
+// one text share one call, which the first caller leaving does not cancel.
+func (e *OpenAIEmbedder) EmbedQuery(ctx context.Context, text string) ([]float32, error) {
+	k := e.key4(text)
+	if v, ok := e.mem.Get(k); ok {
+		return v, nil
+	}
+	if until, ok := e.failed.Get(k); ok && e.now().Before(until) {
+		return nil, errors.New("embedding query: its last call failed moments ago")
+	}
+	ch := e.flights.DoChan(k, func() (any, error) {
+		if !e.health.allow() {
+			e.observe("query", "skipped", 0)
+			return nil, errors.New("embeddings endpoint cooling down after a failure")
+		}
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.queryTimeout)
+		defer cancel()
+		vecs, err := e.do(qctx, "query", []string{text})
+		if err != nil {
+			e.failed.Add(k, e.now().Add(queryFailTTL))
+			return nil, err
+		}
+		e.mem.Add(k, vecs[0])
+		return vecs[0], nil
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, fmt.Errorf("embedding query: %w", r.Err)
+		}
+		return r.Val.([]float32), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("embedding query: %w", ctx.Err())
+	}
+}
+
+// do calls the endpoint once for kind ("query" or "catalog") and tells
+// the endpoint's health and the observer.
+func (e *OpenAIEmbedder) do(ctx context.Context, kind string, texts []string) ([][]float32, error) {
+	start := time.Now()
+	vecs, err := e.call(ctx, texts)
+	e.observe(kind, outcome(err), time.Since(start))
+	e.health.record(err)
+	return vecs, err
+}
+
+func (e *OpenAIEmbedder) observe(kind, outcome string, d time.Duration) {
+	if e.observer != nil {
+		e.observer.EmbeddingCall(kind, outcome, d)
+	}
+}
+
+// nextBatch splits the next batch off idx (indices into texts): at most
+// e.batch texts and e.batchBytes bytes of them, at least one text. A
+// count alone let a batch of long tool texts grow past half a megabyte,
+// past what endpoints accept per request.
+func (e *OpenAIEmbedder) nextBatch(texts []string, idx []int) (batch, rest []int) {
+	n, size := 0, 0
+	for n < len(idx) && n < e.batch {
+		l := len(texts[idx[n]])
+		if n > 0 && size+l > e.batchBytes {
+			break
+		}
+		size += l
+		n++
+	}
+	return idx[:n], idx[n:]
+}
+
+// callRetrying calls the endpoint for a catalog batch, retrying a
+// failure that may pass (a timeout, a network error, 408, 409, 429, 5xx)
+// after a backoff that honours Retry-After.
+func (e *OpenAIEmbedder) callRetrying(ctx context.Context, batch []string) ([][]float32, error) {
+	wait := e.retryWait
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, e.batchTimeout)
+		vecs, err := e.do(actx, "catalog", batch)
+		cancel()
+		if err == nil || attempt >= e.attempts || !retryable(err) || ctx.Err() != nil {
+			return vecs, err
+		}
+		d := max(wait, retryAfterOf(err))
+		wait *= 2
+		t := time.NewTimer(min(d, maxRetryWait))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+	}
+}
+
 func (e *OpenAIEmbedder) key4(text string) string {
-	h := sha256.Sum256([]byte(e.model + "\x00" + text))
+	h := sha256.Sum256([]byte(e.baseURL + "\x00" + e.model + "\x00" + text))
 	return hex.EncodeToString(h[:16])
+}
+
+// checkDims checks v against the endpoint's vector length, learning it
+// from v when it is not known yet.
+func (e *OpenAIEmbedder) checkDims(v []float32) error {
+	if err := checkVector(v, int(e.dims.Load())); err != nil {
+		return err
+	}
+	if !e.dims.CompareAndSwap(0, int64(len(v))) && e.dims.Load() != int64(len(v)) {
+		return fmt.Errorf("%w: %d dimensions, want %d", errBadVector, len(v), e.dims.Load())
+	}
+	return nil
 }
 
 func (e *OpenAIEmbedder) call(ctx context.Context, texts []string) ([][]float32, error) {
@@ -144,7 +324,7 @@ func (e *OpenAIEmbedder) call(ctx context.Context, texts []string) ([][]float32,
 		return nil, fmt.Errorf("reading embeddings response: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("calling embeddings: status %d: %.200s", resp.StatusCode, data)
+		return nil, newStatusError(resp, data)
 	}
 	var parsed struct {
 		Data []struct {
@@ -153,50 +333,22 @@ func (e *OpenAIEmbedder) call(ctx context.Context, texts []string) ([][]float32,
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(data, &parsed); err != nil {
-		return nil, fmt.Errorf("decoding embeddings response: %w", err)
+		return nil, fmt.Errorf("%w: %w", errResponse, err)
 	}
 	out := make([][]float32, len(texts))
 	for _, d := range parsed.Data {
 		if d.Index < 0 || d.Index >= len(out) {
-			return nil, fmt.Errorf("decoding embeddings response: index %d out of range", d.Index)
+			return nil, fmt.Errorf("%w: index %d out of range", errResponse, d.Index)
 		}
 		out[d.Index] = d.Embedding
 	}
 	for i, v := range out {
 		if len(v) == 0 {
-			return nil, fmt.Errorf("decoding embeddings response: no vector for input %d", i)
+			return nil, fmt.Errorf("%w: no vector for input %d", errResponse, i)
+		}
+		if err := e.checkDims(v); err != nil {
+			return nil, fmt.Errorf("%w: input %d: %w", errResponse, i, err)
 		}
 	}
 	return out, nil
-}
-
-// readDisk and writeDisk keep one little-endian float32 file per vector.
-// Disk errors only cost a recomputation, so they are not reported.
-func (e *OpenAIEmbedder) readDisk(k string) ([]float32, bool) {
-	if e.cacheDir == "" {
-		return nil, false
-	}
-	b, err := os.ReadFile(filepath.Join(e.cacheDir, k+".f32"))
-	if err != nil || len(b)%4 != 0 || len(b) == 0 {
-		return nil, false
-	}
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[i*4:]))
-	}
-	return v, true
-}
-
-func (e *OpenAIEmbedder) writeDisk(k string, v []float32) {
-	if e.cacheDir == "" {
-		return
-	}
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[i*4:], math.Float32bits(x))
-	}
-	tmp := filepath.Join(e.cacheDir, k+".tmp")
-	if os.WriteFile(tmp, b, 0o644) == nil {
-		_ = os.Rename(tmp, filepath.Join(e.cacheDir, k+".f32"))
-	}
 }

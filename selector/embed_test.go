@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -78,12 +79,13 @@ func TestOpenAIEmbedderCachesVectors(t *testing.T) {
 	})
 }
 
-func TestRemoteSemanticDegradesToLexical(t *testing.T) {
+func TestRemoteSemanticFallsBackToOfflineVectors(t *testing.T) {
 	tools := testTools(t)
+	offline := compileTest(t, tools, Config{})
 	for _, failing := range []bool{false, true} {
-		name := "a working service adds a semantic signal"
+		name := "a working service adds a semantic signal of its own"
 		if failing {
-			name = "a failing service leaves a lexical search that still answers"
+			name = "a failing service ranks as the offline word vectors do"
 		}
 		t.Run(name, func(t *testing.T) {
 			var n atomic.Int32
@@ -93,20 +95,182 @@ func TestRemoteSemanticDegradesToLexical(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := compileTest(t, tools, Config{Embedder: e})
-			deadline := time.Now().Add(5 * time.Second)
-			for !failing && c.sem.vecs.Load() == nil && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
+			if !failing {
+				waitRemote(t, c)
 			}
-			res, err := c.Search(context.Background(), Query{Text: "merge pull request", Explain: true})
+			q := Query{Text: "merge pull request", Explain: true}
+			res, err := c.Search(context.Background(), q)
 			if err != nil {
 				t.Fatalf("search failed: %v", err)
 			}
-			if len(res.Items) == 0 || res.Items[0].Name != nthTool(t, compileTest(t, tools, Config{}), Query{Text: "merge pull request"}, 1) {
-				t.Errorf("top result %v differs from the lexical top", res.Items)
+			if len(res.Items) == 0 {
+				t.Fatal("no results")
 			}
-			_, hasSem := res.Items[0].Signals["semantic"]
-			if hasSem == failing {
-				t.Errorf("semantic signal present = %v with failing = %v", hasSem, failing)
+			if _, ok := res.Items[0].Signals["semantic"]; !ok {
+				t.Errorf("no semantic signal with failing = %v", failing)
+			}
+			if same := sameRanking(t, offline, c, q); same != failing {
+				t.Errorf("same ranking as the offline vectors = %v with failing = %v", same, failing)
+			}
+		})
+	}
+}
+
+// sameRanking reports whether a and b rank q's results alike, scores and
+// signals included.
+func sameRanking(t *testing.T, a, b *Catalog, q Query) bool {
+	t.Helper()
+	q.Limit = 10
+	ra, err := a.Search(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := b.Search(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(ra, rb)
+}
+
+// dimsEmbedder embeds a catalog in catalog dimensions and a query in query
+// dimensions, as an endpoint whose model changed between the two would.
+type dimsEmbedder struct{ catalog, query int }
+
+func (e dimsEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	n := e.catalog
+	if len(texts) == 1 {
+		n = e.query
+	}
+	out := make([][]float32, len(texts))
+	for i, s := range texts {
+		out[i] = make([]float32, n)
+		for j, r := range s {
+			out[i][(j+int(r))%n]++
+		}
+	}
+	return out, nil
+}
+
+func (dimsEmbedder) Model() string { return "dims" }
+
+func TestRemoteVectorsOfAnotherLength(t *testing.T) {
+	tools := testTools(t)
+	offline := compileTest(t, tools, Config{})
+	tests := []struct {
+		name string
+		e    dimsEmbedder
+	}{
+		{"a query vector longer than the tool vectors ranks with the offline vectors instead of a panic", dimsEmbedder{catalog: 8, query: 16}},
+		{"a query vector shorter than the tool vectors ranks with the offline vectors", dimsEmbedder{catalog: 16, query: 8}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := compileTest(t, tools, Config{Embedder: tt.e})
+			waitRemote(t, c)
+			if !sameRanking(t, offline, c, Query{Text: "merge pull request", Explain: true}) {
+				t.Errorf("vectors of %d and %d dimensions ranked otherwise than the offline vectors", tt.e.catalog, tt.e.query)
+			}
+		})
+	}
+}
+
+// waitRemote waits until c's remote tool vectors are in.
+func waitRemote(t *testing.T, c *Catalog) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.sem.remote.vecs.Load() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("tool vectors never arrived")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestRemoteCatalogTriesAgainAfterCooldown(t *testing.T) {
+	f := newFakeEndpoint(t, failFirst(1, http.StatusUnauthorized, "", letters(26)))
+	e := newTestEmbedder(t, f.srv.URL, "")
+	c := compileTest(t, testTools(t), Config{Embedder: e})
+	r := c.sem.remote
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	for {
+		r.mu.Lock()
+		failed := r.failures
+		if failed == 1 {
+			r.now = func() time.Time { return time.Unix(0, clock.Load()) }
+			r.next = r.now().Add(catalogRetryMin)
+		}
+		r.mu.Unlock()
+		if failed == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	search := func() {
+		if _, err := c.Search(context.Background(), Query{Text: "merge pull request"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		advance time.Duration
+		want    bool
+	}{
+		{"a search before the cooldown ends does not ask the endpoint again", catalogRetryMin / 2, false},
+		{"a search after the cooldown embeds the catalog again", catalogRetryMin, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock.Add(int64(tt.advance))
+			before := f.requests.Load()
+			search()
+			deadline := time.Now().Add(5 * time.Second)
+			for tt.want && r.vecs.Load() == nil && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond)
+			if asked := f.requests.Load() > before; asked != tt.want || (r.vecs.Load() != nil) != tt.want {
+				t.Errorf("endpoint asked = %v, vectors in = %v; want %v", asked, r.vecs.Load() != nil, tt.want)
+			}
+		})
+	}
+}
+
+func TestRemoteQueryDoesNotHoldUpSearches(t *testing.T) {
+	var queries atomic.Int32
+	f := newFakeEndpoint(t, func(texts []string) fakeAnswer {
+		if len(texts) > 1 {
+			return letters(26)(texts)
+		}
+		queries.Add(1)
+		return fakeAnswer{block: make(chan struct{})} // hangs until the client leaves
+	})
+	e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: f.srv.URL, Model: "m", QueryTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := compileTest(t, testTools(t), Config{Embedder: e})
+	waitRemote(t, c)
+	tests := []struct {
+		name        string
+		maxDuration time.Duration
+		wantQueries int32
+	}{
+		{"a search with a hanging endpoint answers after the query timeout", time.Second, 1},
+		{"the turn's second search for the same text does not wait on the endpoint again", 100 * time.Millisecond, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			res, err := c.Search(context.Background(), Query{Text: "merge pull request"})
+			if err != nil || len(res.Items) == 0 {
+				t.Fatalf("Search = %v, %v", res.Items, err)
+			}
+			if d := time.Since(start); d > tt.maxDuration {
+				t.Errorf("search took %v, want at most %v", d, tt.maxDuration)
+			}
+			if got := queries.Load(); got != tt.wantQueries {
+				t.Errorf("%d query calls, want %d", got, tt.wantQueries)
 			}
 		})
 	}

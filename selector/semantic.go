@@ -5,11 +5,13 @@ import (
 	"sync/atomic"
 )
 
-// semantic holds a catalog's tool vectors and turns a query into one. The
-// tool vectors may arrive later (computed in the background by a remote
-// embedder); until then scores returns nil and the search is lexical.
+// semantic holds a catalog's tool vectors and turns a query into one.
 type semantic struct {
-	vecs atomic.Pointer[[][]float32] // per document, unit length, nil entries allowed
+	// remote, when not nil, ranks with a remote embedder's vectors, which
+	// arrive later (computed in the background); the offline vectors below
+	// rank whenever it cannot.
+	remote *remoteSemantic
+	vecs   atomic.Pointer[[][]float32] // per document, unit length, nil entries allowed
 	// query embeds a query: text as written, words its content words
 	// (the offline vectors use the words, a remote embedder the text).
 	query func(ctx context.Context, text string, words []string) []float32
@@ -33,30 +35,34 @@ func toolText(t *Tool) (words string, nameText string) {
 	return s + " " + t.Description, nameText
 }
 
-// initSemantic prepares semantic search when its weight is on: with the
-// Config's Embedder in the background, else with the offline word vectors
-// synchronously (averaging is cheap).
+// initSemantic prepares semantic search when its weight is on: the
+// offline word vectors synchronously (averaging is cheap) and, with the
+// Config's Embedder, the remote vectors in the background. The offline
+// vectors rank whenever the remote ones cannot (not computed yet, the
+// endpoint failing, a query without a vector): a failing endpoint must
+// not rank worse than no endpoint. A ranking never mixes the two spaces.
 // all, when not nil, holds each tool's toolText words, already analysed.
 func (c *Catalog) initSemantic(ctx context.Context, all [][]string) error {
 	if c.w.Semantic <= 0 {
 		return nil
 	}
-	if c.cfg.Embedder != nil {
-		c.sem = c.startRemote(ctx, c.cfg.Embedder)
-		return nil
-	}
+	s := &semantic{}
 	wv, err := DefaultWordVectors()
-	if err != nil {
+	if err != nil && c.cfg.Embedder == nil {
 		return err
 	}
-	s := &semantic{}
-	vecs := c.toolVectors(wv, all)
-	removeCommon(vecs, commonShare)
-	s.vecs.Store(&vecs)
-	s.query = func(_ context.Context, _ string, words []string) []float32 {
-		return wv.average(words, nil)
+	if err == nil {
+		vecs := c.toolVectors(wv, all)
+		removeCommon(vecs, commonShare)
+		s.vecs.Store(&vecs)
+		s.query = func(_ context.Context, _ string, words []string) []float32 {
+			return wv.average(words, nil)
+		}
+		s.rows = newSemRows(wv, vecs)
 	}
-	s.rows = newSemRows(wv, vecs)
+	if c.cfg.Embedder != nil {
+		s.remote = c.startRemote(ctx, c.cfg.Embedder)
+	}
 	c.sem = s
 	return nil
 }
@@ -130,26 +136,19 @@ func removeCommon(vecs [][]float32, share float32) {
 }
 
 // ranked returns the n tools whose vectors are most similar to the
-// query's, best first (ties by document). It returns nil when vectors are
-// not ready, the query has no known word, or the n are all alike: the
+// query's, best first (ties by document), with the remote vectors when
+// they can, else the offline ones. It returns nil when vectors are not
+// ready, the query has no known word, or the n are all alike: the
 // semantic signal enters the ensemble by rank alone, and a ranking of
 // equals says nothing. buf (one slot per tool) holds the scores of the
 // remembered rows.
 func (s *semantic) ranked(ctx context.Context, text string, words []string, rows []int32, n int, buf []float64) []int32 {
-	vp := s.vecs.Load()
-	if vp == nil {
-		return nil
-	}
 	var sims []float64
-	if s.rows != nil {
-		sims = s.rows.scores(rows, buf)
-	} else if qv := s.query(ctx, text, words); qv != nil {
-		sims = make([]float64, len(*vp))
-		for i, v := range *vp {
-			if v != nil {
-				sims[i] = float64(dot(qv, v))
-			}
-		}
+	if s.remote != nil {
+		sims = s.remote.sims(ctx, text, buf)
+	}
+	if sims == nil {
+		sims = s.offlineSims(ctx, text, words, rows, buf)
 	}
 	if sims == nil {
 		return nil
@@ -159,4 +158,27 @@ func (s *semantic) ranked(ctx context.Context, text string, words []string, rows
 		return nil
 	}
 	return top
+}
+
+// offlineSims scores the tools with the offline word vectors, or returns
+// nil when there are none or the query has no known word.
+func (s *semantic) offlineSims(ctx context.Context, text string, words []string, rows []int32, buf []float64) []float64 {
+	vp := s.vecs.Load()
+	if vp == nil {
+		return nil
+	}
+	if s.rows != nil {
+		return s.rows.scores(rows, buf)
+	}
+	qv := s.query(ctx, text, words)
+	if qv == nil {
+		return nil
+	}
+	sims := make([]float64, len(*vp))
+	for i, v := range *vp {
+		if v != nil {
+			sims[i] = float64(dot(qv, v))
+		}
+	}
+	return sims
 }

@@ -146,7 +146,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("the upstream URL has no path; OpenAI-compatible servers usually serve under /v1", "upstream", up.Redacted())
 	}
 	transport := newTransport(snap.Gateway)
-	embedder, err := newEmbedder(snap, up, transport)
+	embedder, err := newEmbedder(snap, up, transport, logger, metrics.Embeddings())
 	if err != nil {
 		return err
 	}
@@ -249,8 +249,10 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, live *policy.Live
 
 // newEmbedder returns the remote embedder when the policy asks for one
 // (defaulting to the upstream's /embeddings with the upstream key), or nil
-// for the offline word vectors. Settings are read at start-up.
-func newEmbedder(snap *policy.Snapshot, up *url.URL, rt http.RoundTripper) (selector.Embedder, error) {
+// for the offline word vectors. Settings are read at start-up. The
+// embedder logs its endpoint's failures and recoveries on logger and
+// reports its calls to obs (nil: none).
+func newEmbedder(snap *policy.Snapshot, up *url.URL, rt http.RoundTripper, logger *slog.Logger, obs selector.EmbedObserver) (selector.Embedder, error) {
 	e := snap.Search.Embeddings
 	if e.Provider != "openai" {
 		return nil, nil
@@ -267,6 +269,8 @@ func newEmbedder(snap *policy.Snapshot, up *url.URL, rt http.RoundTripper) (sele
 		APIKey:   firstNonEmpty(e.Key, snap.Gateway.UpstreamKey),
 		Client:   &http.Client{Transport: rt, Timeout: 30 * time.Second},
 		CacheDir: cacheDir,
+		Logger:   logger.With("component", "embeddings"),
+		Observer: obs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configuring embeddings: %w", err)

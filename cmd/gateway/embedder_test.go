@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/selector"
+)
+
+// embeddingsServer answers /embeddings with one small vector per input,
+// or with status when it is not 200.
+func embeddingsServer(t *testing.T, status int) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if status != http.StatusOK {
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(`{"error":{"message":"Incorrect API key provided: sk-echoed","type":"invalid_request_error","code":"invalid_api_key"}}`))
+			return
+		}
+		var req struct {
+			Input []string `json:"input"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		type item struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		var out struct {
+			Data []item `json:"data"`
+		}
+		for i := range req.Input {
+			out.Data = append(out.Data, item{i, []float32{1, 2, 3}})
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestEmbedderReportsToTheGateway(t *testing.T) {
+	tests := []struct {
+		name    string
+		status  int
+		outcome string
+		logged  string
+	}{
+		{"a query embedded is counted as ok in the gateway's metrics", http.StatusOK, "ok", ""},
+		{"a refused query is counted and warned about on the gateway's logger without the echoed key", http.StatusUnauthorized, "unauthorized", "invalid_api_key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := embeddingsServer(t, tt.status)
+			cfg := writeFile(t, "tools.yaml", "search:\n  embeddings:\n    provider: openai\n    url: "+srv.URL+"\n    cache_dir: "+t.TempDir()+"\n")
+			snap, err := policy.Load(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			metrics := proxy.NewMetrics()
+			var logs bytes.Buffer
+			logger := slog.New(slog.NewJSONHandler(&logs, nil))
+			up, _ := url.Parse("http://127.0.0.1:1/v1")
+			emb, err := newEmbedder(snap, up, http.DefaultTransport, logger, metrics.Embeddings())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = emb.(selector.QueryEmbedder).EmbedQuery(context.Background(), "read a file")
+			if got := embeddingCalls(t, metrics, "query", tt.outcome); got != 1 {
+				t.Errorf("toolgate_embedding_calls_total{kind=query,outcome=%s} = %v, want 1", tt.outcome, got)
+			}
+			if !strings.Contains(logs.String(), tt.logged) || strings.Contains(logs.String(), "sk-echoed") {
+				t.Errorf("log %q: want %q in it and not the echoed key", logs.String(), tt.logged)
+			}
+		})
+	}
+}
+
+// embeddingCalls reads toolgate_embedding_calls_total{kind, outcome}.
+func embeddingCalls(t *testing.T, m *proxy.Metrics, kind, outcome string) float64 {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "toolgate_embedding_calls_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == kind && labels["outcome"] == outcome {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
