@@ -427,3 +427,69 @@ func TestAnUpstreamThatRefusesItsModelsMessageExtrasGetsRoundsWithout(t *testing
 		})
 	}
 }
+
+// TestAThoughtSignatureOnTheGatewaysCallMovesToTheClientsFirst: Gemini
+// puts a step's thought signature on its first function call only, and
+// refuses the next request unless the first call sent back carries it.
+// When the model's first call is tool_search and a client's call follows
+// in the same answer, the client's call is the first it gets, so it must
+// carry the signature.
+func TestAThoughtSignatureOnTheGatewaysCallMovesToTheClientsFirst(t *testing.T) {
+	const search = `{"id":"call_s","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"send chat message\"}"},"extra_content":{"google":{"thought_signature":"sig-1"}}}`
+	const real = `{"id":"call_r","type":"function","function":{"name":"chat_post_message","arguments":"{}"}}`
+	const signed = `{"id":"call_r","type":"function","function":{"name":"chat_post_message","arguments":"{}"},"extra_content":{"google":{"thought_signature":"own"}}}`
+	whole := func(calls string) string {
+		return `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` + calls + `]},"finish_reason":"tool_calls"}]}`
+	}
+	streamed := func(calls ...string) string {
+		var b strings.Builder
+		for _, c := range calls {
+			b.WriteString(sseData(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[` + strings.Replace(c, `{"id"`, `{"index":0,"id"`, 1) + `]},"finish_reason":null}]}`))
+		}
+		return b.String() + finishChunk("tool_calls") + doneEvent
+	}
+	tests := []struct {
+		name   string
+		calls  []string
+		stream bool
+		want   string // the client's first call's signature
+	}{
+		{"a whole answer: the client's call gets the signature", []string{search, real}, false, "sig-1"},
+		{"a stream: the client's call gets the signature", []string{search, real}, true, "sig-1"},
+		{"a client's call with a signature of its own keeps it", []string{search, signed}, false, "own"},
+		{"a stream's client call with its own keeps it", []string{search, signed}, true, "own"},
+		{"a client's call that came first is left as it is", []string{real, search}, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, streamed(tt.calls...))
+					return
+				}
+				_, _ = io.WriteString(w, whole(strings.Join(tt.calls, ",")))
+			})
+			base := newTestGateway(t, up)
+			x := send(t, base, bigRequest(t, tt.stream), nil)
+			var first gjson.Result
+			if tt.stream {
+				rep := readStream(t, bytes.NewReader(x.body))
+				for _, raw := range rep.raw {
+					if c := gjson.Get(raw, "choices.0.delta.tool_calls.0"); c.Exists() {
+						first = c
+						break
+					}
+				}
+			} else {
+				first = gjson.GetBytes(x.body, "choices.0.message.tool_calls.0")
+			}
+			if first.Get("function.name").String() != "chat_post_message" {
+				t.Fatalf("the client's first call is %s, want chat_post_message: %s", first.Raw, x.body)
+			}
+			if got := first.Get("extra_content.google.thought_signature").String(); got != tt.want {
+				t.Errorf("its thought signature is %q, want %q: %s", got, tt.want, first.Raw)
+			}
+		})
+	}
+}

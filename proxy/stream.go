@@ -296,10 +296,16 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 				calls = append(calls, s.ew.CallDelta("", st.client, st.id, st.name, st.args.String()))
 				edit.SetCalls = true
 			default:
-				if int64(st.client) != cd.Index {
+				raw := cd.Raw
+				if first := order[0]; !st.sent && st.client == 0 && first != st && first.internal && !cd.Extra {
+					// The step's members (Gemini's thought signature) rode
+					// on the gateway's call: rewrite.FirstCallMembers.
+					raw = rewrite.FirstCallMembers(raw, "", first.extra.String(), true)
+				}
+				if int64(st.client) != cd.Index || raw != cd.Raw {
 					edit.SetCalls = true
 				}
-				calls = append(calls, s.ew.CallDelta(cd.Raw, st.client, "", "", ""))
+				calls = append(calls, s.ew.CallDelta(raw, st.client, "", "", ""))
 			}
 			if st.name != "" && !st.internal {
 				st.sent = true

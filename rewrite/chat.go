@@ -362,7 +362,11 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 				if j > 0 {
 					arr = append(arr, ',')
 				}
-				arr = append(arr, all[i].Raw...)
+				raw := all[i].Raw
+				if j == 0 {
+					raw = FirstCallMembers(raw, r.Calls[i].Extra, r.Calls[0].Extra, i > 0)
+				}
+				arr = append(arr, raw...)
 			}
 			arr = append(arr, ']')
 			if body, err = sjson.SetRawBytes(body, calls, arr); err != nil {
@@ -390,6 +394,23 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 		body, _ = sjson.SetBytes(body, "created", turn.Created)
 	}
 	return body, nil
+}
+
+// FirstCallMembers returns the raw call that comes first in the client's
+// message, given its own provider members (own) and those of the
+// message's first call (first), which the client does not get when
+// dropped is true. What a provider puts on a message's first call speaks
+// for the whole step: Gemini puts the thought signature there alone ("only
+// the first functionCall carries it") and refuses the next request (400
+// "Function call is missing a thought_signature") unless the first call
+// sent back has it. So when the gateway's own call was first, its members
+// move to the client's first call, unless that call has members of its
+// own.
+func FirstCallMembers(raw, own, first string, dropped bool) string {
+	if !dropped || own != "" || first == "" {
+		return raw
+	}
+	return WithMembers(raw, first)
 }
 
 // joinArrays concatenates raw JSON arrays into one; nil when none has an

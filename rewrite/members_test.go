@@ -123,3 +123,18 @@ func TestMembersAreEmptyUntilSomethingIsKept(t *testing.T) {
 		t.Error("after an empty string: Empty, want a member")
 	}
 }
+
+func TestWithMembersAddsToAnObject(t *testing.T) {
+	for _, tt := range []struct{ name, raw, members, want string }{
+		{"members join an object's own", `{"id":"a"}`, `"x":1`, `{"id":"a","x":1}`},
+		{"an empty object takes them", `{ }`, `"x":1`, `{"x":1}`},
+		{"no members leave it as it is", `{"id":"a"}`, ``, `{"id":"a"}`},
+		{"what is not an object is left as it is", `[1]`, `"x":1`, `[1]`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := WithMembers(tt.raw, tt.members); got != tt.want {
+				t.Errorf("WithMembers(%s, %s) = %s, want %s", tt.raw, tt.members, got, tt.want)
+			}
+		})
+	}
+}
