@@ -65,7 +65,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		results := t.answer(ctx, out.Calls)
 		last := len(internal) == 0 || len(real) > 0 || !t.canContinue(round)
 		if !last {
-			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, Extra: out.Extra, Calls: internal, Results: results, Logprobs: out.Logprobs})
+			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, ContentParts: out.ContentParts, Extra: out.Extra, Calls: internal, Results: results, Logprobs: out.Logprobs})
 			continue
 		}
 		turn := rewrite.Turn{

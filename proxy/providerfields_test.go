@@ -493,3 +493,60 @@ func TestAThoughtSignatureOnTheGatewaysCallMovesToTheClientsFirst(t *testing.T) 
 		})
 	}
 }
+
+// TestContentWrittenAsPartsStaysParts: Magistral writes a message's
+// content as an array of parts, thinking and text. A search round goes
+// back upstream with the array it was (its JSON text in a string made the
+// model read its own thinking as prose), and a whole answer led by the
+// round's words keeps its parts, the words leading as a text part.
+func TestContentWrittenAsPartsStaysParts(t *testing.T) {
+	const thinking = `{"type":"thinking","thinking":[{"type":"text","text":"I need an issue tool."}]}`
+	searchCall := `"tool_calls":[{"id":"call_s1","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"create issue\"}"}}]`
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "a whole answer", true: "a stream"}[stream], func(t *testing.T) {
+			var mu sync.Mutex
+			var sentBack gjson.Result
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				msgs := gjson.ParseBytes(b).Get("messages")
+				first := !msgs.Get(`#(role=="tool")`).Exists()
+				if !first {
+					mu.Lock()
+					sentBack = msgs.Get(`#(role=="assistant").content`)
+					mu.Unlock()
+				}
+				switch {
+				case stream && first:
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, sseEvents(
+						`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":[`+thinking+`]},"finish_reason":null}]}`,
+						`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":[{"type":"text","text":"Let me look. "}]},"finish_reason":null}]}`,
+						`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_s1","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"create issue\"}"}}]},"finish_reason":null}]}`,
+						`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`))
+				case stream:
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, textChunk("Filed.")+finishChunk("stop")+doneEvent)
+				case first:
+					_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":[`+thinking+`,{"type":"text","text":"Let me look. "}],`+searchCall+`},"finish_reason":"tool_calls"}]}`)
+				default:
+					_, _ = io.WriteString(w, `{"id":"c2","object":"chat.completion","created":2,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":[`+thinking+`,{"type":"text","text":"Filed."}]},"finish_reason":"stop"}]}`)
+				}
+			})
+			base := newTestGateway(t, up)
+			x := send(t, base, bigRequest(t, stream), nil)
+			if x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			if !sentBack.IsArray() || sentBack.Get("0.type").String() != "thinking" || sentBack.Get("1.text").String() != "Let me look. " {
+				t.Errorf("the search round went back upstream with content %s, want its parts as an array", sentBack.Raw)
+			}
+			if stream {
+				return // the client's stream relays the upstream's chunks as they are
+			}
+			content := gjson.GetBytes(x.body, "choices.0.message.content")
+			if !content.IsArray() || content.Get("0.text").String() != "Let me look. " || content.Get("1.type").String() != "thinking" || content.Get("2.text").String() != "Filed." {
+				t.Errorf("the client's content is %s, want the round's words as a text part, then the answer's parts", content.Raw)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -79,7 +80,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		results := t.answer(ctx, res.calls)
 		if more {
 			closeStream(resp.Body, res.drained, cancel)
-			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, Extra: res.extra, Calls: internal, Results: results})
+			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, ContentParts: res.parts, Extra: res.extra, Calls: internal, Results: results})
 			continue
 		}
 		whole := s.end()
@@ -177,6 +178,7 @@ type callState struct {
 // roundResult is what one upstream stream said.
 type roundResult struct {
 	content string
+	parts   string // the content as an array of parts, when it was one (Round.ContentParts)
 	extra   string // the message's other members (reasoning), as Round.Extra
 	calls   []rewrite.Call
 	drained bool // the body's end was read, not only [DONE]
@@ -198,6 +200,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		ev      = &rewrite.Event{} // each event's, reused
 		res     roundResult
 		content strings.Builder
+		parts   contentParts // the content's parts, when the model writes parts
 		extra   rewrite.Members
 		order   []*callState         // every call, in the order they began
 		states  map[int64]*callState // the call each upstream index is on; made at the first fragment
@@ -249,6 +252,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		if ev.Choice < 0 {
 			continue // the usage chunk: the client gets one summed at the end
 		}
+		parts.add(ev.Content, ev.ContentParts)
 		content.WriteString(ev.Content)
 		if ev.Extra {
 			ev.AddExtra(&extra)
@@ -358,7 +362,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 			s.finished = true
 		}
 	}
-	res.content, res.extra = content.String(), extra.String()
+	res.content, res.extra, res.parts = content.String(), extra.String(), parts.array()
 	res.drained = body.sawEOF
 	for _, st := range order {
 		res.calls = append(res.calls, rewrite.Call{ID: st.id, Name: st.name, Arguments: st.args.String(), Extra: st.extra.String()})
@@ -563,3 +567,49 @@ func truncate(b []byte, n int) string {
 type inBandError struct{ data []byte }
 
 func (e *inBandError) Error() string { return "upstream stream error: " + truncate(e.data, 200) }
+
+// contentParts gathers a streamed round's content when the model writes it
+// as arrays of parts (Magistral: each chunk's delta.content an array of
+// thinking or text parts), so the round goes back upstream as parts and
+// not as their JSON text in a string. Text chunks among them become text
+// parts, in order.
+type contentParts struct {
+	items []string
+	text  strings.Builder // text that came before the first parts
+	any   bool
+}
+
+func (p *contentParts) add(text, parts string) {
+	if parts == "" && text == "" {
+		return
+	}
+	if parts == "" {
+		if p.any {
+			p.items = append(p.items, textPart(text))
+		} else {
+			p.text.WriteString(text)
+		}
+		return
+	}
+	if !p.any && p.text.Len() > 0 {
+		p.items = append(p.items, textPart(p.text.String()))
+	}
+	p.any = true
+	gjson.Parse(parts).ForEach(func(_, v gjson.Result) bool {
+		p.items = append(p.items, strings.Clone(v.Raw)) // parts aliases the reader's buffer
+		return true
+	})
+}
+
+// array is the parts as a JSON array, or "" when the content was text.
+func (p *contentParts) array() string {
+	if !p.any {
+		return ""
+	}
+	return "[" + strings.Join(p.items, ",") + "]"
+}
+
+func textPart(s string) string {
+	b, _ := json.Marshal(map[string]string{"type": "text", "text": s})
+	return string(b)
+}

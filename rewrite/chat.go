@@ -32,6 +32,11 @@ type ToolResult struct {
 // the answers the gateway gave to its calls.
 type Round struct {
 	Content string // the assistant's text of that round, if any
+	// ContentParts is the round's content when the model wrote it as an
+	// array of parts (raw JSON; Magistral's thinking and text parts): it
+	// goes back upstream as the array it was, which Content, the text of
+	// its text parts, would flatten.
+	ContentParts string
 	// Extra is the assistant message's other members (JSON members
 	// without braces): reasoning a provider requires back with the calls
 	// it led to (DeepSeek's reasoning_content, OpenRouter's
@@ -51,6 +56,7 @@ type Response struct {
 	ID           string
 	Created      int64
 	Content      string
+	ContentParts string // the content when it is an array of parts, as Round.ContentParts
 	Extra        string // the message's other members, as Round.Extra
 	Calls        []Call
 	FinishReason string
@@ -223,9 +229,12 @@ type toolMessage struct {
 // members, and its calls with theirs.
 func appendAssistant(b []byte, r Round) []byte {
 	b = append(b, `{"role":"assistant","content":`...)
-	if r.Content != "" {
+	switch {
+	case r.ContentParts != "":
+		b = append(b, r.ContentParts...)
+	case r.Content != "":
 		b = appendString(b, r.Content)
-	} else {
+	default:
 		b = append(b, "null"...)
 	}
 	if r.Extra != "" {
@@ -293,11 +302,11 @@ func ParseResponse(body []byte) (*Response, error) {
 		Body:         body,
 		ID:           root.Get("id").String(),
 		Created:      root.Get("created").Int(),
-		Content:      msg.Get("content").String(),
 		Extra:        otherMembers(msg, messageKey),
 		FinishReason: root.Get("choices.0.finish_reason").String(),
 		Usage:        root.Get("usage"),
 	}
+	r.Content, r.ContentParts = contentOf(msg.Get("content"))
 	if lp := root.Get("choices.0.logprobs.content"); lp.IsArray() {
 		r.Logprobs = lp.Raw
 	}
@@ -375,7 +384,15 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 		}
 	}
 	if turn.Text != "" {
-		if body, err = sjson.SetBytes(body, "choices.0.message.content", turn.Text+r.Content); err != nil {
+		if r.ContentParts != "" {
+			// Parts stay parts: the earlier text leads them as a part of
+			// its own.
+			lead, _ := json.Marshal(map[string]string{"type": "text", "text": turn.Text})
+			parts := joinArrays([]string{"[" + string(lead) + "]", r.ContentParts})
+			if body, err = sjson.SetRawBytes(body, "choices.0.message.content", parts); err != nil {
+				return nil, fmt.Errorf("setting the turn's text: %w", err)
+			}
+		} else if body, err = sjson.SetBytes(body, "choices.0.message.content", turn.Text+r.Content); err != nil {
 			return nil, fmt.Errorf("setting the turn's text: %w", err)
 		}
 		if lp := joinArrays(append(turn.Logprobs, r.Logprobs)); lp != nil && gjson.GetBytes(body, "choices.0.logprobs").IsObject() {
@@ -411,6 +428,23 @@ func FirstCallMembers(raw, own, first string, dropped bool) string {
 		return raw
 	}
 	return WithMembers(raw, first)
+}
+
+// contentOf reads a message's or a delta's content: a string is its text;
+// an array of parts (Magistral's [{"type":"thinking",...},{"type":"text",
+// "text":...}]) is the text of its text parts, and itself as parts.
+func contentOf(v gjson.Result) (text, parts string) {
+	if !v.IsArray() {
+		return v.String(), ""
+	}
+	var b strings.Builder
+	v.ForEach(func(_, p gjson.Result) bool {
+		if p.Get("type").String() == "text" {
+			b.WriteString(p.Get("text").String())
+		}
+		return true
+	})
+	return b.String(), v.Raw
 }
 
 // joinArrays concatenates raw JSON arrays into one; nil when none has an

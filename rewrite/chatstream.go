@@ -31,8 +31,11 @@ type Event struct {
 	// Text is true when the delta carries anything for the client besides
 	// the role and tool calls: content, a refusal, reasoning text.
 	Text bool
-	// Content is the delta's text content, if any.
-	Content string
+	// Content is the delta's text content, if any: when the content is an
+	// array of parts (Mistral's Magistral: thinking and text parts), the
+	// text of its text parts, and ContentParts the array itself.
+	Content      string
+	ContentParts string
 	// Delta is the choice's delta object; Extra is true when it has a
 	// member other than role, content and tool_calls that is not null
 	// (reasoning text, a refusal), which a relay keeps with Members.
@@ -107,8 +110,8 @@ func ParseEvent(data []byte, ev *Event) error {
 		switch k.String() {
 		case "role":
 		case "content":
-			ev.Content = v.String()
-			ev.Text = ev.Content != ""
+			ev.Content, ev.ContentParts = contentOf(v)
+			ev.Text = ev.Content != "" || ev.ContentParts != ""
 		case "tool_calls":
 			v.ForEach(func(_, c gjson.Result) bool {
 				ev.Calls = append(ev.Calls, parseCallDelta(c))
@@ -117,7 +120,11 @@ func ParseEvent(data []byte, ev *Event) error {
 		default:
 			if v.Type != gjson.Null {
 				ev.Extra = true
-				if v.String() != "" {
+				// Text is what a client reads (reasoning, a refusal); a
+				// number is a provider's bookkeeping (Together's token_id
+				// on every chunk), which alone sent a search round's
+				// chunks to the client.
+				if v.Type == gjson.String && v.Str != "" || (v.IsObject() || v.IsArray()) && len(v.Raw) > 2 {
 					ev.Text = true
 				}
 			}
