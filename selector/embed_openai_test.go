@@ -68,17 +68,7 @@ func newFakeEndpoint(t *testing.T, answer func(texts []string) fakeAnswer) *fake
 			_, _ = w.Write([]byte(a.body))
 			return
 		}
-		type item struct {
-			Index     int       `json:"index"`
-			Embedding []float32 `json:"embedding"`
-		}
-		var out struct {
-			Data []item `json:"data"`
-		}
-		for i, v := range a.vecs {
-			out.Data = append(out.Data, item{i, v})
-		}
-		_ = json.NewEncoder(w).Encode(out)
+		writeEmbeddings(w, a.vecs)
 	}))
 	t.Cleanup(f.srv.Close)
 	return f

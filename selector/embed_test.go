@@ -28,24 +28,17 @@ func fakeEmbeddings(t *testing.T, failing bool, embedded *atomic.Int32) *httptes
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		type item struct {
-			Index     int       `json:"index"`
-			Embedding []float32 `json:"embedding"`
-		}
-		var out struct {
-			Data []item `json:"data"`
-		}
+		vecs := make([][]float32, len(req.Input))
 		for i, s := range req.Input {
 			embedded.Add(1)
-			v := make([]float32, 26)
+			vecs[i] = make([]float32, 26)
 			for _, r := range strings.ToLower(s) {
 				if r >= 'a' && r <= 'z' {
-					v[r-'a']++
+					vecs[i][r-'a']++
 				}
 			}
-			out.Data = append(out.Data, item{i, v})
 		}
-		_ = json.NewEncoder(w).Encode(out)
+		writeEmbeddings(w, vecs)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -274,4 +267,20 @@ func TestRemoteQueryDoesNotHoldUpSearches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeEmbeddings answers an embeddings request with vecs, in order, as
+// the OpenAI API does.
+func writeEmbeddings(w http.ResponseWriter, vecs [][]float32) {
+	type item struct {
+		Index     int       `json:"index"`
+		Embedding []float32 `json:"embedding"`
+	}
+	var out struct {
+		Data []item `json:"data"`
+	}
+	for i, v := range vecs {
+		out.Data = append(out.Data, item{i, v})
+	}
+	_ = json.NewEncoder(w).Encode(out)
 }
