@@ -49,12 +49,15 @@ type roundNote struct {
 	promptBefore int64
 }
 
-// searchNote is one tool_search the gateway answered.
+// searchNote is one tool_search the gateway answered: Results are the
+// first searchHitsLogged tools its answer offered, ResultsTotal how many
+// it offered, so a record whose list was cut says so.
 type searchNote struct {
-	Query   string      `json:"query"`
-	TookMS  float64     `json:"took_ms"`
-	Results []searchHit `json:"results"`
-	took    time.Duration
+	Query        string      `json:"query"`
+	TookMS       float64     `json:"took_ms"`
+	Results      []searchHit `json:"results"`
+	ResultsTotal int         `json:"results_total"`
+	took         time.Duration
 }
 
 type searchHit struct {
@@ -132,17 +135,18 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// noteSearch records one search for the decision log and the metrics.
-func (t *turn) noteSearch(query string, res selector.Results, took time.Duration) {
+// noteSearch records one search for the decision log and the metrics:
+// offered is what its answer listed as callable, in its order.
+func (t *turn) noteSearch(query string, offered []selector.Result, took time.Duration) {
 	if t.rep == nil {
 		return
 	}
-	hits := make([]searchHit, 0, min(len(res.Items), searchHitsLogged))
-	for _, it := range res.Items[:min(len(res.Items), searchHitsLogged)] {
+	hits := make([]searchHit, 0, min(len(offered), searchHitsLogged))
+	for _, it := range offered[:min(len(offered), searchHitsLogged)] {
 		hits = append(hits, searchHit{Name: it.Name, Score: it.Score})
 	}
 	t.rep.searches = append(t.rep.searches, searchNote{
-		Query: query, Results: hits, took: took,
+		Query: query, Results: hits, ResultsTotal: len(offered), took: took,
 		TookMS: float64(took.Microseconds()) / 1000,
 	})
 }

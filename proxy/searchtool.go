@@ -189,20 +189,23 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	}
 	start := time.Now()
 	res, err := t.cat.Search(ctx, t.query(a.Query, limit+guesses))
-	if err == nil {
-		res.Items = t.newUpTo(res.Items, limit)
-	}
-	t.noteSearch(a.Query, res, time.Since(start))
+	took := time.Since(start)
 	if err != nil {
+		t.noteSearch(a.Query, nil, took)
 		t.g.logger().Warn("searching tools", "query", a.Query, "err", err)
 		return "Error: the search failed; try again with other keywords."
 	}
+	res.Items = t.newUpTo(res.Items, limit)
 	res.Items = t.withBundles(a.Query, res.Items)
 	if room := t.room(); room >= 0 && len(res.Items) > room {
 		// More than max_active keeps would be listed as callable and
 		// then evicted (bound): the best ranked stay, one at least.
 		res.Items = res.Items[:max(room, 1)]
 	}
+	// Noted once the bundles and the cut have had their say: an operator
+	// asking why the model did not see a tool needs the list the answer
+	// offered, not the ranking before it was changed.
+	t.noteSearch(a.Query, res.Items, took)
 	for _, it := range res.Items {
 		t.join(it.Name, reasonDiscovered)
 		if t.found == nil {

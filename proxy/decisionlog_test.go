@@ -1,0 +1,108 @@
+package proxy
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// searchingUpstream answers a turn's first call with one call of the
+// gateway's search tool with args, and the call after it with text; it
+// keeps the search's answer, the tool message the model read.
+type searchingUpstream struct {
+	args   string
+	mu     sync.Mutex
+	answer string
+}
+
+func (u *searchingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	tool := gjson.GetBytes(b, `messages.#(role=="tool")#.content`).Array()
+	if len(tool) == 0 {
+		args, _ := json.Marshal(u.args)
+		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_s1","type":"function","function":{"name":"tool_search","arguments":`+string(args)+`}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`)
+		return
+	}
+	u.mu.Lock()
+	u.answer = tool[len(tool)-1].String()
+	u.mu.Unlock()
+	_, _ = io.WriteString(w, `{"id":"c2","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`)
+}
+
+// offered reads a search answer's count and the tools it lists, in order.
+func offered(t *testing.T, answer string) (int, []string) {
+	t.Helper()
+	m := regexp.MustCompile(`^Found (\d+) tool\(s\)`).FindStringSubmatch(answer)
+	if m == nil {
+		t.Fatalf("the search answer offers no tools:\n%s", answer)
+	}
+	n, _ := strconv.Atoi(m[1])
+	var names []string
+	for _, l := range strings.Split(answer, "\n") {
+		if name, ok := strings.CutPrefix(l, "- "); ok {
+			name, _, _ = strings.Cut(name, " (hint:")
+			names = append(names, name)
+		}
+	}
+	return n, names
+}
+
+// TestSearchRecordsListWhatTheModelWasOffered: the decision log is read
+// to learn why the model did not see a tool, so a search's results there
+// must be the answer the model read, after bundles and max_active, and
+// say how many it held when the record lists fewer.
+func TestSearchRecordsListWhatTheModelWasOffered(t *testing.T) {
+	for _, tc := range []struct {
+		name, policy, args string
+	}{
+		{"a bundle's tools that lead the answer are the tools logged",
+			"gateway: {mode: search}\nbundles: {gadgets: {description: gadget tools, tools: [\"util_gadget_*\"]}}\n",
+			`{"query":"gadgets"}`},
+		{"a search cut to max_active logs only the tools that stayed",
+			"gateway: {mode: search, max_active: 2}\n",
+			`{"query":"create issue repository"}`},
+		{"a search offering more tools than a record lists says how many it offered",
+			"{}\n",
+			`{"query":"issue repository pull request branch file","limit":10}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &searchingUpstream{args: tc.args}
+			var buf syncBuffer
+			base := newTestGateway(t, up, withPolicy(loadPolicy(t, tc.policy)), func(g *Gateway) {
+				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+			})
+			x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "do the thing"}}, testCatalog(60), false, nil), nil)
+			if x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			recs := buf.waitLines(t, 1)
+			if len(recs) != 1 {
+				t.Fatalf("%d decision records, want 1", len(recs))
+			}
+			up.mu.Lock()
+			n, names := offered(t, up.answer)
+			up.mu.Unlock()
+			s := recs[0].Get("searches.0")
+			var logged []string
+			for _, h := range s.Get("results").Array() {
+				logged = append(logged, h.Get("name").String())
+			}
+			if want := names[:min(len(names), searchHitsLogged)]; !slices.Equal(logged, want) {
+				t.Errorf("logged results %v, want the first %d the model was offered %v", logged, len(want), want)
+			}
+			if got := s.Get("results_total"); got.Int() != int64(n) || !got.Exists() {
+				t.Errorf("results_total %v, want the %d tools the answer offered", got, n)
+			}
+		})
+	}
+}
