@@ -107,11 +107,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	}
-	decisions, closeDecisions, err := openDecisionLog(*decisionLog, stderr)
+	decisions, decisionFile, err := openDecisionLog(*decisionLog, stderr)
 	if err != nil {
 		return err
 	}
-	defer closeDecisions()
+	defer decisionFile.Close()
 	o.DecisionLog = decisions
 	if len(sizes) == 0 {
 		sizes = []int{0} // the bundled tasks, or the whole eval catalog

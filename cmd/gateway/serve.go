@@ -41,7 +41,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.upstream, "upstream", os.Getenv("GATEWAY_UPSTREAM"), "upstream base URL ending in /v1 (env GATEWAY_UPSTREAM; default https://api.openai.com/v1)")
 	fs.StringVar(&c.config, "config", os.Getenv("GATEWAY_CONFIG"), "policy file (env GATEWAY_CONFIG; default ./tools.yaml when present)")
 	fs.StringVar(&c.logLevel, "log-level", envOr("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
-	fs.StringVar(&c.decisionLog, "decision-log", os.Getenv("GATEWAY_DECISION_LOG"), "append one JSON record per chat request to FILE, \"-\" for stderr (env GATEWAY_DECISION_LOG; default off)")
+	fs.StringVar(&c.decisionLog, "decision-log", os.Getenv("GATEWAY_DECISION_LOG"), "append one JSON record per chat request to FILE, \"-\" for stderr; SIGHUP reopens FILE, for logrotate (env GATEWAY_DECISION_LOG; default off)")
 	fs.StringVar(&c.adminToken, "admin-token", os.Getenv("GATEWAY_ADMIN_TOKEN"), "enables GET /debug/sessions/{id} and the Go profiles under /debug/pprof/ for requests with this X-Toolgate-Admin-Token (env GATEWAY_ADMIN_TOKEN; default off)")
 	var drainDelay, drainTimeout string
 	fs.StringVar(&drainDelay, "drain-delay", envOr("GATEWAY_DRAIN_DELAY", "0s"), "on SIGTERM, how long /healthz answers 503 while requests are still served, before the listener closes (env GATEWAY_DRAIN_DELAY; set it to what a load balancer needs to stop sending, e.g. 5s)")
@@ -114,11 +114,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	metrics := proxy.NewMetrics()
 	catalogs := selector.NewCache(256)
 	onPolicyReload(live, metrics, catalogs) // before Watch starts reloading
-	decisions, closeDecisions, err := openDecisionLog(c.decisionLog, stderr)
+	decisions, decisionFile, err := openDecisionLog(c.decisionLog, stderr)
 	if err != nil {
 		return err
 	}
-	defer closeDecisions()
+	defer decisionFile.Close()
 	snap := live.Current()
 	logger.Info("policy loaded", "source", snap.Source())
 	listen := firstNonEmpty(c.listen, snap.Gateway.Listen)
@@ -175,7 +175,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			logger.Warn("policy watch stopped; edits need SIGHUP or a restart", "err", err)
 		}
 	}()
-	go reloadOnHangup(ctx, hup, live, logger)
+	go reloadOnHangup(ctx, hup, live, decisionFile, logger)
 	srv.handler = gw.Handler()
 	served := make(chan struct{})
 	defer close(served)
@@ -217,29 +217,39 @@ func onPolicyReload(live *policy.Live, metrics *proxy.Metrics, catalogs *selecto
 }
 
 // openDecisionLog returns the decision logger for path ("" none, "-"
-// stderr, else a file opened for appending) and a func that closes it.
-func openDecisionLog(path string, stderr io.Writer) (*slog.Logger, func(), error) {
+// stderr, else a file opened for appending) and that file, to reopen on
+// SIGHUP and close; it is nil, and both are no-ops, without one.
+func openDecisionLog(path string, stderr io.Writer) (*slog.Logger, *decisionFile, error) {
 	switch path {
 	case "":
-		return nil, func() {}, nil
+		return nil, nil, nil
 	case "-":
-		return slog.New(slog.NewJSONHandler(stderr, nil)), func() {}, nil
+		return slog.New(slog.NewJSONHandler(stderr, nil)), nil, nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := openDecisionFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("opening decision log: %w", err)
+		return nil, nil, err
 	}
-	return slog.New(slog.NewJSONHandler(f, nil)), func() { _ = f.Close() }, nil
+	return slog.New(slog.NewJSONHandler(f, nil)), f, nil
 }
 
-// reloadOnHangup reloads the policy on each SIGHUP from hup until ctx
-// ends; later ones are ignored (the caller keeps hup registered).
-func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, live *policy.Live, logger *slog.Logger) {
+// reloadOnHangup reopens the decision log and reloads the policy on each
+// SIGHUP from hup until ctx ends; later ones are ignored (the caller keeps
+// hup registered). The reopen is what logrotate's postrotate kill -HUP
+// asks for.
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, live *policy.Live, dlog *decisionFile, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
+			if dlog != nil {
+				if err := dlog.Reopen(); err != nil {
+					logger.Warn("reopening the decision log on SIGHUP; still writing to the previous file", "err", err)
+				} else {
+					logger.Info("decision log reopened on SIGHUP", "path", dlog.path)
+				}
+			}
 			if err := live.Reload(); err == nil {
 				logger.Info("policy reloaded on SIGHUP", "source", live.Current().Source())
 			}
