@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -54,7 +55,60 @@ func (g *Gateway) logDecision(tr *tracker, total time.Duration) {
 			attrs = append(attrs, slog.Int64("input_tokens", gw), slog.Int64("input_tokens_direct_estimate", direct))
 		}
 	}
-	g.DecisionLog.LogAttrs(context.Background(), slog.LevelInfo, "decision", attrs...)
+	g.writeDecision(attrs)
+}
+
+// writeDecision writes one record through the decision log's handler,
+// not its Logger, whose methods drop the write's error: a record lost to
+// a full disk must be counted and said.
+func (g *Gateway) writeDecision(attrs []slog.Attr) {
+	ctx := context.Background()
+	h := g.DecisionLog.Handler()
+	if !h.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	now := time.Now()
+	r := slog.NewRecord(now, slog.LevelInfo, "decision", 0)
+	r.AddAttrs(attrs...)
+	err := h.Handle(ctx, r)
+	if err == nil {
+		return
+	}
+	g.Metrics.decisionLogFailed()
+	if warn, n := g.dlogFails.fail(now); warn {
+		g.logger().Warn("writing the decision log failed; records are lost (toolgate_decision_log_errors_total counts them)",
+			"err", err, "failures", n)
+	}
+}
+
+// decisionLogFailed counts a decision record that could not be written.
+func (m *Metrics) decisionLogFailed() {
+	if m == nil {
+		return
+	}
+	m.decisionLogErrors.Inc()
+}
+
+// writeFailures paces the warnings about failed decision-log writes to
+// one a minute: a full disk fails every request's record, and a warning
+// for each would flood the gateway's own log, likely on the same disk.
+type writeFailures struct {
+	mu     sync.Mutex
+	warned time.Time // when the last warning was logged
+	since  int       // failures since then, the one that warned included
+}
+
+// fail notes a failure at now and reports whether to warn, and how many
+// failures the warning covers.
+func (w *writeFailures) fail(now time.Time) (warn bool, n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.since++
+	if !w.warned.IsZero() && now.Sub(w.warned) < time.Minute {
+		return false, 0
+	}
+	n, w.since, w.warned = w.since, 0, now
+	return true, n
 }
 
 func turnAttrs(t *turn, total time.Duration) []slog.Attr {

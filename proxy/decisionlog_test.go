@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -102,6 +104,91 @@ func TestSearchRecordsListWhatTheModelWasOffered(t *testing.T) {
 			}
 			if got := s.Get("results_total"); got.Int() != int64(n) || !got.Exists() {
 				t.Errorf("results_total %v, want the %d tools the answer offered", got, n)
+			}
+		})
+	}
+}
+
+// textAnswer is an upstream that answers every call with text.
+var textAnswer = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`)
+})
+
+// failingWriter is a decision-log sink on a full disk.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// TestFailedDecisionLogWritesAreCountedAndSaid: a decision log on a full
+// disk lost every record without a word.
+func TestFailedDecisionLogWritesAreCountedAndSaid(t *testing.T) {
+	const requests = 3
+	for _, tc := range []struct {
+		name      string
+		sink      io.Writer
+		failures  float64
+		warnings  int
+		warnsWith string
+	}{
+		{"every record a full disk refuses is counted, and said once", failingWriter{}, requests, 1, "no space left on device"},
+		{"a log that takes its records counts and says nothing", io.Discard, 0, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMetrics()
+			var logs syncBuffer
+			base := newTestGateway(t, textAnswer, func(g *Gateway) {
+				g.Metrics = m
+				g.DecisionLog = slog.New(slog.NewJSONHandler(tc.sink, nil))
+				g.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+			})
+			for range requests {
+				if x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(60), false, nil), nil); x.status != http.StatusOK {
+					t.Fatalf("status %d: %s", x.status, x.body)
+				}
+			}
+			text := scrapeUntil(t, base, func(text string) bool {
+				return metricValue(t, text, `toolgate_requests_total{mode="hybrid",route="chat",status="200"}`) == requests
+			})
+			if got := metricValue(t, text, "toolgate_decision_log_errors_total"); got != tc.failures {
+				t.Errorf("toolgate_decision_log_errors_total = %v, want %v", got, tc.failures)
+			}
+			var warnings []gjson.Result
+			for _, l := range logs.lines(t) {
+				if strings.Contains(l.Get("msg").String(), "decision log") {
+					warnings = append(warnings, l)
+				}
+			}
+			if len(warnings) != tc.warnings {
+				t.Fatalf("%d warnings about the decision log, want %d:\n%s", len(warnings), tc.warnings, logs.String())
+			}
+			if tc.warnings > 0 && !strings.Contains(warnings[0].Get("err").String(), tc.warnsWith) {
+				t.Errorf("the warning says %s, want the write's error %q", warnings[0].Raw, tc.warnsWith)
+			}
+		})
+	}
+}
+
+func TestDecisionLogWarningsComeOnceAMinute(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var w writeFailures
+	for _, tc := range []struct {
+		name string
+		at   time.Duration
+		warn bool
+		n    int
+	}{
+		{"the first failure warns", 0, true, 1},
+		{"a failure a second later does not", time.Second, false, 0},
+		{"nor one 59 s after the warning", 59 * time.Second, false, 0},
+		{"a failure a minute after the warning warns, counting those it did not say", time.Minute, true, 3},
+		{"and the next is quiet again", time.Minute + time.Second, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			warn, n := w.fail(t0.Add(tc.at))
+			if warn != tc.warn || n != tc.n {
+				t.Errorf("fail = %v, %d; want %v, %d", warn, n, tc.warn, tc.n)
 			}
 		})
 	}

@@ -90,6 +90,7 @@ type Gateway struct {
 	noUsage    *lru.Cache[string, struct{}]      // models whose upstream refused stream_options
 	noExtras   *lru.Cache[string, struct{}]      // models whose upstream refused its messages' extras
 	chat       rewrite.Dialect                   // the dialect of /chat/completions
+	dlogFails  writeFailures                     // paces the warnings about decision-log writes
 }
 
 func (g *Gateway) init() {

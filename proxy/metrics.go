@@ -34,6 +34,8 @@ type Metrics struct {
 	storeErrors   *prometheus.CounterVec
 	retries       prometheus.Counter
 
+	decisionLogErrors prometheus.Counter
+
 	bindOnce sync.Once
 }
 
@@ -106,6 +108,11 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(m.requests, m.passthrough, m.rounds, m.searches, m.searchSeconds, m.addedSeconds,
 		m.toolTokens, m.inputTokens, m.cachedTokens, m.misses, m.reloads, m.policyFileOK, m.storeErrors, m.retries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.decisionLogErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "toolgate_decision_log_errors_total",
+		Help: "Decision records the gateway failed to write (a full disk, a closed pipe): each is lost. The gateway's log warns at most once a minute while they fail.",
+	})
+	m.reg.MustRegister(m.decisionLogErrors)
 	// Both results exist from the start: a series that appears with its
 	// first increment is missed by rate() and increase(), which then never
 	// see the first failed reload after a restart.
