@@ -17,6 +17,11 @@ import (
 // hiddenLogged bounds how many policy-hidden tools one record lists.
 const hiddenLogged = 32
 
+// modelLogged bounds the model name a record repeats, as long as a tool
+// name may be: the client sends any string, and the upstream refuses one
+// it does not serve only after the gateway has logged it.
+const modelLogged = maxToolName
+
 // activeTool is one tool of the active set and why it is there.
 type activeTool struct {
 	Name   string `json:"name"`
@@ -136,7 +141,7 @@ func turnAttrs(t *turn, total time.Duration) []slog.Attr {
 	}
 	attrs := []slog.Attr{
 		slog.String("session", t.key),
-		slog.String("model", t.req.Model),
+		slog.String("model", clipMarked(t.req.Model, modelLogged)),
 		slog.Bool("stream", t.req.Stream),
 		slog.Any("active", active),
 		slog.Any("dropped_guesses", t.dropped),

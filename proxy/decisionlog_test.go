@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -189,6 +190,61 @@ func TestDecisionLogWarningsComeOnceAMinute(t *testing.T) {
 			warn, n := w.fail(t0.Add(tc.at))
 			if warn != tc.warn || n != tc.n {
 				t.Errorf("fail = %v, %d; want %v, %d", warn, n, tc.warn, tc.n)
+			}
+		})
+	}
+}
+
+// TestRecordsDoNotGrowWithClientInput: the model name and the search
+// queries are the client's and the model's strings; a 2 MB model name
+// made a 2 MB record.
+func TestRecordsDoNotGrowWithClientInput(t *testing.T) {
+	long := func(unit string, bytes int) string { return strings.Repeat(unit, bytes/len(unit)+1) }
+	for _, tc := range []struct {
+		name, model, query string
+		field              string // the record's field, by gjson path
+		max                int    // its most bytes, the ellipsis included
+		clipped            bool
+	}{
+		{"a 2 MB model name is logged as its first 256 bytes and an ellipsis", long("x", 2<<20), "create issue", "model", 256 + len("…"), true},
+		{"a model name of three-byte runes is cut between runes", long("€", 1000), "create issue", "model", 256 + len("…"), true},
+		{"a model name of 256 bytes is logged whole", long("m", 256)[:256], "create issue", "model", 256, false},
+		{"a 1.3 MB query is logged as its first 200 bytes and an ellipsis", "gpt-4o", long("pull request ", 1300000), "searches.0.query", maxQueryLen + len("…"), true},
+		{"a query of two-byte runes is cut between runes", "gpt-4o", long("ü", 1000), "searches.0.query", maxQueryLen + len("…"), true},
+		{"a short query is logged whole", "gpt-4o", "create issue", "searches.0.query", len("create issue"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args, _ := json.Marshal(map[string]string{"query": tc.query})
+			up := &searchingUpstream{args: string(args)}
+			var buf syncBuffer
+			base := newTestGateway(t, up, searchOnly(t), func(g *Gateway) {
+				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+			})
+			x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(60), false, map[string]any{"model": tc.model}), nil)
+			if x.status != http.StatusOK {
+				t.Fatalf("status %d: %.300s", x.status, x.body)
+			}
+			recs := buf.waitLines(t, 1)
+			if len(recs) != 1 {
+				t.Fatalf("%d decision records, want 1", len(recs))
+			}
+			got := recs[0].Get(tc.field).String()
+			full := tc.model
+			if tc.field != "model" {
+				full = tc.query
+			}
+			switch {
+			case len(got) > tc.max:
+				t.Errorf("%s is %d bytes, want at most %d", tc.field, len(got), tc.max)
+			case !utf8.ValidString(got):
+				t.Errorf("%s %q is not valid UTF-8: cut inside a rune", tc.field, got)
+			case strings.HasSuffix(got, "…") != tc.clipped:
+				t.Errorf("%s %.60q…: ends in an ellipsis %v, want %v", tc.field, got, !tc.clipped, tc.clipped)
+			case !strings.HasPrefix(full, strings.TrimSuffix(got, "…")):
+				t.Errorf("%s %.60q is not the head of what the client sent", tc.field, got)
+			}
+			if len(recs[0].Raw) > 16<<10 {
+				t.Errorf("the record is %d bytes", len(recs[0].Raw))
 			}
 		})
 	}

@@ -146,7 +146,9 @@ func (t *turn) noteSearch(query string, offered []selector.Result, took time.Dur
 		hits = append(hits, searchHit{Name: it.Name, Score: it.Score})
 	}
 	t.rep.searches = append(t.rep.searches, searchNote{
-		Query: query, Results: hits, ResultsTotal: len(offered), took: took,
+		// The model wrote the query, often from the user's message: a
+		// record repeating megabytes of it would be the log's bulk.
+		Query: shortened(query), Results: hits, ResultsTotal: len(offered), took: took,
 		TookMS: float64(took.Microseconds()) / 1000,
 	})
 }

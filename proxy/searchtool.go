@@ -192,7 +192,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	took := time.Since(start)
 	if err != nil {
 		t.noteSearch(a.Query, nil, took)
-		t.g.logger().Warn("searching tools", "query", a.Query, "err", err)
+		t.g.logger().Warn("searching tools", "query", shortened(a.Query), "err", err)
 		return "Error: the search failed; try again with other keywords."
 	}
 	res.Items = t.newUpTo(res.Items, limit)
@@ -287,11 +287,15 @@ func (t *turn) withBundles(query string, items []selector.Result) []selector.Res
 // shortened returns a query the answer may repeat: up to maxQueryLen
 // bytes, cut at a rune, with an ellipsis when cut. The model wrote the
 // query; repeating a megabyte of it back would cost its tokens again.
-func shortened(q string) string {
-	if len(q) <= maxQueryLen {
-		return q
+func shortened(q string) string { return clipMarked(q, maxQueryLen) }
+
+// clipMarked cuts s to at most n bytes at a rune, with an ellipsis (three
+// bytes more) when cut, so a reader knows there was more.
+func clipMarked(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return clip(q, maxQueryLen) + "…"
+	return clip(s, n) + "…"
 }
 
 // oneLine returns a tool name without line breaks or other control
