@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 )
 
 // decisionFile is the decision log's file, reopened by path on SIGHUP: a
@@ -26,8 +28,17 @@ func openDecisionFile(path string) (*decisionFile, error) {
 	return &decisionFile{path: path, f: f}, nil
 }
 
+// openAppend opens path for appending without blocking: opening a FIFO
+// for writing waits for a reader, and a start-up stuck there neither
+// listened nor heeded SIGTERM. A FIFO without a reader now fails at once;
+// one with a reader is written through Go's poller, which waits for the
+// reader without holding a thread. Linux ignores O_NONBLOCK for regular
+// files, and devices such as /dev/stdout keep working.
 func openAppend(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, 0o600)
+	if errors.Is(err, syscall.ENXIO) {
+		return nil, fmt.Errorf("opening decision log: a FIFO with no reader; start its reader first: %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening decision log: %w", err)
 	}
