@@ -35,9 +35,12 @@ type hiddenTool struct {
 	Rule string `json:"rule"`
 }
 
-// logDecision writes the request's record to g.DecisionLog, if set.
+// logDecision writes the request's record to g.DecisionLog, if set, for
+// chat requests only: a GET /v1/models or an embeddings call had no
+// decision to record, and a client polling the model list would fill the
+// log with records that say nothing (the metrics still count them).
 func (g *Gateway) logDecision(tr *tracker, total time.Duration) {
-	if g.DecisionLog == nil {
+	if g.DecisionLog == nil || tr.route != routeChat {
 		return
 	}
 	rep := &tr.rep

@@ -249,3 +249,67 @@ func TestRecordsDoNotGrowWithClientInput(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyChatRequestsAreRecorded: the README promises one record per
+// chat request; a client polling GET /v1/models wrote one per poll.
+func TestOnlyChatRequestsAreRecorded(t *testing.T) {
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			textAnswer(w, r)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+	})
+	for _, tc := range []struct {
+		name    string
+		request func(t *testing.T, base string) int
+		records int
+	}{
+		{"a model list passed through writes no record", func(t *testing.T, base string) int {
+			code, _ := getWithHeaders(t, base+"/models", nil)
+			return code
+		}, 0},
+		{"an embeddings call passed through writes no record", func(t *testing.T, base string) int {
+			return sendTo(t, base, "/embeddings", []byte(`{"model":"e","input":"hi"}`), nil).status
+		}, 0},
+		{"a chat request without tools, passed through, writes its record", func(t *testing.T, base string) int {
+			return send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, nil, false, nil), nil).status
+		}, 1},
+		{"a chat request the gateway rewrote writes its record", func(t *testing.T, base string) int {
+			return send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(60), false, nil), nil).status
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMetrics()
+			var buf syncBuffer
+			base := newTestGateway(t, upstream, func(g *Gateway) {
+				g.Metrics = m
+				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+			})
+			if code := tc.request(t, base); code != http.StatusOK {
+				t.Fatalf("status %d", code)
+			}
+			// A chat request after it, whose record comes when the
+			// request's would have (records are written once the client has
+			// its answer, so not always in order: a little grace follows).
+			marker := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(60), false, map[string]any{"model": "marker"}), nil)
+			if marker.status != http.StatusOK {
+				t.Fatalf("marker status %d", marker.status)
+			}
+			buf.waitLines(t, tc.records+1)
+			time.Sleep(100 * time.Millisecond)
+			recs := buf.lines(t)
+			n := 0
+			for _, r := range recs {
+				if r.Get("model").String() != "marker" {
+					n++
+				}
+			}
+			if n != tc.records {
+				t.Errorf("%d decision records, want %d:\n%s", n, tc.records, buf.String())
+			}
+		})
+	}
+}
