@@ -313,3 +313,47 @@ func TestOnlyChatRequestsAreRecorded(t *testing.T) {
 		})
 	}
 }
+
+// TestEverySearchCallIsInTheRecord: a tool_search call with an empty
+// query counted in toolgate_tool_search_calls_total but was missing from
+// the record's searches, so the two disagreed.
+func TestEverySearchCallIsInTheRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name, args string
+		err        string // the search's error in the record
+		ranked     float64
+	}{
+		{"a search with an empty query is recorded with why it found nothing", `{"query":""}`, searchEmptyQuery, 0},
+		{"a search with only spaces for a query is recorded the same", `{"query":"   "}`, searchEmptyQuery, 0},
+		{"a search without a query is recorded the same", `{"limit":3}`, searchEmptyQuery, 0},
+		{"a search with a query is recorded without an error", `{"query":"create issue"}`, "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &searchingUpstream{args: tc.args}
+			m := NewMetrics()
+			var buf syncBuffer
+			base := newTestGateway(t, up, searchOnly(t), func(g *Gateway) {
+				g.Metrics = m
+				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+			})
+			if x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(60), false, nil), nil); x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			recs := buf.waitLines(t, 1)
+			if len(recs) != 1 {
+				t.Fatalf("%d decision records, want 1", len(recs))
+			}
+			text := scrape(t, base)
+			searches := recs[0].Get("searches").Array()
+			if calls := metricValue(t, text, "toolgate_tool_search_calls_total"); float64(len(searches)) != calls || calls != 1 {
+				t.Fatalf("%d searches in the record, %v in toolgate_tool_search_calls_total; want 1 and 1:\n%s", len(searches), calls, recs[0].Raw)
+			}
+			if got := searches[0].Get("error").String(); got != tc.err {
+				t.Errorf("the search's error is %q, want %q", got, tc.err)
+			}
+			if got := metricValue(t, text, "toolgate_search_duration_seconds_count"); got != tc.ranked {
+				t.Errorf("toolgate_search_duration_seconds_count = %v, want %v: only searches of the catalog are timed", got, tc.ranked)
+			}
+		})
+	}
+}

@@ -219,7 +219,9 @@ func (m *Metrics) observe(tr *tracker, total time.Duration) {
 	}
 	m.searches.Add(float64(t.searches))
 	for _, s := range rep.searches {
-		m.searchSeconds.Observe(s.took.Seconds())
+		if s.took >= 0 { // the catalog was searched
+			m.searchSeconds.Observe(s.took.Seconds())
+		}
 	}
 	m.addedSeconds.WithLabelValues(strconv.FormatBool(t.req.Stream)).Observe(max(total-rep.upstream, 0).Seconds())
 	if rep.tokErr == nil {

@@ -51,14 +51,22 @@ type roundNote struct {
 
 // searchNote is one tool_search the gateway answered: Results are the
 // first searchHitsLogged tools its answer offered, ResultsTotal how many
-// it offered, so a record whose list was cut says so.
+// it offered, so a record whose list was cut says so. Error says why a
+// call found nothing without a search, or with one that failed.
 type searchNote struct {
-	Query        string      `json:"query"`
-	TookMS       float64     `json:"took_ms"`
-	Results      []searchHit `json:"results"`
-	ResultsTotal int         `json:"results_total"`
-	took         time.Duration
+	Query        string        `json:"query"`
+	TookMS       float64       `json:"took_ms"`
+	Results      []searchHit   `json:"results"`
+	ResultsTotal int           `json:"results_total"`
+	Error        string        `json:"error,omitempty"`
+	took         time.Duration // -1: the catalog was not searched
 }
+
+// Why a tool_search call offered nothing, in its searchNote.
+const (
+	searchEmptyQuery = "empty query"   // answered without searching
+	searchFailed     = "search failed" // the catalog's search returned an error
+)
 
 type searchHit struct {
 	Name  string  `json:"name"`
@@ -136,8 +144,11 @@ func (b *timedBody) Read(p []byte) (int, error) {
 }
 
 // noteSearch records one search for the decision log and the metrics:
-// offered is what its answer listed as callable, in its order.
-func (t *turn) noteSearch(query string, offered []selector.Result, took time.Duration) {
+// offered is what its answer listed as callable, in its order; took is
+// -1 for a call answered without searching, failure why it offered none.
+// Every call is noted, as the metrics count every call: a model sending
+// empty queries is what an operator reading the log needs to see.
+func (t *turn) noteSearch(query string, offered []selector.Result, took time.Duration, failure string) {
 	if t.rep == nil {
 		return
 	}
@@ -148,8 +159,8 @@ func (t *turn) noteSearch(query string, offered []selector.Result, took time.Dur
 	t.rep.searches = append(t.rep.searches, searchNote{
 		// The model wrote the query, often from the user's message: a
 		// record repeating megabytes of it would be the log's bulk.
-		Query: shortened(query), Results: hits, ResultsTotal: len(offered), took: took,
-		TookMS: float64(took.Microseconds()) / 1000,
+		Query: shortened(query), Results: hits, ResultsTotal: len(offered), Error: failure, took: took,
+		TookMS: float64(max(took, 0).Microseconds()) / 1000,
 	})
 }
 

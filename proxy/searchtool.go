@@ -167,6 +167,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	t.searches++
 	a := parseSearchArgs(raw)
 	if a.Query == "" {
+		t.noteSearch(a.Query, nil, -1, searchEmptyQuery)
 		return "Error: " + t.searchName + " needs a non-empty \"query\" of English keywords."
 	}
 	limit := a.Limit
@@ -191,7 +192,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	res, err := t.cat.Search(ctx, t.query(a.Query, limit+guesses))
 	took := time.Since(start)
 	if err != nil {
-		t.noteSearch(a.Query, nil, took)
+		t.noteSearch(a.Query, nil, took, searchFailed)
 		t.g.logger().Warn("searching tools", "query", shortened(a.Query), "err", err)
 		return "Error: the search failed; try again with other keywords."
 	}
@@ -205,7 +206,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	// Noted once the bundles and the cut have had their say: an operator
 	// asking why the model did not see a tool needs the list the answer
 	// offered, not the ranking before it was changed.
-	t.noteSearch(a.Query, res.Items, took)
+	t.noteSearch(a.Query, res.Items, took, "")
 	for _, it := range res.Items {
 		t.join(it.Name, reasonDiscovered)
 		if t.found == nil {
