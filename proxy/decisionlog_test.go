@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -353,6 +355,63 @@ func TestEverySearchCallIsInTheRecord(t *testing.T) {
 			}
 			if got := metricValue(t, text, "toolgate_search_duration_seconds_count"); got != tc.ranked {
 				t.Errorf("toolgate_search_duration_seconds_count = %v, want %v: only searches of the catalog are timed", got, tc.ranked)
+			}
+		})
+	}
+}
+
+// TestAClientThatLeftHasOneStatusInTheRecordAndTheMetrics: the record
+// said 0 where toolgate_requests_total said "none".
+func TestAClientThatLeftHasOneStatusInTheRecordAndTheMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tools []map[string]any
+		mode  string
+	}{
+		{"a rewritten request whose client left", testCatalog(60), "hybrid"},
+		{"a request passed through whose client left", nil, "passthrough"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := make(chan struct{}, 1)
+			upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got <- struct{}{}
+				waitGone(r)
+			})
+			m := NewMetrics()
+			var buf syncBuffer
+			base := newTestGateway(t, upstream, func(g *Gateway) {
+				g.Metrics = m
+				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions",
+				bytes.NewReader(chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, tc.tools, false, nil)))
+			req.Header.Set("Content-Type", "application/json")
+			errc := make(chan error, 1)
+			go func() {
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				errc <- err
+			}()
+			select {
+			case <-got:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the request never reached the upstream")
+			}
+			cancel()
+			if err := <-errc; err == nil {
+				t.Fatal("the request succeeded; the test needs a client that left")
+			}
+			recs := buf.waitLines(t, 1)
+			if len(recs) != 1 {
+				t.Fatalf("%d decision records, want 1", len(recs))
+			}
+			status := recs[0].Get("status").Raw
+			series := `toolgate_requests_total{mode="` + tc.mode + `",route="chat",status="` + status + `"}`
+			if v := metricValue(t, scrape(t, base), series); v != 1 {
+				t.Errorf("%s = %v, want 1: the record's status is %s\n%s", series, v, status, scrape(t, base))
 			}
 		})
 	}

@@ -196,10 +196,9 @@ func (m *Metrics) observe(tr *tracker, total time.Duration) {
 	if m == nil {
 		return
 	}
-	status := "none" // the client left before anything was written
-	if tr.status != 0 {
-		status = strconv.Itoa(tr.status)
-	}
+	// 0 when nothing was written (the client left first), as the decision
+	// record says: one value to match a record to its series.
+	status := strconv.Itoa(tr.status)
 	// Counted last: a scrape that sees the request sees all it recorded.
 	defer m.requests.WithLabelValues(tr.route, tr.rep.mode, status).Inc()
 	if tr.rep.reason != "" {
