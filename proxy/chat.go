@@ -262,7 +262,7 @@ func (g *Gateway) forwardChat(w *tracker, r *http.Request, rest string, snap *po
 		}
 		if rerr != nil {
 			if rerr == io.EOF {
-				w.rep.passPrompt = usage.promptTokens()
+				w.rep.passPrompt, w.rep.passCached = usage.tokens()
 			}
 			return
 		}

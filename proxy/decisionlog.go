@@ -61,6 +61,9 @@ func (g *Gateway) logDecision(tr *tracker, total time.Duration) {
 			slog.Int("tool_tokens_client", rep.tokIn), slog.Int("tool_tokens_upstream", rep.passSent))
 		if gw, direct, ok := rep.passInput(); ok {
 			attrs = append(attrs, slog.Int64("input_tokens", gw), slog.Int64("input_tokens_direct_estimate", direct))
+			if rep.passCached >= 0 {
+				attrs = append(attrs, slog.Int64("input_tokens_cached", rep.passCached))
+			}
 		}
 	}
 	g.writeDecision(attrs)

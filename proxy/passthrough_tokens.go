@@ -79,17 +79,28 @@ func (u *usageTap) see(b []byte) {
 	}
 }
 
-// promptTokens returns the answer's usage.prompt_tokens, or 0 when it
-// was not kept or has none.
-func (u *usageTap) promptTokens() int64 {
+// tokens returns the answer's usage.prompt_tokens, 0 when it was not
+// kept or has none, and of them the prompt-cache hits
+// (prompt_tokens_details.cached_tokens), -1 when it reports none.
+func (u *usageTap) tokens() (prompt, cached int64) {
+	usage := u.usage()
+	prompt = usage.Get("prompt_tokens").Int()
+	if c := usage.Get("prompt_tokens_details.cached_tokens"); c.Type == gjson.Number && c.Int() >= 0 {
+		return prompt, c.Int()
+	}
+	return prompt, -1
+}
+
+// usage returns the answer's usage object: a whole answer's, or a
+// stream's last data line that carries prompt tokens.
+func (u *usageTap) usage() gjson.Result {
 	if !u.on {
-		return 0
+		return gjson.Result{}
 	}
 	if !u.stream {
-		return gjson.GetBytes(u.buf, "usage.prompt_tokens").Int()
+		return gjson.GetBytes(u.buf, "usage")
 	}
-	// The last data line that carries a usage; the tail's first line may
-	// be cut and then is not JSON.
+	// The tail's first line may be cut and then is not JSON.
 	for rest := u.buf; len(rest) > 0; {
 		i := bytes.LastIndexByte(rest[:len(rest)-1], '\n') + 1
 		line := bytes.TrimSpace(rest[i:])
@@ -98,11 +109,11 @@ func (u *usageTap) promptTokens() int64 {
 		if !ok {
 			continue
 		}
-		if p := gjson.GetBytes(bytes.TrimSpace(data), "usage.prompt_tokens"); p.Type == gjson.Number {
-			return p.Int()
+		if usage := gjson.GetBytes(bytes.TrimSpace(data), "usage"); usage.Get("prompt_tokens").Type == gjson.Number {
+			return usage
 		}
 	}
-	return 0
+	return gjson.Result{}
 }
 
 // passInput returns a passed-through request's input tokens and what
@@ -130,5 +141,10 @@ func (m *Metrics) observePassthrough(rep *report) {
 	if gw, direct, ok := rep.passInput(); ok {
 		m.inputTokens.WithLabelValues("gateway").Add(float64(gw))
 		m.inputTokens.WithLabelValues("direct_estimate").Add(float64(direct))
+		// Counted with the prompt they are part of, as for a turn: the
+		// cached total is a share of toolgate_input_tokens_total{path="gateway"}.
+		if rep.passCached >= 0 {
+			m.cachedTokens.Add(float64(rep.passCached))
+		}
 	}
 }

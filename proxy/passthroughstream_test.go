@@ -183,7 +183,7 @@ func TestAStreamsUsageIsReadFromItsTailWhateverItsReads(t *testing.T) {
 				u.see([]byte(s[:n]))
 				s = s[n:]
 			}
-			if got := u.promptTokens(); got != tt.want {
+			if got, _ := u.tokens(); got != tt.want {
 				t.Errorf("prompt tokens %d, want %d", got, tt.want)
 			}
 			if len(u.buf) > 2*streamUsageTail {

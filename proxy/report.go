@@ -34,10 +34,12 @@ type report struct {
 	rounds   []roundNote
 	searches []searchNote
 
-	// A chat request passed through: the tokens of the tools it forwarded
-	// and its answer's prompt tokens (0: unknown).
+	// A chat request passed through: the tokens of the tools it forwarded,
+	// its answer's prompt tokens (0: unknown) and of them those served
+	// from the upstream's prompt cache (-1: not reported).
 	passSent   int
 	passPrompt int64
+	passCached int64
 }
 
 // roundNote is one upstream call of a turn.

@@ -1,0 +1,67 @@
+package proxy
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestPassedThroughRequestsCountTheirCachedTokens: a request passed
+// through added its prompt to toolgate_input_tokens_total{path="gateway"}
+// but never its prompt-cache hits to toolgate_input_tokens_cached_total,
+// of which that total is the whole, nor to its record.
+func TestPassedThroughRequestsCountTheirCachedTokens(t *testing.T) {
+	const details = `,"prompt_tokens_details":{"cached_tokens":1536}`
+	for _, tc := range []struct {
+		name    string
+		stream  bool
+		details string
+		want    float64 // -1: no input_tokens_cached in the record
+	}{
+		{"a JSON answer's cache hits are counted", false, details, 1536},
+		{"a stream's cache hits are read from its usage event", true, details, 1536},
+		{"a JSON answer that reports none adds nothing and claims nothing", false, "", -1},
+		{"a stream that reports none adds nothing and claims nothing", true, "", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			usage := `"usage":{"prompt_tokens":5000,"completion_tokens":1,"total_tokens":5001` + tc.details + `}`
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				if tc.stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, textChunk("hi")+finishChunk("stop")+
+						sseData(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],`+usage+`}`)+doneEvent)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],`+usage+`}`)
+			})
+			m := NewMetrics()
+			var buf syncBuffer
+			base := newTestGateway(t, up, func(g *Gateway) {
+				g.Metrics = m
+				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+			})
+			x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(3), tc.stream, nil), nil)
+			if x.status != http.StatusOK || (tc.stream && !strings.Contains(string(x.body), "[DONE]")) {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			recs := buf.waitLines(t, 1)
+			if len(recs) != 1 || recs[0].Get("mode").String() != "passthrough" || recs[0].Get("input_tokens").Int() != 5000 {
+				t.Fatalf("want one record of a request passed through with its 5000 input tokens:\n%s", buf.String())
+			}
+			got := recs[0].Get("input_tokens_cached")
+			switch {
+			case tc.want < 0 && got.Exists():
+				t.Errorf("the record claims %v cached tokens the upstream never reported", got)
+			case tc.want >= 0 && (!got.Exists() || got.Float() != tc.want):
+				t.Errorf("input_tokens_cached = %v, want %v:\n%s", got, tc.want, recs[0].Raw)
+			}
+			if metric, want := metricValue(t, scrape(t, base), "toolgate_input_tokens_cached_total"), max(tc.want, 0); metric != want {
+				t.Errorf("toolgate_input_tokens_cached_total = %v, want %v", metric, want)
+			}
+		})
+	}
+}
