@@ -85,7 +85,10 @@ func checkChoice(snap *policy.Snapshot, req *rewrite.Request) error {
 			continue
 		}
 		if d := decide(name); !d.Visible {
-			return rewrite.WithParam("tool_choice", fmt.Errorf("%w: tool_choice names %q, which the gateway's policy hides from the model (%s)", rewrite.ErrBadRequest, name, d.Rule))
+			// Clipped: the error is logged and answered, and the name is
+			// the client's, as long as a body may be (1 MB made a 1 MB
+			// log line).
+			return rewrite.WithParam("tool_choice", fmt.Errorf("%w: tool_choice names %q, which the gateway's policy hides from the model (%s)", rewrite.ErrBadRequest, clipMarked(name, maxToolName), d.Rule))
 		}
 	}
 	return nil

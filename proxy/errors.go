@@ -140,6 +140,16 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	writeJSONError(w, status, body)
 }
 
+// failureLevel is the level of a failure in work done for a request: Debug
+// once the request's context has ended (its client left, or the turn's
+// deadline passed, which the response reports), Warn otherwise.
+func failureLevel(ctx context.Context) slog.Level {
+	if ctx.Err() != nil {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
+}
+
 // shuttingDown reports whether r was canceled by the server's shutdown
 // rather than by its client.
 func shuttingDown(r *http.Request) bool {

@@ -235,3 +235,43 @@ func TestFailuresAreLoggedAtTheLevelOfWhoseFaultTheyAre(t *testing.T) {
 		})
 	}
 }
+
+// TestAHugeToolChoiceNameIsClippedInTheErrorAndTheLog: a tool_choice
+// naming a hidden tool is refused with the name in the message, which is
+// logged too; a 1 MB name made a 1 MB log line.
+func TestAHugeToolChoiceNameIsClippedInTheErrorAndTheLog(t *testing.T) {
+	logs := &syncBuffer{}
+	policyText := "deny: [\"x*\"]\n"
+	base := newTestGateway(t, &recorder{answer: plainAnswer}, withPolicy(loadPolicy(t, policyText)), func(g *Gateway) {
+		g.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	name := "x" + strings.Repeat("a", 1<<20)
+	extra := map[string]any{"tool_choice": map[string]any{"type": "function", "function": map[string]any{"name": name}}}
+	tools := append(testCatalog(30), map[string]any{"type": "function", "function": map[string]any{"name": name, "description": "d", "parameters": map[string]any{"type": "object"}}})
+	x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, tools, false, extra), nil)
+	if x.status != http.StatusBadRequest {
+		t.Fatalf("status %d: %.300s", x.status, x.body)
+	}
+	if len(x.body) > 2000 || len(logs.String()) > 4000 {
+		t.Errorf("the answer is %d bytes and the log %d; want both clipped", len(x.body), len(logs.String()))
+	}
+}
+
+func TestWorkForAClientThatLeftFailsQuietly(t *testing.T) {
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tt := range []struct {
+		name string
+		ctx  context.Context
+		want slog.Level
+	}{
+		{"a failure while the client waits is a warning", context.Background(), slog.LevelWarn},
+		{"a failure after the client left is debug", gone, slog.LevelDebug},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := failureLevel(tt.ctx); got != tt.want {
+				t.Errorf("level %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -107,7 +107,7 @@ func (t *turn) preselect(ctx context.Context, fp string, n int, explore bool, re
 	q.Habits = t.habits
 	res, err := t.cat.Preselect(ctx, t.req.Recent, limit, q)
 	if err != nil {
-		t.g.logger().Warn("preselecting tools", "err", err)
+		t.g.logger().Log(ctx, failureLevel(ctx), "preselecting tools", "err", err)
 		return
 	}
 	items, explored := res.Items, ""

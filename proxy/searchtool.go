@@ -193,7 +193,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	took := time.Since(start)
 	if err != nil {
 		t.noteSearch(a.Query, nil, took, searchFailed)
-		t.g.logger().Warn("searching tools", "query", shortened(a.Query), "err", err)
+		t.g.logger().Log(ctx, failureLevel(ctx), "searching tools", "query", shortened(a.Query), "err", err)
 		return "Error: the search failed; try again with other keywords."
 	}
 	res.Items = t.newUpTo(res.Items, limit)
