@@ -821,3 +821,37 @@ func TestPassedThroughRequestsCountInTheTokenMetrics(t *testing.T) {
 		})
 	}
 }
+
+// TestARefusedAdminTokenIsLoggedWithoutTheToken: a probe of the debug
+// routes shows in the log, and what it sent does not.
+func TestARefusedAdminTokenIsLoggedWithoutTheToken(t *testing.T) {
+	logs := &syncBuffer{}
+	base := newTestGateway(t, &recorder{}, func(g *Gateway) {
+		g.AdminToken = "admin-s3cret"
+		g.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	root := strings.TrimSuffix(base, "/v1")
+	for _, tt := range []struct {
+		name, path, token string
+	}{
+		{"a wrong token for the sessions route", "/debug/sessions/x", "guess-1"},
+		{"no token for the profiles", "/debug/pprof/", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hdr := map[string]string{}
+			if tt.token != "" {
+				hdr[AdminTokenHeader] = tt.token
+			}
+			if status, _ := getWithHeaders(t, root+tt.path, hdr); status != http.StatusUnauthorized {
+				t.Fatalf("status %d, want 401", status)
+			}
+			out := logs.String()
+			if !strings.Contains(out, "admin token refused") || !strings.Contains(out, tt.path) {
+				t.Errorf("the log does not show the refusal of %s:\n%s", tt.path, out)
+			}
+			if strings.Contains(out, "guess-1") {
+				t.Errorf("the log shows the token sent:\n%s", out)
+			}
+		})
+	}
+}
