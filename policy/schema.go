@@ -131,8 +131,8 @@ type GatewaySpec struct {
 	// set it. Default 33554432 (32 MiB).
 	BodyLimit int64 `yaml:"body_limit"`
 	// Retries is how many times an upstream answer with a 5xx status to a
-	// round after a search is sent again; the client has received nothing
-	// by then. A turn's first round and a request passed through are sent
+	// round after a search is sent again; that round sent the client
+	// nothing. A turn's first round and a request passed through are sent
 	// once, as a reverse proxy sends them (the client's SDK retries them).
 	// A transport error (connection refused, a timeout) is not retried: it
 	// fails the request at once. Default 1.

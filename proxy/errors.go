@@ -125,9 +125,15 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		level = slog.LevelError
 	}
 	g.logger().Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", status, "err", err)
-	if status == http.StatusRequestTimeout {
+	switch body.Code {
+	case "request_timeout":
 		// The rest of the body may never come: net/http would wait for it
 		// before answering on a connection it means to keep.
+		w.Header().Set("Connection", "close")
+	case "gateway_overloaded", "gateway_shutting_down":
+		// Out of file descriptors, a kept-alive client connection holds
+		// one until the idle timeout: with clients that keep theirs, the
+		// gateway answered nothing more (0 of 60 after the first 503s).
 		w.Header().Set("Connection", "close")
 	}
 	if body.Code == "upstream_bad_response" {

@@ -137,6 +137,10 @@ func TestUpstreamFaultsReachTheClientHonestly(t *testing.T) {
 		for _, path := range []string{"/chat/completions", "/embeddings"} {
 			x := sendTo(t, base, path, big(false), nil)
 			wantError(t, x, http.StatusServiceUnavailable, "gateway_overloaded")
+			// A kept connection would hold a descriptor the gateway lacks.
+			if !x.closed {
+				t.Errorf("%s: the connection is kept (headers %v), want Connection: close", path, x.header)
+			}
 		}
 	})
 	t.Run("an unreachable upstream is a 502", func(t *testing.T) {

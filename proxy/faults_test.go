@@ -98,6 +98,7 @@ type exchange struct {
 	header http.Header
 	body   []byte
 	took   time.Duration
+	closed bool // the gateway said it closes the connection (Connection: close)
 }
 
 // send posts body to the chat route with a deadline, so a gateway that
@@ -128,7 +129,7 @@ func sendTo(t *testing.T, base, path string, body []byte, hdr map[string]string)
 	if err != nil {
 		t.Fatalf("reading the gateway's answer after %s: %v", time.Since(start), err)
 	}
-	return exchange{status: resp.StatusCode, header: resp.Header, body: b, took: time.Since(start)}
+	return exchange{status: resp.StatusCode, header: resp.Header, body: b, took: time.Since(start), closed: resp.Close}
 }
 
 func bigRequest(t *testing.T, stream bool) []byte {
@@ -262,7 +263,7 @@ func TestUnreachableUpstreamIs502WithinTheConnectTimeout(t *testing.T) {
 	}
 }
 
-func TestServerErrorsAreRetriedOnlyBeforeOutput(t *testing.T) {
+func TestServerErrorsAreRetriedWhereOnlyTheGatewayCan(t *testing.T) {
 	// overloadedAt answers the call-th upstream call with a 503, each
 	// call before it with a search round and each after with an answer.
 	overloadedAt := func(calls *atomic.Int32, call int32, stream bool) http.HandlerFunc {
@@ -334,24 +335,43 @@ func TestServerErrorsAreRetriedOnlyBeforeOutput(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a 500 after text reached the client is not retried and ends the stream with an error event", func(t *testing.T) {
-		var calls atomic.Int32
-		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if calls.Add(1) == 1 {
+	// After a search round's text went out, the next round's 5xx still
+	// sent the client nothing of that round: it is sent again, since a
+	// stream's client cannot retry an error event.
+	for _, tc := range []struct {
+		name     string
+		failures int32 // upstream calls after the first that answer 500
+		calls    int32
+		content  string
+		failed   bool
+	}{
+		{"a 500 after text reached the client is sent again, and the client never sees it", 1, 3, "Let me look. Filed.", false},
+		{"a 500 again ends the stream with an error event after the text", 2, 3, "Let me look. ", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := calls.Add(1)
 				w.Header().Set("Content-Type", "text/event-stream")
-				_, _ = io.WriteString(w, textChunk("Let me look. ")+searchRound)
-				return
+				switch {
+				case n == 1:
+					_, _ = io.WriteString(w, textChunk("Let me look. ")+searchRound)
+				case n <= 1+tc.failures:
+					w.Header().Set("Retry-After", "0")
+					w.WriteHeader(500)
+					_, _ = io.WriteString(w, `{"error":{"message":"boom","type":"server_error","code":null}}`)
+				default:
+					_, _ = io.WriteString(w, textChunk("Filed.")+finishChunk("stop")+doneEvent)
+				}
+			})
+			base := newTestGateway(t, up)
+			x := send(t, base, bigRequest(t, true), nil)
+			rep := readStream(t, bytes.NewReader(x.body))
+			if calls.Load() != tc.calls || rep.content != tc.content || rep.errorEvent != tc.failed || (rep.dones == 1) == tc.failed {
+				t.Errorf("%d upstream calls, content %q, error event %v, [DONE] %d; want %d calls, %q, error event %v", calls.Load(), rep.content, rep.errorEvent, rep.dones, tc.calls, tc.content, tc.failed)
 			}
-			w.WriteHeader(500)
-			_, _ = io.WriteString(w, `{"error":{"message":"boom","type":"server_error","code":null}}`)
 		})
-		base := newTestGateway(t, up)
-		x := send(t, base, bigRequest(t, true), nil)
-		rep := readStream(t, bytes.NewReader(x.body))
-		if calls.Load() != 2 || rep.content != "Let me look. " || !rep.errorEvent || rep.dones != 0 {
-			t.Errorf("%d upstream calls, content %q, error event %v, [DONE] %d; want 2 calls, the text, an error event, no [DONE]", calls.Load(), rep.content, rep.errorEvent, rep.dones)
-		}
-	})
+	}
 }
 
 func TestAStreamCutInTheSecondRoundEndsWithAnErrorEvent(t *testing.T) {

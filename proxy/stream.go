@@ -45,10 +45,10 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 			s.fail(g, r, err)
 			return
 		}
-		retries := 0
-		if !s.started {
-			retries = g.retries(t.snap, round)
-		}
+		// A round that fails with a status sent the client nothing, so it
+		// may be sent again even after earlier rounds' text went out: a
+		// stream's client cannot retry an error event.
+		retries := g.retries(t.snap, round)
 		rctx, cancel := context.WithCancel(ctx)
 		o := sendOptions{rest: rest, body: body, stream: true, retries: retries, round: round}
 		resp, err := t.send(rctx, r, o)
@@ -219,8 +219,8 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 			if errors.Is(err, io.EOF) && ended {
 				break
 			}
-			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-				return res, err
+			if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ErrShuttingDown)) {
+				return res, err // the client left, or the server cut the turn: not the upstream's fault
 			}
 			return res, fmt.Errorf("%w: stream ended early: %w", ErrUpstreamBadResponse, err)
 		}

@@ -395,8 +395,14 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 		} else if body, err = sjson.SetBytes(body, "choices.0.message.content", turn.Text+r.Content); err != nil {
 			return nil, fmt.Errorf("setting the turn's text: %w", err)
 		}
-		if lp := joinArrays(append(turn.Logprobs, r.Logprobs)); lp != nil && gjson.GetBytes(body, "choices.0.logprobs").IsObject() {
-			if body, err = sjson.SetRawBytes(body, "choices.0.logprobs.content", lp); err != nil {
+		if lp := joinArrays(append(turn.Logprobs, r.Logprobs)); lp != nil {
+			// A round without text may carry "logprobs": null (some
+			// servers, where OpenAI sends an object with null content).
+			path, v := "choices.0.logprobs.content", lp
+			if !gjson.GetBytes(body, "choices.0.logprobs").IsObject() {
+				path, v = "choices.0.logprobs", append(append([]byte(`{"content":`), lp...), `,"refusal":null}`...)
+			}
+			if body, err = sjson.SetRawBytes(body, path, v); err != nil {
 				return nil, fmt.Errorf("setting the turn's logprobs: %w", err)
 			}
 		}
