@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -252,7 +251,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		if ev.Choice < 0 {
 			continue // the usage chunk: the client gets one summed at the end
 		}
-		parts.add(ev.Content, ev.ContentParts)
+		parts.add(ev.Content, ev.ContentParts, &content)
 		content.WriteString(ev.Content)
 		if ev.Extra {
 			ev.AddExtra(&extra)
@@ -572,33 +571,29 @@ func (e *inBandError) Error() string { return "upstream stream error: " + trunca
 // as arrays of parts (Magistral: each chunk's delta.content an array of
 // thinking or text parts), so the round goes back upstream as parts and
 // not as their JSON text in a string. Text chunks among them become text
-// parts, in order.
+// parts, in order. Until the first parts it holds nothing: the text before
+// them is the round's content so far, which the relay keeps anyway.
 type contentParts struct {
 	items []string
-	text  strings.Builder // text that came before the first parts
 	any   bool
 }
 
-func (p *contentParts) add(text, parts string) {
-	if parts == "" && text == "" {
-		return
-	}
-	if parts == "" {
-		if p.any {
-			p.items = append(p.items, textPart(text))
-		} else {
-			p.text.WriteString(text)
+// add adds a chunk's content: its text, or its parts; before is the
+// round's text up to this chunk.
+func (p *contentParts) add(text, parts string, before *strings.Builder) {
+	switch {
+	case parts != "":
+		if !p.any && before.Len() > 0 {
+			p.items = append(p.items, rewrite.TextPart(before.String()))
 		}
-		return
+		p.any = true
+		gjson.Parse(parts).ForEach(func(_, v gjson.Result) bool {
+			p.items = append(p.items, strings.Clone(v.Raw)) // parts aliases the reader's buffer
+			return true
+		})
+	case p.any && text != "":
+		p.items = append(p.items, rewrite.TextPart(text))
 	}
-	if !p.any && p.text.Len() > 0 {
-		p.items = append(p.items, textPart(p.text.String()))
-	}
-	p.any = true
-	gjson.Parse(parts).ForEach(func(_, v gjson.Result) bool {
-		p.items = append(p.items, strings.Clone(v.Raw)) // parts aliases the reader's buffer
-		return true
-	})
 }
 
 // array is the parts as a JSON array, or "" when the content was text.
@@ -607,9 +602,4 @@ func (p *contentParts) array() string {
 		return ""
 	}
 	return "[" + strings.Join(p.items, ",") + "]"
-}
-
-func textPart(s string) string {
-	b, _ := json.Marshal(map[string]string{"type": "text", "text": s})
-	return string(b)
 }

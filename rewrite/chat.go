@@ -387,8 +387,7 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 		if r.ContentParts != "" {
 			// Parts stay parts: the earlier text leads them as a part of
 			// its own.
-			lead, _ := json.Marshal(map[string]string{"type": "text", "text": turn.Text})
-			parts := joinArrays([]string{"[" + string(lead) + "]", r.ContentParts})
+			parts := joinArrays([]string{"[" + TextPart(turn.Text) + "]", r.ContentParts})
 			if body, err = sjson.SetRawBytes(body, "choices.0.message.content", parts); err != nil {
 				return nil, fmt.Errorf("setting the turn's text: %w", err)
 			}
@@ -434,6 +433,16 @@ func FirstCallMembers(raw, own, first string, dropped bool) string {
 		return raw
 	}
 	return WithMembers(raw, first)
+}
+
+// TextPart is text as a content part, {"type":"text","text":...}: how
+// text stands among the parts of a content written as an array.
+func TextPart(text string) string {
+	b, _ := json.Marshal(struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}{"text", text})
+	return string(b)
 }
 
 // contentOf reads a message's or a delta's content: a string is its text;
