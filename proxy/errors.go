@@ -105,12 +105,10 @@ func errorBody(e apiError) []byte {
 // that went away only gets logged: nobody is listening.
 func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
-		if !shuttingDown(r) {
+		var cut bool
+		if err, cut = shutdownCause(r, err); !cut {
 			g.logger().Debug("client went away", "path", r.URL.Path, "err", err)
 			return
-		}
-		if !errors.Is(err, ErrShuttingDown) {
-			err = fmt.Errorf("%w: %w", ErrShuttingDown, err)
 		}
 	}
 	status, body := classify(err)
@@ -125,24 +123,6 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		level = slog.LevelError
 	}
 	g.logger().Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", status, "err", err)
-	switch body.Code {
-	case "request_timeout":
-		// The rest of the body may never come: net/http would wait for it
-		// before answering on a connection it means to keep.
-		w.Header().Set("Connection", "close")
-	case "gateway_overloaded", "gateway_shutting_down":
-		// Out of file descriptors, a kept-alive client connection holds
-		// one until the idle timeout: with clients that keep theirs, the
-		// gateway answered nothing more (0 of 60 after the first 503s).
-		w.Header().Set("Connection", "close")
-	}
-	if body.Code == "upstream_bad_response" {
-		// Direct, the client would have got the upstream's 2xx and failed
-		// to read it, which the openai SDKs do not retry; through the
-		// gateway it is a 502, which they would (every attempt billed).
-		// They honour this header over the status.
-		w.Header().Set("X-Should-Retry", "false")
-	}
 	writeJSONError(w, status, body)
 }
 
@@ -156,16 +136,41 @@ func failureLevel(ctx context.Context) slog.Level {
 	return slog.LevelWarn
 }
 
-// shuttingDown reports whether r was canceled by the server's shutdown
-// rather than by its client.
-func shuttingDown(r *http.Request) bool {
-	return errors.Is(context.Cause(r.Context()), ErrShuttingDown)
+// shutdownCause returns err as ErrShuttingDown's, and true, when the
+// server's shutdown canceled r; false when its client did, and there is
+// no one to answer.
+func shutdownCause(r *http.Request, err error) (error, bool) {
+	if !errors.Is(context.Cause(r.Context()), ErrShuttingDown) {
+		return err, false
+	}
+	if !errors.Is(err, ErrShuttingDown) {
+		err = fmt.Errorf("%w: %w", ErrShuttingDown, err)
+	}
+	return err, true
 }
 
+// writeJSONError writes e with status, and the headers its code asks for.
 func writeJSONError(w http.ResponseWriter, status int, e apiError) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Del("Content-Length")
+	switch e.Code {
+	case "request_timeout":
+		// The rest of the body may never come: net/http would wait for it
+		// before answering on a connection it means to keep.
+		h.Set("Connection", "close")
+	case "gateway_overloaded", "gateway_shutting_down":
+		// Out of file descriptors, a kept-alive client connection holds
+		// one until the idle timeout: with clients that keep theirs, the
+		// gateway answered nothing more (0 of 60 after the first 503s).
+		h.Set("Connection", "close")
+	case "upstream_bad_response", "upstream_stream_error":
+		// Direct, the client would have got the upstream's 2xx and failed
+		// to read it, or raised its error event, which the openai SDKs do
+		// not retry; through the gateway it is a 502, which they would
+		// (every attempt billed). They honour this header over the status.
+		h.Set("X-Should-Retry", "false")
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(errorBody(e))
 }

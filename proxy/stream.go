@@ -521,9 +521,6 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 	if !s.started {
 		var ib *inBandError
 		if errors.As(err, &ib) {
-			// Direct, the SDKs raise an error event and do not retry; a
-			// 502 they would (each attempt billed).
-			s.w.Header().Set("X-Should-Retry", "false")
 			writeJSONError(s.w, http.StatusBadGateway, apiError{Message: "upstream stream error: " + string(ib.data), Type: "gateway_error", Code: "upstream_stream_error"})
 			return
 		}
@@ -531,12 +528,10 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 		return
 	}
 	if errors.Is(r.Context().Err(), context.Canceled) {
-		if !shuttingDown(r) {
+		var cut bool
+		if err, cut = shutdownCause(r, err); !cut {
 			g.logger().Debug("client went away mid-stream", "err", err)
 			return
-		}
-		if !errors.Is(err, ErrShuttingDown) {
-			err = fmt.Errorf("%w: %w", ErrShuttingDown, err)
 		}
 	}
 	g.logger().Warn("stream failed after start", "err", err)
