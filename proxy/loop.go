@@ -27,20 +27,15 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			t.save(context.WithoutCancel(ctx))
 		}
 	}()
-	t.req.NoMessageExtras = g.noExtras.Contains(t.req.Model)
+	g.knownRefusals(t.req)
 	for round := 0; ; round++ {
-		body, err := t.d.Build(t.req, t.roundTools(round), t.rounds)
+		tools := t.roundTools(round)
+		body, err := t.d.Build(t.req, tools, t.rounds)
 		if err != nil {
 			g.writeError(w, r, err)
 			return
 		}
-		o := sendOptions{rest: rest, body: body, retries: g.retries(t.snap, round), round: round}
-		resp, err := t.send(ctx, r, o)
-		if err != nil && g.refusedMessageExtras(t.req, t.rounds, err) {
-			if o.body, err = t.d.Build(t.req, t.roundTools(round), t.rounds); err == nil {
-				resp, err = t.send(ctx, r, o)
-			}
-		}
+		resp, err := t.sendRound(ctx, r, sendOptions{rest: rest, body: body, retries: g.retries(t.snap, round), round: round}, tools)
 		if err != nil {
 			g.fail(w, r, err)
 			return

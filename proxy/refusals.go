@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -22,6 +23,25 @@ func refused(err error, member string) bool {
 	code := se.resp.StatusCode
 	return (code == http.StatusBadRequest || code == http.StatusUnprocessableEntity) &&
 		bytes.Contains(se.body, []byte(member))
+}
+
+// refusedUsageRequest reports whether err is the upstream refusing the
+// stream_options member that Build added to a stream's req (some
+// OpenAI-compatible servers answer 400 "Unknown parameter:
+// 'stream_options'", Mistral 422 "Extra inputs are not permitted"); if
+// so, req is marked to be built without it and the model remembered, so
+// the turn can be sent again and later turns go without. The client's own
+// stream_options are its to keep: a refusal of those is the client's
+// error. The turn's usage then comes from whatever the upstream reports
+// unasked.
+func (g *Gateway) refusedUsageRequest(req *rewrite.Request, err error) bool {
+	if !req.Stream || req.IncludeUsage || req.NoUsageRequest || !refused(err, "stream_options") {
+		return false
+	}
+	req.NoUsageRequest = true
+	g.noUsage.Add(strings.Clone(req.Model), struct{}{}) // req.Model aliases the body
+	g.logger().Warn("the upstream refuses stream_options; streaming without usage for this model", "model", req.Model)
+	return true
 }
 
 // refusedMessageExtras reports whether err is the upstream refusing a
@@ -52,4 +72,26 @@ func (g *Gateway) refusedMessageExtras(req *rewrite.Request, rounds []rewrite.Ro
 		}
 	}
 	return false
+}
+
+// knownRefusals marks req to be built without what its model's upstream
+// has refused before (refusedUsageRequest, refusedMessageExtras).
+func (g *Gateway) knownRefusals(req *rewrite.Request) {
+	if !req.IncludeUsage && g.noUsage.Contains(req.Model) {
+		req.NoUsageRequest = true
+	}
+	req.NoMessageExtras = g.noExtras.Contains(req.Model)
+}
+
+// sendRound makes a round's upstream call with o, and sends it again,
+// built anew with tools, without what the gateway added that the upstream
+// refuses. Each refusal flips a flag of t.req once: at most two resends.
+func (t *turn) sendRound(ctx context.Context, in *http.Request, o sendOptions, tools []string) (*http.Response, error) {
+	resp, err := t.send(ctx, in, o)
+	for err != nil && (t.g.refusedUsageRequest(t.req, err) || t.g.refusedMessageExtras(t.req, t.rounds, err)) {
+		if o.body, err = t.d.Build(t.req, tools, t.rounds); err == nil {
+			resp, err = t.send(ctx, in, o)
+		}
+	}
+	return resp, err
 }

@@ -33,10 +33,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		return
 	}
 	s := &relay{w: w, rc: http.NewResponseController(w), t: t, ew: ew}
-	if !t.req.IncludeUsage && g.noUsage.Contains(t.req.Model) {
-		t.req.NoUsageRequest = true
-	}
-	t.req.NoMessageExtras = g.noExtras.Contains(t.req.Model)
+	g.knownRefusals(t.req)
 	for round := 0; ; round++ {
 		tools := t.roundTools(round)
 		body, err := t.d.Build(t.req, tools, t.rounds)
@@ -50,13 +47,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		retries := g.retries(t.snap, round)
 		rctx, cancel := context.WithCancel(ctx)
 		o := sendOptions{rest: rest, body: body, stream: true, retries: retries, round: round}
-		resp, err := t.send(rctx, r, o)
-		// Each refusal flips a flag of t.req once: at most two resends.
-		for err != nil && (g.refusedUsageRequest(t.req, err) || g.refusedMessageExtras(t.req, t.rounds, err)) {
-			if o.body, err = t.d.Build(t.req, tools, t.rounds); err == nil {
-				resp, err = t.send(rctx, r, o)
-			}
-		}
+		resp, err := t.sendRound(rctx, r, o, tools)
 		if err != nil {
 			cancel()
 			s.fail(g, r, err)
@@ -97,25 +88,6 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		closeStream(resp.Body, res.drained, cancel)
 		return
 	}
-}
-
-// refusedUsageRequest reports whether err is the upstream refusing the
-// stream_options member that Build added to req (some OpenAI-compatible
-// servers answer 400 "Unknown parameter: 'stream_options'", Mistral 422
-// "Extra inputs are not permitted"); if so, req is
-// marked to be built without it and the model remembered, so the turn can
-// be sent again and later turns go without. The client's own
-// stream_options are its to keep: a refusal of those is the client's
-// error. The turn's usage then comes from whatever the upstream reports
-// unasked.
-func (g *Gateway) refusedUsageRequest(req *rewrite.Request, err error) bool {
-	if req.IncludeUsage || req.NoUsageRequest || !refused(err, "stream_options") {
-		return false
-	}
-	req.NoUsageRequest = true
-	g.noUsage.Add(strings.Clone(req.Model), struct{}{}) // req.Model aliases the body
-	g.logger().Warn("the upstream refuses stream_options; streaming without usage for this model", "model", req.Model)
-	return true
 }
 
 // closeStream ends a round's upstream response. Reading a body to its end
