@@ -275,7 +275,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 				if first := order[0]; !st.sent && st.client == 0 && first != st && first.internal && !cd.Extra {
 					// The step's members (Gemini's thought signature) rode
 					// on the gateway's call: rewrite.FirstCallMembers.
-					raw = rewrite.FirstCallMembers(raw, "", first.extra.String(), true)
+					raw = rewrite.FirstCallMembers(raw, "", first.extra.String())
 				}
 				if int64(st.client) != cd.Index || raw != cd.Raw {
 					edit.SetCalls = true

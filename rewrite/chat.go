@@ -372,8 +372,8 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 					arr = append(arr, ',')
 				}
 				raw := all[i].Raw
-				if j == 0 {
-					raw = FirstCallMembers(raw, r.Calls[i].Extra, r.Calls[0].Extra, i > 0)
+				if j == 0 && i > 0 { // the client's first call was not the message's
+					raw = FirstCallMembers(raw, r.Calls[i].Extra, r.Calls[0].Extra)
 				}
 				arr = append(arr, raw...)
 			}
@@ -420,16 +420,15 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 
 // FirstCallMembers returns the raw call that comes first in the client's
 // message, given its own provider members (own) and those of the
-// message's first call (first), which the client does not get when
-// dropped is true. What a provider puts on a message's first call speaks
+// message's first call (first), which the client does not get. What a provider puts on a message's first call speaks
 // for the whole step: Gemini puts the thought signature there alone ("only
 // the first functionCall carries it") and refuses the next request (400
 // "Function call is missing a thought_signature") unless the first call
 // sent back has it. So when the gateway's own call was first, its members
 // move to the client's first call, unless that call has members of its
 // own.
-func FirstCallMembers(raw, own, first string, dropped bool) string {
-	if !dropped || own != "" || first == "" {
+func FirstCallMembers(raw, own, first string) string {
+	if own != "" {
 		return raw
 	}
 	return WithMembers(raw, first)
