@@ -107,10 +107,7 @@ func (c *Catalog) startRemote(ctx context.Context, e Embedder) *remoteSemantic {
 	for i := range c.tools {
 		r.texts[i], _ = toolText(&c.tools[i])
 	}
-	r.mu.Lock()
-	r.inflight = true
-	r.mu.Unlock()
-	go r.fetch()
+	r.retry() // the first attempt: no failure to wait out yet
 	return r
 }
 
@@ -136,8 +133,8 @@ func (r *remoteSemantic) fetch() {
 	r.vecs.Store(tv)
 }
 
-// retry starts another fetch if none runs and the last failure's wait is
-// over.
+// retry starts a fetch if none runs and the last failure's wait, if any,
+// is over.
 func (r *remoteSemantic) retry() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
