@@ -307,12 +307,7 @@ func TestMetricsAreExposedAndCount(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
-		var get, put float64
-		scrapeUntil(t, base, func(text string) bool {
-			get = metricValue(t, text, `toolgate_session_store_errors_total{op="get"}`)
-			put = metricValue(t, text, `toolgate_session_store_errors_total{op="put"}`)
-			return get >= 1 && put >= 1
-		})
+		get, put := storeErrors(t, base, 1)
 		if get < 1 || put < 1 {
 			t.Errorf("store errors get = %v, put = %v; want both counted", get, put)
 		}

@@ -52,12 +52,7 @@ func TestSessionStoreFailuresAreCountedAndLoggedOnlyWhenNews(t *testing.T) {
 					t.Fatalf("status %d", resp.StatusCode)
 				}
 			}
-			var get, put float64
-			scrapeUntil(t, base, func(text string) bool {
-				get = metricValue(t, text, `toolgate_session_store_errors_total{op="get"}`)
-				put = metricValue(t, text, `toolgate_session_store_errors_total{op="put"}`)
-				return get >= requests && put >= requests
-			})
+			get, put := storeErrors(t, base, requests)
 			if get < requests || put < requests {
 				t.Errorf("store errors get = %v, put = %v; want %d each", get, put, requests)
 			}
@@ -66,4 +61,17 @@ func TestSessionStoreFailuresAreCountedAndLoggedOnlyWhenNews(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storeErrors waits until the gateway at base has counted at least n
+// failed session gets and n failed puts, and returns both counts (lower
+// when the wait ran out).
+func storeErrors(t *testing.T, base string, n float64) (get, put float64) {
+	t.Helper()
+	scrapeUntil(t, base, func(text string) bool {
+		get = metricValue(t, text, `toolgate_session_store_errors_total{op="get"}`)
+		put = metricValue(t, text, `toolgate_session_store_errors_total{op="put"}`)
+		return get >= n && put >= n
+	})
+	return get, put
 }
