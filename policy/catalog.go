@@ -12,7 +12,7 @@ import (
 // the user says (deny, allow) are left out, so search can never return
 // them; risk gating depends on the turn and is left to Decide. The result
 // depends only on the snapshot and tools, so callers may cache it by
-// Generation and the tools' hash. Transitions are shared and must not be
+// CatalogKey and the tools' hash. Transitions are shared and must not be
 // modified.
 func (s *Snapshot) Catalog(tools []rewrite.Tool) ([]selector.Tool, selector.Config) {
 	out := make([]selector.Tool, 0, len(tools))

@@ -70,6 +70,7 @@ func compile(doc Document, env compileEnv) (*Snapshot, error) {
 		},
 		source:      env.source,
 		gen:         env.gen,
+		catalogKey:  catalogKeyOf(&doc, env.gen),
 		profile:     env.profile,
 		core:        compileGlobs(doc.Core),
 		deny:        compileGlobs(doc.Deny),

@@ -99,9 +99,10 @@ type Snapshot struct {
 	Sessions Sessions
 	Search   Search
 
-	source  string
-	gen     uint64
-	profile string // the profile applied, "" for the base policy
+	source     string
+	gen        uint64
+	catalogKey uint64 // see CatalogKey
+	profile    string // the profile applied, "" for the base policy
 
 	core, deny, allow globs
 	pinned            []Bundle

@@ -20,12 +20,12 @@ type catalogRules struct {
 }
 
 // decisions returns the policy's decisions for a catalog, made once per
-// catalog key (the tools array and the policy generation): agents resend
+// rules key (the tools array and the policy generation): agents resend
 // the same catalog every turn, and deciding 200 tools against every
 // pattern again was a tenth of a new turn's CPU. cat is the catalog
-// compiled for that key.
-func (g *Gateway) decisions(catKey string, snap *policy.Snapshot, tools []rewrite.Tool, cat *selector.Catalog) *catalogRules {
-	if r, ok := g.tables.Get(catKey); ok {
+// compiled for those tools under snap.
+func (g *Gateway) decisions(rulesKey string, snap *policy.Snapshot, tools []rewrite.Tool, cat *selector.Catalog) *catalogRules {
+	if r, ok := g.tables.Get(rulesKey); ok {
 		return r
 	}
 	names := make([]string, len(tools))
@@ -40,7 +40,7 @@ func (g *Gateway) decisions(catKey string, snap *policy.Snapshot, tools []rewrit
 			r.shown[k][p] = r.table.Shown(name, intent)
 		}
 	}
-	g.tables.Add(catKey, r)
+	g.tables.Add(rulesKey, r)
 	return r
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/fakellm"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/selector"
 )
 
 // withLivePolicy writes a tools.yaml (and hint files) to a temp dir and serves
@@ -265,5 +266,37 @@ func TestAPolicyThatHidesEveryToolSendsTheRequestWithoutThem(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+func TestAPolicyEditKeepsTheCompiledCatalogUnlessItChangesWhatTheCatalogIsCompiledFrom(t *testing.T) {
+	var cur atomic.Pointer[policy.Snapshot]
+	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true}
+	catalogs := selector.NewCache(8)
+	base := newTestGateway(t, model, func(g *Gateway) {
+		g.Policy = cur.Load
+		g.Catalogs = catalogs
+	})
+	for _, st := range []struct {
+		name       string
+		policy     string
+		wantMisses int64
+		wantFirst  string // a tool the turn's first upstream request must offer
+	}{
+		{"the first request compiles the catalog", "deny: ['*delete*']\n", 1, ""},
+		{"an edit of core alone reuses it and still applies the new core", "deny: ['*delete*']\ncore: [calendar_create_event]\n", 1, "calendar_create_event"},
+		{"an edit of deny compiles it again", "deny: ['*delete*', '*merge*']\ncore: [calendar_create_event]\n", 2, "calendar_create_event"},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			cur.Store(loadPolicy(t, st.policy))
+			model.Reset()
+			runAgent(t, base, twoStepTask, testCatalog(30), false, nil)
+			if got := catalogs.Stats().Misses; got != st.wantMisses {
+				t.Errorf("%d catalog compiles in all, want %d", got, st.wantMisses)
+			}
+			if names := firstUpstreamNames(t, model); st.wantFirst != "" && !slices.Contains(names, st.wantFirst) {
+				t.Errorf("first upstream tools %v lack %s", names, st.wantFirst)
+			}
+		})
 	}
 }

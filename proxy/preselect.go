@@ -129,11 +129,11 @@ func (t *turn) preselect(ctx context.Context, fp string, n int, explore bool, re
 	t.st.Turn, t.st.Preselected, t.st.Explored = fp, picked, explored
 }
 
-// fingerprint identifies a turn: the compiled catalog (tools and
-// policy generation), the conversation's length and its recent texts.
+// fingerprint identifies a turn: the tools and the policy generation,
+// the conversation's length and its recent texts.
 func (t *turn) fingerprint() string {
 	h := fnv.New64a()
-	h.Write([]byte(t.catKey))
+	h.Write([]byte(t.rulesKey))
 	h.Write([]byte{0, byte(t.req.Messages), byte(t.req.Messages >> 8), byte(t.req.Messages >> 16)})
 	for _, s := range t.req.Recent {
 		h.Write([]byte(s))

@@ -40,16 +40,21 @@ type turn struct {
 	snap *policy.Snapshot
 	req  *rewrite.Request
 
-	cat     *selector.Catalog
-	catKey  string // the catalog cache key
-	key     string
-	st      session.State
-	pinned  map[string]bool   // core, tool_choice and this user turn's calls: never evicted
-	reasons map[string]string // why each active tool is there
-	policy  policy.Bound      // the catalog's policy decisions, for this turn's message
-	shown   []bool            // by catalog position: what the policy shows this message
-	learned *selector.Transitions
-	habits  *selector.Habits
+	cat *selector.Catalog
+	// catKey keys what depends on the tools array and the rules that
+	// compile it (the catalog, its tool_search definition, its token
+	// counts); rulesKey keys what depends on the whole policy (its
+	// decisions, the preselection), so an edit of core or hints keeps
+	// the compiled catalog and still decides afresh.
+	catKey, rulesKey string
+	key              string
+	st               session.State
+	pinned           map[string]bool   // core, tool_choice and this user turn's calls: never evicted
+	reasons          map[string]string // why each active tool is there
+	policy           policy.Bound      // the catalog's policy decisions, for this turn's message
+	shown            []bool            // by catalog position: what the policy shows this message
+	learned          *selector.Transitions
+	habits           *selector.Habits
 
 	searchName string // the gateway's search tool: tool_search, unless a client tool has the name
 	searchDef  string
@@ -88,7 +93,8 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	if tk == 0 {
 		tk = g.parsed.keyOf(req.ToolsRaw.Raw)
 	}
-	key := strconv.FormatUint(tk, 36) + ":" + strconv.FormatUint(snap.Generation(), 36)
+	tools := strconv.FormatUint(tk, 36) + ":"
+	key := tools + strconv.FormatUint(snap.CatalogKey(), 36)
 	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) {
 		tools, cfg := snap.Catalog(req.ToolsWithParams())
 		tools = capCatalog(tools)
@@ -103,8 +109,8 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	if err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
-	t.cat, t.catKey = cat, key
-	rules := g.decisions(key, snap, req.Tools, cat)
+	t.cat, t.catKey, t.rulesKey = cat, key, tools+"g"+strconv.FormatUint(snap.Generation(), 36)
+	rules := g.decisions(t.rulesKey, snap, req.Tools, cat)
 	t.policy = rules.table.For(req.LastUser)
 	t.shown = rules.shownFor(t.policy)
 	t.searchName = searchName(snap, req, g.shapeOf(req))

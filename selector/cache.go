@@ -10,8 +10,8 @@ import (
 )
 
 // Cache holds compiled catalogs keyed by a caller-given key (the proxy uses
-// a hash of the raw tools bytes plus the policy generation). Concurrent Gets
-// of the same missing key compile once. It is safe for concurrent use and
+// a hash of the raw tools bytes plus the policy's catalog key). Concurrent
+// Gets of the same missing key compile once. It is safe for concurrent use and
 // starts no goroutines. Failed compiles are not cached.
 //
 // It is bounded twice: by catalogs, and by the tools they hold in all
@@ -107,8 +107,8 @@ func (c *Cache) Get(ctx context.Context, key string, build func() ([]Tool, Confi
 }
 
 // Purge lets every catalog go, counting them as evicted. A policy reload
-// calls it: the catalogs compiled under the old generation are keyed by it
-// and never asked for again, yet each would hold its memory, and its
+// that changes what catalogs compile from calls it: the catalogs compiled
+// under the old rules are keyed by them and never asked for again, yet each would hold its memory, and its
 // index's goroutine, until the LRU got round to it. A caller that still
 // holds a catalog keeps using it; it is collected when the last one is
 // done. The hit and miss counters stay.

@@ -11,7 +11,7 @@ import (
 	"github.com/toolgate/toolgate/selector"
 )
 
-func TestAPolicyReloadPurgesTheCatalogsOnlyWhenThePolicyChanged(t *testing.T) {
+func TestAPolicyReloadPurgesTheCatalogsOnlyWhenWhatTheyCompileFromChanged(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tools.yaml")
 	write := func(t *testing.T, s string) {
 		t.Helper()
@@ -42,7 +42,8 @@ func TestAPolicyReloadPurgesTheCatalogsOnlyWhenThePolicyChanged(t *testing.T) {
 	}{
 		{"a reload of unchanged text keeps the compiled catalogs", "deny: [a_*]\n", 1},
 		{"a broken edit keeps them", "deny: [\n", 1},
-		{"a reload that publishes a new policy lets them go", "deny: [b_*]\n", 0},
+		{"a reload that changes only what compiling does not read keeps them", "deny: [a_*]\ncore: [read_file]\n", 1},
+		{"a reload that changes what compiling reads lets them go", "deny: [b_*]\ncore: [read_file]\n", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			compile(t)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -206,14 +207,23 @@ func secondSignal(ctx context.Context, done <-chan struct{}) <-chan struct{} {
 }
 
 // onPolicyReload sets live's reload hooks: every attempt is counted, and a
-// reload that publishes a new snapshot lets the compiled catalogs go. Their
-// keys carry the old snapshot's generation, so no request asks for them
-// again, yet each holds megabytes and its index's goroutine until evicted.
-// The proxy's other caches keyed by generation (policy tables, tool_search
-// definitions, token counts) hold kilobytes each and are left to their LRUs.
+// reload that changes what catalogs are compiled from lets the compiled
+// catalogs go. Their keys carry the old snapshot's catalog keys, so no
+// request asks for them again, yet each holds megabytes and its index's
+// goroutine until evicted. A reload that changes only what compiling does
+// not read (core, hints, gateway settings) keeps them: requests go on
+// hitting them. The proxy's caches keyed by generation (policy tables)
+// hold kilobytes each and are left to their LRU.
 func onPolicyReload(live *policy.Live, metrics *proxy.Metrics, catalogs *selector.Cache) {
 	live.OnReload = metrics.PolicyReloaded
-	live.OnChange = func(*policy.Snapshot) { catalogs.Purge() }
+	keys := live.Current().CatalogKeys() // OnChange runs on the reloading goroutine only
+	live.OnChange = func(snap *policy.Snapshot) {
+		next := snap.CatalogKeys()
+		if slices.ContainsFunc(keys, func(k uint64) bool { return !slices.Contains(next, k) }) {
+			catalogs.Purge()
+		}
+		keys = next
+	}
 }
 
 // openDecisionLog returns the decision logger for path ("" none, "-"
