@@ -91,17 +91,21 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, limit int64) 
 	return buf, nil
 }
 
+// bodyTimeout is BodyTimeout, or its default.
+func (g *Gateway) bodyTimeout() time.Duration {
+	if g.BodyTimeout <= 0 {
+		return 2 * time.Minute
+	}
+	return g.BodyTimeout
+}
+
 // bodyDeadline gives the client BodyTimeout to send the request body and
 // returns what lifts the deadline once it is read. A body that failed
 // keeps it: the connection closes after the error. A writer without
 // deadlines (a test's recorder) reads without one.
 func (g *Gateway) bodyDeadline(w http.ResponseWriter) (lift func()) {
-	d := g.BodyTimeout
-	if d <= 0 {
-		d = 2 * time.Minute
-	}
 	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(d)) != nil {
+	if rc.SetReadDeadline(time.Now().Add(g.bodyTimeout())) != nil {
 		return func() {}
 	}
 	return func() { _ = rc.SetReadDeadline(time.Time{}) }

@@ -212,7 +212,8 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	tr := g.track(w, routePassthrough)
 	defer tr.done()
-	if err := g.readSmallBody(tr, r); err != nil {
+	r, err := g.passBody(tr, r)
+	if err != nil {
 		g.writeError(tr, r, err)
 		return
 	}

@@ -40,6 +40,15 @@ func (g *Gateway) newPassthrough() *httputil.ReverseProxy {
 		FlushInterval: -1,
 		ErrorLog:      nil,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if stalled, ok := stalledUpload(r.Context()); ok {
+				// Answered although the request's context is done: the
+				// server cancelled it for the failed read, and the
+				// client is still there to be told.
+				g.logger().Info("request failed", "path", r.URL.Path, "status", http.StatusRequestTimeout, "err", stalled)
+				status, body := classify(stalled)
+				writeJSONError(w, status, body)
+				return
+			}
 			g.writeError(w, r, upstreamErr(r.Context(), err))
 		},
 	}
@@ -154,9 +163,10 @@ func upstreamErr(ctx context.Context, err error) error {
 // before it proxies the request.
 const smallBody = 1 << 20
 
-// readSmallBody reads a passthrough request's body into memory when it is
-// small (its length known and at most smallBody), so the reverse proxy
-// sends it from memory. Streamed to the upstream by the transport's write
+// passBody readies a passthrough request's body: read into memory when it
+// is small (its length known and at most smallBody), so the reverse proxy
+// sends it from memory, else streamed with a bound on its silences
+// (guardUpload). Streamed to the upstream by the transport's write
 // goroutine, the body's end made net/http start its check for a closed
 // client connection while the response was being relayed, and in about
 // one response in ten of a few chunks over a few hundred milliseconds that
@@ -164,18 +174,21 @@ const smallBody = 1 << 20
 // mid-answer and the client got a truncated body that ended as if whole
 // (a bare httputil.ReverseProxy does the same, at a lower rate). Large
 // uploads still stream.
-func (g *Gateway) readSmallBody(w http.ResponseWriter, r *http.Request) error {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength < 0 || r.ContentLength > smallBody {
-		return nil
+func (g *Gateway) passBody(w http.ResponseWriter, r *http.Request) (*http.Request, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return r, nil
+	}
+	if r.ContentLength < 0 || r.ContentLength > smallBody {
+		return g.guardUpload(w, r), nil
 	}
 	lift := g.bodyDeadline(w)
 	b, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength+1))
 	if err != nil {
-		return bodyErr(fmt.Errorf("reading the request body: %w", err), smallBody)
+		return r, bodyErr(fmt.Errorf("reading the request body: %w", err), smallBody)
 	}
 	lift()
 	r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
-	return nil
+	return r, nil
 }
