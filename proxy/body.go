@@ -54,11 +54,41 @@ func (bp *bodyPool) put(v *bodyBuf) {
 // gateway's pool: io.ReadAll would double its way up, which on a 180 KB
 // tools array was two thirds of the bytes a turn allocated. net/http never
 // yields more than the declared length and reports a shorter body as an
-// error.
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, limit int64) (*bodyBuf, error) {
+// error. It returns the bytes it reserved of the in-flight bound, which the
+// caller releases when it no longer holds what it built from the body; a
+// body over the bound is an ErrOverloaded, refused before it is read when
+// its length is declared.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, limit int64) (*bodyBuf, int64, error) {
 	if limit <= 0 {
 		limit = 32 << 20
 	}
+	var held int64
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		held = r.ContentLength
+		if err := g.inflight.reserve(held); err != nil {
+			return nil, 0, err
+		}
+	}
+	buf, err := g.readWhole(w, r, limit)
+	if err != nil {
+		g.inflight.release(held)
+		return nil, 0, err
+	}
+	if n := int64(len(buf.b)); n > held { // chunked, or decoded
+		// Reserved again whole, so a request alone is admitted whatever
+		// it decodes to.
+		g.inflight.release(held)
+		if err := g.inflight.reserve(n); err != nil {
+			g.bodies.put(buf)
+			return nil, 0, err
+		}
+		held = n
+	}
+	return buf, held, nil
+}
+
+// readWhole is readBody's read, the in-flight bound aside.
+func (g *Gateway) readWhole(w http.ResponseWriter, r *http.Request, limit int64) (*bodyBuf, error) {
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("%w: %d bytes declared, the limit is %d", ErrBodyTooLarge, r.ContentLength, limit)
 	}

@@ -22,11 +22,12 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 	defer tr.done()
 	w = tr
 	base := g.policy()
-	buf, err := g.readBody(w, r, base.Gateway.BodyLimit)
+	buf, held, err := g.readBody(w, r, base.Gateway.BodyLimit)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
 	}
+	defer g.inflight.release(held)
 	req, err := g.chat.ParseRequest(buf.b, g.parsed)
 	if err != nil {
 		g.writeError(w, r, err)

@@ -86,7 +86,7 @@ func classify(err error) (int, apiError) {
 		return http.StatusBadGateway, apiError{Message: err.Error(), Type: "gateway_error", Code: "upstream_unreachable"}
 	case errors.Is(err, ErrUpstreamBadResponse):
 		return http.StatusBadGateway, apiError{Message: err.Error(), Type: "gateway_error", Code: "upstream_bad_response"}
-	case errors.Is(err, ErrOutOfFiles):
+	case errors.Is(err, ErrOutOfFiles), errors.Is(err, ErrOverloaded):
 		return http.StatusServiceUnavailable, apiError{Message: err.Error(), Type: "gateway_error", Code: "gateway_overloaded"}
 	default:
 		return http.StatusInternalServerError, apiError{Message: "internal gateway error", Type: "gateway_error", Code: "internal_error"}
@@ -163,7 +163,13 @@ func writeJSONError(w http.ResponseWriter, status int, e apiError) {
 		// Out of file descriptors, a kept-alive client connection holds
 		// one until the idle timeout: with clients that keep theirs, the
 		// gateway answered nothing more (0 of 60 after the first 503s).
+		// An overloaded gateway also leaves the refused body unread.
 		h.Set("Connection", "close")
+		if e.Code == "gateway_overloaded" {
+			// The OpenAI SDKs wait this long before their retry, where
+			// their own back-off starts at half a second.
+			h.Set("Retry-After", "1")
+		}
 	case "upstream_bad_response", "upstream_stream_error":
 		// Direct, the client would have got the upstream's 2xx and failed
 		// to read it, or raised its error event, which the openai SDKs do

@@ -5,6 +5,7 @@
 package proxy
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -70,6 +71,15 @@ type Gateway struct {
 	// in X-Toolgate-Admin-Token. "" means the route does not exist (404).
 	AdminToken string
 
+	// MaxInflightBytes bounds the request bodies the gateway holds at
+	// once, all requests together: those it reads whole (chat
+	// completions, passthrough bodies up to 1 MiB) are held for the
+	// request's life. A request that would pass it is refused at once
+	// with a 503 gateway_overloaded and Retry-After, before its body is
+	// read when its length is declared; one request alone is always
+	// admitted. 0 means DefaultMaxInflightBytes; below 0, no bound.
+	MaxInflightBytes int64
+
 	// BodyTimeout bounds how long a request body the gateway reads itself
 	// (chat completions, small passthrough bodies) may take to arrive; a
 	// client that stops mid-body otherwise holds its connection for good.
@@ -91,6 +101,7 @@ type Gateway struct {
 	noExtras   *lru.Cache[string, struct{}]      // models whose upstream refused its messages' extras
 	chat       rewrite.Dialect                   // the dialect of /chat/completions
 	dlogFails  writeFailures                     // paces the warnings about decision-log writes
+	inflight   inflight                          // request bytes held, against MaxInflightBytes
 }
 
 func (g *Gateway) init() {
@@ -105,6 +116,7 @@ func (g *Gateway) init() {
 		g.noUsage, _ = lru.New[string, struct{}](256)
 		g.noExtras, _ = lru.New[string, struct{}](256)
 		g.chat = rewrite.Chat{}
+		g.inflight.max = cmp.Or(g.MaxInflightBytes, DefaultMaxInflightBytes)
 		g.Metrics.bind(g)
 		g.handler = g.routes()
 	})
@@ -212,11 +224,12 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	tr := g.track(w, routePassthrough)
 	defer tr.done()
-	r, err := g.passBody(tr, r)
+	r, held, err := g.passBody(tr, r)
 	if err != nil {
 		g.writeError(tr, r, err)
 		return
 	}
+	defer g.inflight.release(held)
 	g.pass.ServeHTTP(tr, r)
 }
 

@@ -170,6 +170,10 @@ func (m *Metrics) bind(g *Gateway) {
 		return
 	}
 	m.bindOnce.Do(func() {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "toolgate_inflight_request_bytes",
+			Help: "Request body bytes the gateway holds now, against its in-flight limit (--max-inflight-mb).",
+		}, func() float64 { return float64(g.inflight.held.Load()) }))
 		if s, ok := g.Sessions.(interface{ Len() int }); ok {
 			m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "toolgate_sessions",

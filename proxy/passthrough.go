@@ -174,21 +174,28 @@ const smallBody = 1 << 20
 // mid-answer and the client got a truncated body that ended as if whole
 // (a bare httputil.ReverseProxy does the same, at a lower rate). Large
 // uploads still stream.
-func (g *Gateway) passBody(w http.ResponseWriter, r *http.Request) (*http.Request, error) {
+// A body read whole is held against the in-flight bound: passBody returns
+// the bytes it reserved, which the caller releases once the request is
+// done.
+func (g *Gateway) passBody(w http.ResponseWriter, r *http.Request) (*http.Request, int64, error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return r, nil
+		return r, 0, nil
 	}
 	if r.ContentLength < 0 || r.ContentLength > smallBody {
-		return g.guardUpload(w, r), nil
+		return g.guardUpload(w, r), 0, nil
+	}
+	if err := g.inflight.reserve(r.ContentLength); err != nil {
+		return r, 0, err
 	}
 	lift := g.bodyDeadline(w)
 	b, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength+1))
 	if err != nil {
-		return r, bodyErr(fmt.Errorf("reading the request body: %w", err), smallBody)
+		g.inflight.release(r.ContentLength)
+		return r, 0, bodyErr(fmt.Errorf("reading the request body: %w", err), smallBody)
 	}
 	lift()
 	r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
-	return r, nil
+	return r, r.ContentLength, nil
 }

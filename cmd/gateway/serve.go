@@ -32,6 +32,8 @@ type serveConfig struct {
 	decisionLog              string
 	adminToken               string
 	drainDelay, drainTimeout time.Duration
+	maxInflight              int64  // bytes; below 0: no bound
+	maxInflightFrom          string // where maxInflight came from, for the log
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -47,8 +49,13 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	var drainDelay, drainTimeout string
 	fs.StringVar(&drainDelay, "drain-delay", envOr("GATEWAY_DRAIN_DELAY", "0s"), "on SIGTERM, how long /healthz answers 503 while requests are still served, before the listener closes (env GATEWAY_DRAIN_DELAY; set it to what a load balancer needs to stop sending, e.g. 5s)")
 	fs.StringVar(&drainTimeout, "drain-timeout", envOr("GATEWAY_DRAIN_TIMEOUT", "25s"), "then how long requests in flight may finish; those left end with a gateway_shutting_down error (env GATEWAY_DRAIN_TIMEOUT; keep delay + timeout under the orchestrator's kill grace, 30s in Kubernetes)")
+	maxInflight := fs.String("max-inflight-mb", os.Getenv("GATEWAY_MAX_INFLIGHT_MB"), "megabytes of request bodies the gateway may hold at once, all requests together; a request past it gets a 503 gateway_overloaded with Retry-After, which the SDKs retry; 0 for no bound (env GATEWAY_MAX_INFLIGHT_MB; default 1024, or a quarter of the container's memory limit when lower)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	var err error
+	if c.maxInflight, c.maxInflightFrom, err = inflightLimit(*maxInflight, cgroupMemoryFiles); err != nil {
+		return c, err
 	}
 	for _, d := range []struct {
 		name, text string
@@ -107,7 +114,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// there) by way of slog's default.
 	redis.SetLogger(redisLogger{logger})
 	slog.SetDefault(logger)
-	logger.Info("starting", "version", versionString())
+	logger.Info("starting", "version", versionString(), "max_inflight_mb", max(c.maxInflight>>20, 0), "max_inflight_from", c.maxInflightFrom)
 	live, err := policy.NewLive(c.config, logger)
 	if err != nil {
 		return err
@@ -170,6 +177,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Metrics:     metrics,
 		DecisionLog: decisions,
 		AdminToken:  c.adminToken,
+
+		MaxInflightBytes: c.maxInflight,
 	}
 	go func() {
 		if err := live.Watch(ctx); err != nil {

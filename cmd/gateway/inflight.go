@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/toolgate/toolgate/proxy"
+)
+
+// cgroupMemoryFiles hold a container's memory limit: cgroup v2's, then
+// v1's.
+var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+
+// inflightLimit returns the in-flight bound for the --max-inflight-mb
+// flag's text, in bytes (below 0: none), and where it came from. Empty
+// text means the default: proxy.DefaultMaxInflightBytes, or a quarter of
+// the container's memory limit when that is lower, so a 512 MB container
+// is not told it may hold a gigabyte of request bodies.
+func inflightLimit(text string, files []string) (int64, string, error) {
+	if text != "" {
+		mb, err := strconv.ParseInt(text, 10, 64)
+		if err != nil || mb < 0 || mb > 1<<30 {
+			return 0, "", fmt.Errorf("%w: --max-inflight-mb %q must be a whole number of megabytes, 0 for no bound", errUsage, text)
+		}
+		if mb == 0 {
+			return -1, "flag", nil
+		}
+		return mb << 20, "flag", nil
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		limit, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || limit <= 0 { // "max": no limit
+			continue
+		}
+		if q := limit / 4; q < proxy.DefaultMaxInflightBytes {
+			return q, "a quarter of the container's memory limit", nil
+		}
+		break
+	}
+	return proxy.DefaultMaxInflightBytes, "default", nil
+}

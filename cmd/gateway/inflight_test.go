@@ -1,0 +1,54 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/toolgate/toolgate/proxy"
+)
+
+func TestTheInflightLimitComesFromTheFlagOrTheContainersMemory(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	small := file("small", "536870912\n") // 512 MB
+	large := file("large", "68719476736\n")
+	unlimited := file("unlimited", "max\n")
+	for _, tc := range []struct {
+		name  string
+		flag  string
+		files []string
+		want  int64
+		usage bool
+	}{
+		{"the flag sets it in megabytes", "256", []string{small}, 256 << 20, false},
+		{"a flag of 0 lifts the bound", "0", nil, -1, false},
+		{"a negative flag is a usage error", "-5", nil, 0, true},
+		{"a flag that is not a number is a usage error", "1g", nil, 0, true},
+		{"a small container gets a quarter of its memory", "", []string{small}, 128 << 20, false},
+		{"a large container gets the default", "", []string{large}, proxy.DefaultMaxInflightBytes, false},
+		{"a container without a limit gets the default", "", []string{unlimited}, proxy.DefaultMaxInflightBytes, false},
+		{"no cgroup files means the default", "", []string{filepath.Join(dir, "absent")}, proxy.DefaultMaxInflightBytes, false},
+		{"the first file with a limit counts", "", []string{unlimited, small}, 128 << 20, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _, err := inflightLimit(tc.flag, tc.files)
+			if tc.usage {
+				if !errors.Is(err, errUsage) {
+					t.Errorf("err = %v, want a usage error", err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("inflightLimit = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}
