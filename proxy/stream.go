@@ -124,6 +124,8 @@ type relay struct {
 	held     []byte         // events framed before the headers were written
 	resp     *http.Response // the first event's upstream response
 	role     []byte         // the first chunk with the role and nothing else to send, held until something follows
+	note     []byte         // the first round's annotation of its prompt, held until something follows
+	noted    bool           // a prompt annotation was held: later rounds' are the gateway's prompts, not the client's
 	sentRole bool           // an event has gone out (the held role chunk is sent before the first, or never)
 	roleOut  bool           // a role has gone out: later rounds' roles are dropped
 	finished bool           // a finish chunk reached the client
@@ -176,6 +178,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		order   []*callState         // every call, in the order they began
 		states  map[int64]*callState // the call each upstream index is on; made at the first fragment
 		ended   bool                 // this round's upstream sent its finish
+		sent    bool                 // this round sent the client an event
 		usage   []byte               // this stream's: its last usage chunk stands for the earlier ones
 	)
 	defer func() { t.usage = rewrite.AddUsage(t.usage, gjson.ParseBytes(usage)) }()
@@ -221,7 +224,16 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 			usage = rewrite.LatestUsage(usage, ev.Usage)
 		}
 		if ev.Choice < 0 {
-			continue // the usage chunk: the client gets one summed at the end
+			// The usage chunk: the client gets one summed at the end.
+			// Any other chunk without a choice is a provider's annotation
+			// (Azure's prompt_filter_results first, its filter verdicts
+			// later).
+			if !ev.Usage.IsObject() {
+				if err := s.annotate(resp, data, round, sent); err != nil {
+					return res, err
+				}
+			}
+			continue
 		}
 		parts.add(ev.Content, ev.ContentParts, &content)
 		content.WriteString(ev.Content)
@@ -306,6 +318,20 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 			}
 		}
 		hasRole := ev.Delta.Get("role").Exists()
+		if !ev.Text && len(calls) == 0 && !emitFinish && !hasRole && sent && ev.Annotation() {
+			// A verdict on text this round sent (Azure's asynchronous
+			// content filter): the client acts on it, so it goes on. One
+			// on a round that sent nothing judges a tool_search call the
+			// client never sees.
+			out, err := s.ew.EditEvent(data, edit)
+			if err != nil {
+				return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
+			}
+			if err := s.write(out); err != nil {
+				return res, err
+			}
+			continue
+		}
 		if !ev.Text && len(calls) == 0 && !emitFinish {
 			// Nothing for the client, but the role: OpenAI sends it in
 			// the first chunk, with the first call's start when the
@@ -329,6 +355,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		if err := s.emit(resp, out, hasRole); err != nil {
 			return res, err
 		}
+		sent = true
 		if emitFinish {
 			s.finished = true
 		}
@@ -339,6 +366,30 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		res.calls = append(res.calls, rewrite.Call{ID: st.id, Name: st.name, Arguments: st.args.String(), Extra: st.extra.String()})
 	}
 	return res, nil
+}
+
+// annotate handles a chunk without a choice or usage: a provider's
+// annotation. Before a round sends anything it judges the round's prompt
+// (Azure's prompt_filter_results): the first round's prompt is the
+// client's, so its annotation is held and goes out first, before the
+// role, once something follows; the next rounds' prompts carry the
+// gateway's search, and their annotations stay here. After a round sent
+// text it judges that text and goes on at once, under the turn's id.
+func (s *relay) annotate(resp *http.Response, data []byte, round int, sent bool) error {
+	if !sent {
+		if round == 0 && !s.noted {
+			s.note, s.noted = append([]byte(nil), data...), true
+			if s.resp == nil {
+				s.resp = resp
+			}
+		}
+		return nil
+	}
+	out, err := s.ew.EditEvent(data, rewrite.EventEdit{ID: s.t.id, Created: s.t.created})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
+	}
+	return s.write(out)
 }
 
 func count(calls []*callState) (internal, real int) {
@@ -360,6 +411,13 @@ func count(calls []*callState) (internal, real int) {
 func (s *relay) emit(resp *http.Response, data []byte, hasRole bool) error {
 	if s.resp == nil {
 		s.resp = resp
+	}
+	if s.note != nil { // the upstream's first event, so the client's too
+		note := s.note
+		s.note = nil
+		if err := s.write(note); err != nil {
+			return err
+		}
 	}
 	if !s.sentRole && s.role != nil && !hasRole {
 		s.roleOut = true

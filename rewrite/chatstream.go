@@ -45,6 +45,8 @@ type Event struct {
 	Finish string
 	Usage  gjson.Result
 	Error  gjson.Result
+
+	choice gjson.Result // the first choice, for Annotation
 }
 
 // CallDelta is one streamed fragment of a tool call. Name and ID usually
@@ -101,6 +103,7 @@ func ParseEvent(data []byte, ev *Event) error {
 	if !ch.Exists() {
 		return nil
 	}
+	ev.choice = ch
 	var cf [3]gjson.Result
 	firstValues(ch, []string{"index", "finish_reason", "delta"}, cf[:])
 	ev.Choice, ev.Finish = cf[0].Int(), cf[1].String()
@@ -132,6 +135,44 @@ func ParseEvent(data []byte, ev *Event) error {
 		return true
 	})
 	return nil
+}
+
+// Annotation reports whether the chunk's choice carries a provider's
+// annotation: a member other than index, delta, finish_reason and
+// logprobs with a value, such as Azure's content_filter_results and
+// content_filter_offsets. Azure's asynchronous filter sends these in
+// chunks of their own, with an empty delta or none, after the text they
+// judge; a relay that sends on only what has text dropped the verdicts a
+// client must act on. It scans the choice again, so a relay asks only of
+// a chunk it would otherwise drop.
+func (ev *Event) Annotation() bool {
+	found := false
+	ev.choice.ForEach(func(k, v gjson.Result) bool {
+		switch k.String() {
+		case "index", "delta", "finish_reason", "logprobs":
+			return true
+		}
+		found = hasValue(v)
+		return !found
+	})
+	return found
+}
+
+// hasValue reports whether v is something: not null, not an empty
+// object, array or string (Azure sends "content_filter_results": {} on
+// chunks it has not judged).
+func hasValue(v gjson.Result) bool {
+	switch {
+	case v.Type == gjson.Null || !v.Exists():
+		return false
+	case v.Type == gjson.String:
+		return v.Str != ""
+	case v.IsObject() || v.IsArray():
+		some := false
+		v.ForEach(func(_, _ gjson.Result) bool { some = true; return false })
+		return some
+	}
+	return true
 }
 
 // AddExtra adds the delta's members other than role, content and

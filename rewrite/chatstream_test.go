@@ -30,3 +30,28 @@ func TestParseEventReadsWhatAClientWouldRead(t *testing.T) {
 		})
 	}
 }
+
+func TestAnnotationFindsAProvidersVerdictBesideTheDelta(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		chunk string
+		want  bool
+	}{
+		{"Azure's asynchronous verdict with offsets and no delta is one", `{"choices":[{"content_filter_offsets":{"check_offset":0,"start_offset":0,"end_offset":9},"content_filter_results":{"hate":{"filtered":false}},"finish_reason":null,"index":0}],"id":""}`, true},
+		{"a verdict beside an empty delta is one", `{"choices":[{"index":0,"delta":{},"content_filter_results":{"violence":{"filtered":true,"severity":"high"}}}]}`, true},
+		{"an empty verdict, as on Azure's role chunk, is none", `{"choices":[{"index":0,"delta":{"role":"assistant"},"content_filter_results":{}}]}`, false},
+		{"a null member is none", `{"choices":[{"index":0,"delta":{},"content_filter_results":null,"finish_reason":null}]}`, false},
+		{"logprobs are the choice's own, not an annotation", `{"choices":[{"index":0,"delta":{},"logprobs":{"content":[{"token":"a"}]}}]}`, false},
+		{"a chunk without a choice has none", `{"choices":[],"prompt_filter_results":[{"prompt_index":0}]}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev Event
+			if err := ParseEvent([]byte(tc.chunk), &ev); err != nil {
+				t.Fatal(err)
+			}
+			if got := ev.Annotation(); got != tc.want {
+				t.Errorf("Annotation() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// Azure OpenAI's streams, as its content-streaming documentation shows
+// them: a chunk without choices that judges the prompt comes first, the
+// role chunk carries an empty verdict, and with the asynchronous filter
+// the verdicts on the completion follow the text in chunks of their own,
+// with id "" and no delta.
+const (
+	azurePromptNote = `{"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{"hate":{"filtered":false,"severity":"%s"}}}]}`
+	azureChunk      = `{"choices":[{"content_filter_results":%s,"delta":%s,"finish_reason":%s,"index":0,"logprobs":null}],"created":7,"id":"%s","model":"gpt-4o","object":"chat.completion.chunk"}`
+	azureVerdict    = `{"choices":[{"content_filter_offsets":{"check_offset":0,"start_offset":0,"end_offset":%d},"content_filter_results":{"hate":{"filtered":false,"severity":"safe"}},"finish_reason":null,"index":0}],"created":0,"id":"","model":"","object":""}`
+)
+
+// azureRounds answers the gateway's upstream calls in turn with rounds.
+func azureRounds(rounds ...string) (http.Handler, *atomic.Int32) {
+	var n atomic.Int32
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		i := int(n.Add(1)) - 1
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, rounds[min(i, len(rounds)-1)])
+	}), &n
+}
+
+func TestAzureAnnotationsReachTheClientOfARewrittenStream(t *testing.T) {
+	text := func(id, content string) string {
+		return fmt.Sprintf(azureChunk, `{"hate":{"filtered":false,"severity":"safe"}}`, fmt.Sprintf(`{"content":%q}`, content), "null", id)
+	}
+	role := func(id string) string {
+		return fmt.Sprintf(azureChunk, `{}`, `{"content":"","role":"assistant"}`, "null", id)
+	}
+	finish := func(id, reason string) string { return fmt.Sprintf(azureChunk, `{}`, `{}`, `"`+reason+`"`, id) }
+	search := fmt.Sprintf(azureChunk, `{}`, `{"tool_calls":[{"index":0,"id":"call_s","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"send chat message\"}"}}]}`, "null", "a1")
+	for _, tc := range []struct {
+		name     string
+		rounds   []string
+		upstream int
+		severity string // of the one prompt verdict the client must get
+		content  string
+		verdicts []int // end offsets of the completion verdicts the client must get, in order
+	}{
+		{
+			name: "a turn answered at once keeps the prompt's verdict first and the text's verdict after the text",
+			rounds: []string{sseEvents(
+				fmt.Sprintf(azurePromptNote, "safe"), role("a1"), text("a1", "Hello"), text("a1", " world"),
+				finish("a1", "stop"), fmt.Sprintf(azureVerdict, 11),
+			)},
+			upstream: 1, severity: "safe", content: "Hello world", verdicts: []int{11},
+		},
+		{
+			name: "a turn that searched first gets the client's prompt's verdict, not the search round's or its call's",
+			rounds: []string{
+				sseEvents(
+					fmt.Sprintf(azurePromptNote, "safe"), role("a1"), search,
+					fmt.Sprintf(azureVerdict, 40), finish("a1", "tool_calls"),
+				),
+				sseEvents(
+					fmt.Sprintf(azurePromptNote, "low"), role("a2"), text("a2", "Posted."),
+					finish("a2", "stop"), fmt.Sprintf(azureVerdict, 7),
+				),
+			},
+			upstream: 2, severity: "safe", content: "Posted.", verdicts: []int{7},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, calls := azureRounds(tc.rounds...)
+			base := newTestGateway(t, up)
+			msgs := []map[string]any{{"role": "user", "content": "Tell the team in chat that the build is green."}}
+			resp := post(t, base, chatRequest(t, msgs, testCatalog(30), true, nil), nil)
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			rep := readStream(t, resp.Body)
+			if got := int(calls.Load()); got != tc.upstream {
+				t.Fatalf("upstream called %d times, want %d: the turn was not the one under test", got, tc.upstream)
+			}
+			if rep.content != tc.content || len(rep.roles) != 1 || rep.dones != 1 {
+				t.Errorf("content %q, roles %v, [DONE] %d times: want %q, one role, one [DONE]", rep.content, rep.roles, rep.dones, tc.content)
+			}
+			var notes []gjson.Result
+			var verdicts []gjson.Result
+			for _, data := range rep.raw {
+				ev := gjson.Parse(data)
+				if ev.Get("prompt_filter_results").Exists() {
+					notes = append(notes, ev)
+				}
+				if ev.Get("choices.0.content_filter_offsets").Exists() {
+					verdicts = append(verdicts, ev)
+				}
+			}
+			if len(notes) != 1 {
+				t.Fatalf("client got %d prompt verdicts, want 1: %q", len(notes), rep.raw)
+			}
+			if rep.raw[0] != notes[0].Raw {
+				t.Errorf("the prompt verdict is not the stream's first event: %q", rep.raw)
+			}
+			if got := notes[0].Get("prompt_filter_results.0.content_filter_results.hate.severity").String(); got != tc.severity {
+				t.Errorf("prompt verdict severity %q, want %q (the client's prompt's)", got, tc.severity)
+			}
+			if len(verdicts) != len(tc.verdicts) {
+				t.Fatalf("client got %d completion verdicts, want %d: %q", len(verdicts), len(tc.verdicts), rep.raw)
+			}
+			for i, v := range verdicts {
+				if got := int(v.Get("choices.0.content_filter_offsets.end_offset").Int()); got != tc.verdicts[i] {
+					t.Errorf("verdict %d ends at %d, want %d", i, got, tc.verdicts[i])
+				}
+				if id := v.Get("id").String(); id != "a1" {
+					t.Errorf("verdict %d has id %q, want the turn's a1", i, id)
+				}
+			}
+			last := verdicts[len(verdicts)-1].Raw
+			if i := strings.Index(strings.Join(rep.raw, "\n"), last); i < strings.Index(strings.Join(rep.raw, "\n"), tc.content[:3]) {
+				t.Errorf("the verdict came before the text it judges: %q", rep.raw)
+			}
+		})
+	}
+}
