@@ -127,13 +127,7 @@ func TestRequestsOverTheInflightBoundAreRefusedUntilTheHeldOnesAreDone(t *testin
 // /metrics.
 func gatewayHolds(t *testing.T, base string) float64 {
 	t.Helper()
-	resp, err := http.Get(strings.TrimSuffix(base, "/v1") + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for line := range strings.SplitSeq(string(b), "\n") {
+	for line := range strings.SplitSeq(scrape(t, base), "\n") {
 		if v, ok := strings.CutPrefix(line, "toolgate_inflight_request_bytes "); ok {
 			return gjson.Parse(v).Float()
 		}
