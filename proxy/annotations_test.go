@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/openai/openai-go/v3"
 	"github.com/tidwall/gjson"
 )
 
@@ -125,5 +127,55 @@ func TestAzureAnnotationsReachTheClientOfARewrittenStream(t *testing.T) {
 				t.Errorf("the verdict came before the text it judges: %q", rep.raw)
 			}
 		})
+	}
+}
+
+// TestTheSDKsAccumulatorTakesEveryChunkOfAnAzureTurn: openai-go's
+// accumulator refuses a chunk whose id differs from the turn's, as
+// Azure's verdicts (id "") would be direct. Through the gateway they carry
+// the turn's id, so the SDK takes every chunk and its verdicts with them.
+func TestTheSDKsAccumulatorTakesEveryChunkOfAnAzureTurn(t *testing.T) {
+	chunk := func(id, cfr, delta, finish string) string { return fmt.Sprintf(azureChunk, cfr, delta, finish, id) }
+	const safe = `{"hate":{"filtered":false,"severity":"safe"}}`
+	up, calls := azureRounds(
+		sseEvents(
+			fmt.Sprintf(azurePromptNote, "safe"), chunk("a1", `{}`, `{"content":"","role":"assistant"}`, "null"),
+			chunk("a1", `{}`, `{"tool_calls":[{"index":0,"id":"call_s","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"post chat message\"}"}}]}`, "null"),
+			chunk("a1", `{}`, `{}`, `"tool_calls"`),
+		),
+		sseEvents(
+			fmt.Sprintf(azurePromptNote, "low"), chunk("a2", `{}`, `{"content":"","role":"assistant"}`, "null"),
+			chunk("a2", safe, `{"content":"Posted."}`, "null"), chunk("a2", `{}`, `{}`, `"stop"`),
+			fmt.Sprintf(azureVerdict, 7),
+		),
+	)
+	client := sdkClient(newTestGateway(t, up))
+	stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model:    "gpt-4o",
+		Tools:    sdkTools(40),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell the team in chat that the build is green.")},
+	})
+	var acc openai.ChatCompletionAccumulator
+	refused, verdicts := 0, 0
+	for stream.Next() {
+		c := stream.Current()
+		if !acc.AddChunk(c) {
+			refused++
+		}
+		if strings.Contains(c.RawJSON(), "content_filter_offsets") {
+			verdicts++
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("upstream called %d times, want 2 (a search round, then the answer)", calls.Load())
+	}
+	if refused != 0 || verdicts != 1 {
+		t.Errorf("the accumulator refused %d chunks and the client read %d verdicts; want 0 and 1", refused, verdicts)
+	}
+	if len(acc.Choices) != 1 || acc.Choices[0].Message.Content != "Posted." || acc.ID != "a1" {
+		t.Errorf("accumulated id %q, choices %+v; want a1 and the answer", acc.ID, acc.Choices)
 	}
 }
