@@ -218,7 +218,7 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, apiError{Message: "unknown path " + r.URL.Path, Type: "invalid_request_error", Code: "not_found"})
 		return
 	}
-	if r.Method == http.MethodPost && rest == "/chat/completions" {
+	if r.Method == http.MethodPost && isChatPath(rest) {
 		g.serveChat(w, r, rest)
 		return
 	}
@@ -231,6 +231,24 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.inflight.release(held)
 	g.pass.ServeHTTP(tr, r)
+}
+
+// isChatPath reports whether an API path is a chat completion's:
+// /chat/completions, or Azure OpenAI's deployment form
+// /deployments/{deployment}/chat/completions, which its SDKs (openai's
+// AzureOpenAI, openai-go's azure package) send under an endpoint's
+// /openai. With the upstream at a resource's /openai, every deployment's
+// turns are rewritten; before, they all passed through unchanged.
+func isChatPath(rest string) bool {
+	if rest == "/chat/completions" {
+		return true
+	}
+	dep, ok := strings.CutPrefix(rest, "/deployments/")
+	if !ok {
+		return false
+	}
+	name, tail, ok := strings.Cut(dep, "/")
+	return ok && name != "" && tail == "chat/completions"
 }
 
 // hasDotSegment reports whether the decoded path p has a "." or ".."
