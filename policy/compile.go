@@ -66,6 +66,8 @@ func compile(doc Document, env compileEnv) (*Snapshot, error) {
 				URL:      strings.TrimRight(doc.Search.Embeddings.URL, "/"),
 				Model:    doc.Search.Embeddings.Model,
 				Key:      expandEnv(doc.Search.Embeddings.Key),
+
+				QueryTimeout: doc.Search.Embeddings.QueryTimeout,
 			},
 		},
 		source:      env.source,

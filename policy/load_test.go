@@ -147,7 +147,7 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 		},
 		{
 			name: "a profile cannot set what is read at start-up or before it is chosen",
-			src:  "profiles:\n  - match: {model: x}\n    gateway:\n      upstream: http://other:1/v1\n      upstream_key: k\n      body_limit: 10\n      timeouts: {connect: 1s, first_byte: 1s, idle: 5s}\n    search:\n      embeddings: {provider: openai, url: http://e:1/v1, model: m, key: k, cache_dir: c}\n",
+			src:  "profiles:\n  - match: {model: x}\n    gateway:\n      upstream: http://other:1/v1\n      upstream_key: k\n      body_limit: 10\n      timeouts: {connect: 1s, first_byte: 1s, idle: 5s}\n    search:\n      embeddings: {provider: openai, url: http://e:1/v1, model: m, key: k, cache_dir: c, query_timeout: 5s}\n",
 			want: []string{
 				"4:17: profiles[0].gateway.upstream: cannot be set per profile: the upstream URL is read at start-up",
 				"5:21: profiles[0].gateway.upstream_key: cannot be set per profile",
@@ -158,7 +158,18 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 				"9:65: profiles[0].search.embeddings.model",
 				"9:73: profiles[0].search.embeddings.key",
 				"9:87: profiles[0].search.embeddings.cache_dir",
+				"9:105: profiles[0].search.embeddings.query_timeout",
 			},
+		},
+		{
+			name: "an embeddings query timeout of 0s is an error",
+			src:  "search:\n  embeddings: {query_timeout: 0s}\n",
+			want: []string{"2:31: search.embeddings.query_timeout: must be a duration above 0 and at most 1m"},
+		},
+		{
+			name: "an embeddings query timeout over a minute is an error",
+			src:  "search:\n  embeddings:\n    query_timeout: 90s\n",
+			want: []string{"3:20: search.embeddings.query_timeout: must be a duration above 0 and at most 1m"},
 		},
 		{
 			name: "a profile's bad enum is located inside the profile",

@@ -88,6 +88,8 @@ type Embeddings struct {
 	Model    string
 	Key      string // environment references already expanded
 	CacheDir string // absolute, or "" for the default
+	// QueryTimeout bounds a request's wait for its query's vector.
+	QueryTimeout time.Duration
 }
 
 // Snapshot is one validated, immutable policy: what Load returns and Live

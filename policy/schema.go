@@ -56,7 +56,7 @@ type Document struct {
 	// settings read at start-up or from the base policy, which would take
 	// no effect there: gateway.upstream, upstream_key, body_limit,
 	// timeouts.connect and timeouts.first_byte, and search.embeddings
-	// url, model, key and cache_dir (provider openai works only where the
+	// url, model, key, cache_dir and query_timeout (provider openai works only where the
 	// base had it at start-up).
 	Profiles []ProfileSpec `yaml:"profiles"`
 }
@@ -198,7 +198,8 @@ type WeightsSpec struct {
 type EmbeddingsSpec struct {
 	// Provider is offline (default; bundled word vectors, no network), openai
 	// (any OpenAI-compatible /v1/embeddings endpoint) or off. The openai
-	// client is built at start-up from url, model, key and cache_dir; a
+	// client is built at start-up from url, model, key, cache_dir and
+	// query_timeout; a
 	// reload that switches to openai does not create one (ranking stays
 	// on the word vectors until a restart).
 	Provider string `yaml:"provider"`
@@ -214,6 +215,10 @@ type EmbeddingsSpec struct {
 	// CacheDir holds embeddings on disk, relative to this file if not
 	// absolute. Default empty: the user cache dir (toolgate/embeddings).
 	CacheDir string `yaml:"cache_dir"`
+	// QueryTimeout is how long a request waits for its query's vector
+	// before it ranks with the word vectors, at most 1m. Default 2s: a
+	// CPU-hosted endpoint may need more, a latency budget less.
+	QueryTimeout time.Duration `yaml:"query_timeout"`
 }
 
 // SessionsSpec is the sessions section, read at start-up (a reload does
@@ -364,7 +369,7 @@ func defaultDocument() Document {
 			Limit: 4,
 			// The selector's defaults are the ones measured on the dev sets.
 			Weights:    WeightsSpec(selector.DefaultWeights()),
-			Embeddings: EmbeddingsSpec{Provider: "offline", Model: "text-embedding-3-small"},
+			Embeddings: EmbeddingsSpec{Provider: "offline", Model: "text-embedding-3-small", QueryTimeout: selector.DefaultQueryTimeout},
 		},
 		Sessions: SessionsSpec{TTL: time.Hour, MaxEntries: 10000, Store: "memory"},
 		Risk:     RiskSpec{Gate: RiskDestructive, WriteIntent: defaultWriteIntent},

@@ -93,6 +93,10 @@ func (v *validator) document(doc *Document, prefix string, bundles map[string]bo
 	if e.URL != "" {
 		v.httpURL(p("search.embeddings.url"), e.URL)
 	}
+	// A minute is already a request stalled on a ranking signal it can do
+	// without (the word vectors rank meanwhile).
+	v.check(p("search.embeddings.query_timeout"), e.QueryTimeout > 0 && e.QueryTimeout <= time.Minute,
+		"must be a duration above 0 and at most 1m, such as 2s")
 	// An unset variable would send embeddings requests without a key,
 	// every one refused, while validate said ok.
 	if name, ok := envName(e.Key); ok && e.Provider == "openai" && os.Getenv(name) == "" {
@@ -187,6 +191,7 @@ func (v *validator) profile(i int, ps *ProfileSpec, bundles map[string]bool) {
 		{"search.embeddings.model", "the embeddings client is built at start-up"},
 		{"search.embeddings.key", "the embeddings client is built at start-up"},
 		{"search.embeddings.cache_dir", "the embeddings client is built at start-up"},
+		{"search.embeddings.query_timeout", "the embeddings client is built at start-up"},
 	} {
 		v.check(prefix+"."+s.path, false, "cannot be set per profile: %s", s.why)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
@@ -105,4 +106,47 @@ func embeddingCalls(t *testing.T, m *proxy.Metrics, kind, outcome string) float6
 		}
 	}
 	return 0
+}
+
+// TestTheEmbeddingsQueryTimeoutIsThePolicys: search.embeddings.query_timeout
+// bounds a request's wait for its query's vector. The endpoint here answers
+// after a second, so under the default (2 s) the query would get its
+// vector; under 100 ms it gives up long before.
+func TestTheEmbeddingsQueryTimeoutIsThePolicys(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		case <-time.After(time.Second):
+		}
+		_, _ = w.Write([]byte(`{"data":[{"index":0,"embedding":[1,2,3]}]}`))
+	}))
+	defer srv.Close()
+	defer close(release)
+	for _, tc := range []struct {
+		name    string
+		setting string
+		waits   bool // the query waits for the slow answer and gets it
+	}{
+		{"the default waits for an answer within 2 s", "", true},
+		{"a policy's 100ms gives up before the answer", "    query_timeout: 100ms\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := writeFile(t, "tools.yaml", "search:\n  embeddings:\n    provider: openai\n    url: "+srv.URL+"\n    cache_dir: "+t.TempDir()+"\n"+tc.setting)
+			snap, err := policy.Load(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up, _ := url.Parse("http://127.0.0.1:1/v1")
+			emb, err := newEmbedder(snap, up, http.DefaultTransport, slog.New(slog.DiscardHandler), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := emb.(selector.QueryEmbedder).EmbedQuery(context.Background(), "read a file "+tc.name)
+			if got := err == nil && len(v) == 3; got != tc.waits {
+				t.Errorf("query got its vector: %v (err %v), want %v", got, err, tc.waits)
+			}
+		})
+	}
 }

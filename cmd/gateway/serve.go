@@ -300,6 +300,8 @@ func newEmbedder(snap *policy.Snapshot, up *url.URL, rt http.RoundTripper, logge
 		CacheDir: cacheDir,
 		Logger:   logger.With("component", "embeddings"),
 		Observer: obs,
+
+		QueryTimeout: e.QueryTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configuring embeddings: %w", err)
