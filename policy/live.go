@@ -34,7 +34,10 @@ type Live struct {
 	path   string
 	logger *slog.Logger
 	cur    atomic.Pointer[Snapshot]
-	mu     sync.Mutex // serialises reloads so generations and logs stay in order
+	// first is the snapshot the process started with: what its settings
+	// read at start-up (StartupChanges) were built from.
+	first *Snapshot
+	mu    sync.Mutex // serialises reloads so generations and logs stay in order
 	// digest identifies the file and hints text the current snapshot was
 	// loaded from (contentDigest); guarded by mu.
 	digest [sha256.Size]byte
@@ -62,6 +65,7 @@ func NewLive(path string, logger *slog.Logger) (*Live, error) {
 	}
 	l.digest, l.read = contentDigest(src, snap), read.forSnapshot(l, snap)
 	l.cur.Store(snap)
+	l.first = snap
 	return l, nil
 }
 
@@ -119,6 +123,11 @@ func (l *Live) Reload() error {
 	}
 	l.cur.Store(snap)
 	l.logger.Info("policy reloaded", "file", l.path, "generation", snap.Generation(), "profiles", len(snap.profiles))
+	if names := StartupChanges(l.first, snap); len(names) > 0 {
+		// Said on every reload while they differ: each save of the file
+		// is a moment the editor expects its edit to apply.
+		l.logger.Warn("policy settings read at start-up differ from the running ones; they apply at the next start", "file", l.path, "settings", names)
+	}
 	if l.OnReload != nil {
 		l.OnReload(nil)
 	}
