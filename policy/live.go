@@ -35,7 +35,7 @@ type Live struct {
 	logger *slog.Logger
 	cur    atomic.Pointer[Snapshot]
 	// first is the snapshot the process started with: what its settings
-	// read at start-up (StartupChanges) were built from.
+	// read at start-up (startupChanges) were built from.
 	first *Snapshot
 	mu    sync.Mutex // serialises reloads so generations and logs stay in order
 	// digest identifies the file and hints text the current snapshot was
@@ -123,7 +123,7 @@ func (l *Live) Reload() error {
 	}
 	l.cur.Store(snap)
 	l.logger.Info("policy reloaded", "file", l.path, "generation", snap.Generation(), "profiles", len(snap.profiles))
-	if names := StartupChanges(l.first, snap); len(names) > 0 {
+	if names := startupChanges(l.first, snap); len(names) > 0 {
 		// Said on every reload while they differ: each save of the file
 		// is a moment the editor expects its edit to apply.
 		l.logger.Warn("policy settings read at start-up differ from the running ones; they apply at the next start", "file", l.path, "settings", names)

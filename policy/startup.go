@@ -1,6 +1,6 @@
 package policy
 
-// StartupChanges names the settings that next sets differently from prev
+// startupChanges names the settings that next sets differently from prev
 // among those the gateway reads once, at start-up: a reload publishes them
 // in the snapshot, but the listener, the upstream transport, the
 // embeddings client and the session store were built from prev's (or from
@@ -8,7 +8,7 @@ package policy
 // Live logs them with the reload, so an edit that cannot take effect is
 // not silently ignored. Only names are returned, never values: a URL or
 // key may hold a secret.
-func StartupChanges(prev, next *Snapshot) []string {
+func startupChanges(prev, next *Snapshot) []string {
 	if prev == nil || next == nil {
 		return nil
 	}

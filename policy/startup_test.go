@@ -25,24 +25,24 @@ func TestStartupChangesNamesWhatOnlyARestartApplies(t *testing.T) {
 		{"switching embeddings to openai is named", base + "search:\n  embeddings: {provider: openai, query_timeout: 5s}\n", []string{"search.embeddings.provider", "search.embeddings.query_timeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := StartupChanges(prev, mustLoad(t, tc.src, nil))
+			got := startupChanges(prev, mustLoad(t, tc.src, nil))
 			if !slices.Equal(got, tc.want) {
-				t.Errorf("StartupChanges = %v, want %v", got, tc.want)
+				t.Errorf("startupChanges = %v, want %v", got, tc.want)
 			}
 		})
 	}
 	t.Run("the upstream and the transport's timeouts are named", func(t *testing.T) {
 		next := mustLoad(t, "gateway:\n  listen: '127.0.0.1:8080'\n  upstream: http://other:1/v1\n  timeouts: {connect: 3s, first_byte: 1m, idle: 9s}\nsessions: {ttl: 1h}\n", nil)
 		want := []string{"gateway.upstream", "gateway.timeouts.connect", "gateway.timeouts.first_byte"}
-		if got := StartupChanges(prev, next); !slices.Equal(got, want) {
-			t.Errorf("StartupChanges = %v, want %v (idle reloads live)", got, want)
+		if got := startupChanges(prev, next); !slices.Equal(got, want) {
+			t.Errorf("startupChanges = %v, want %v (idle reloads live)", got, want)
 		}
 	})
 	t.Run("turning openai embeddings off applies live and names nothing", func(t *testing.T) {
 		on := mustLoad(t, base+"search:\n  embeddings: {provider: openai}\n", nil)
 		off := mustLoad(t, base+"search:\n  embeddings: {provider: offline}\n", nil)
-		if got := StartupChanges(on, off); got != nil {
-			t.Errorf("StartupChanges = %v, want none", got)
+		if got := startupChanges(on, off); got != nil {
+			t.Errorf("startupChanges = %v, want none", got)
 		}
 	})
 }
