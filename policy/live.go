@@ -126,7 +126,7 @@ func (l *Live) Reload() error {
 	if names := startupChanges(l.first, snap); len(names) > 0 {
 		// Said on every reload while they differ: each save of the file
 		// is a moment the editor expects its edit to apply.
-		l.logger.Warn("policy settings read at start-up differ from the running ones; they apply at the next start", "file", l.path, "settings", names)
+		l.logger.Warn("policy settings read only at start-up differ from the file the gateway started with; they apply at the next start", "file", l.path, "settings", names)
 	}
 	if l.OnReload != nil {
 		l.OnReload(nil)

@@ -65,7 +65,7 @@ func TestAReloadSaysWhichEditsWaitForARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const warning = "read at start-up differ"
+	const warning = "read only at start-up differ"
 	for _, tc := range []struct {
 		name, src string
 		warned    bool
