@@ -25,7 +25,7 @@ func (t *turn) internal(c rewrite.Call) bool {
 
 // answer runs the internal calls of a round and returns their results; the
 // tools found join the active set. Real calls are recorded for recency.
-func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolResult {
+func (t *turn) answer(ctx context.Context, calls []rewrite.Call, round int) []rewrite.ToolResult {
 	var results []rewrite.ToolResult
 	// A miss is a call of a client tool this round's tools array did not
 	// carry: judged before the searches of the same response add what
@@ -39,12 +39,25 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call) []rewrite.ToolR
 	searched := 0
 	for _, c := range calls {
 		switch {
+		case c.Name == t.searchName && round >= t.maxRounds():
+			// The round offered no search, yet the model searched (it sees
+			// its earlier searches in the conversation): it gets the one
+			// round more that canContinue allows, told to finish.
+			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
+				"Error: this request's searches are spent (at most %d). Do not search again now: use the tools offered, or answer without a tool.", t.maxRounds())})
 		case c.Name == t.searchName && searched >= maxSearchesPerRound:
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
 				"Error: too many searches in one step (at most %d); use the tools already found, or search again in your next step.", maxSearchesPerRound)})
 		case c.Name == t.searchName:
 			searched++
-			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: t.search(ctx, c.Arguments)})
+			found := t.search(ctx, c.Arguments)
+			if round == t.maxRounds()-1 && t.withSearch(round) {
+				// The next round offers no search: said before it, so the
+				// model picks from what it has instead of searching into
+				// the round that cannot answer it.
+				found += "\nThis was the last search for this request: next, use the tools offered or answer without one."
+			}
+			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: found})
 		case t.internal(c):
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
 				"Error: the tool %q is not available (blocked by policy). Do not call it again; use another tool or answer without it.", c.Name)})

@@ -149,10 +149,12 @@ func TestAChunkedBodyIsCutAtTheLimit(t *testing.T) {
 }
 
 // searcher is an upstream model that calls tool_search in every answer,
-// whatever tools it is offered. It keeps the tool names of each request.
+// whatever tools it is offered. It keeps the tool names of each request
+// and the last tool message the gateway sent it.
 type searcher struct {
-	mu    sync.Mutex
-	tools [][]string
+	mu      sync.Mutex
+	tools   [][]string
+	answers []string
 }
 
 func (s *searcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -160,6 +162,7 @@ func (s *searcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	names := toolNames(b)
 	s.mu.Lock()
 	s.tools = append(s.tools, names)
+	s.answers = append(s.answers, gjson.GetBytes(b, `messages.#(role=="tool")#.content|@reverse|0`).String())
 	s.mu.Unlock()
 	if gjson.GetBytes(b, "stream").Bool() {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -171,7 +174,7 @@ func (s *searcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func TestAModelThatSearchesForeverIsBoundedByMaxRounds(t *testing.T) {
 	for _, stream := range []bool{false, true} {
-		name := map[bool]string{false: "a non-streamed turn ends after max_rounds with an answer", true: "a streamed turn ends after max_rounds with one finish and one [DONE]"}[stream]
+		name := map[bool]string{false: "a non-streamed turn ends after max_rounds and one round to finish, with an answer", true: "a streamed turn ends after max_rounds and one round to finish, with one finish and one [DONE]"}[stream]
 		t.Run(name, func(t *testing.T) {
 			up := &searcher{}
 			base := newTestGateway(t, up, withPolicy(loadPolicy(t, "gateway:\n  max_rounds: 3\n")))
@@ -179,13 +182,18 @@ func TestAModelThatSearchesForeverIsBoundedByMaxRounds(t *testing.T) {
 			if x.status != 200 {
 				t.Fatalf("status %d %s", x.status, x.body)
 			}
-			if len(up.tools) != 4 {
-				t.Errorf("upstream saw %d requests; want max_rounds+1 = 4", len(up.tools))
+			if len(up.tools) != 5 {
+				t.Fatalf("upstream saw %d requests; want max_rounds+2 = 5", len(up.tools))
 			}
 			for i, names := range up.tools {
 				offered := len(names) > 0 && names[0] == SearchToolName
-				if last := i == len(up.tools)-1; offered == last {
-					t.Errorf("request %d offered tool_search = %v; want it in every request but the last", i, offered)
+				if want := i < 3; offered != want {
+					t.Errorf("request %d offered tool_search = %v; want %v (the first max_rounds only)", i, offered, want)
+				}
+			}
+			for i, want := range map[int]string{3: "This was the last search for this request", 4: "this request's searches are spent"} {
+				if !strings.Contains(up.answers[i], want) {
+					t.Errorf("request %d's last tool message %q; want it to say %q", i, up.answers[i], want)
 				}
 			}
 			if strings.Contains(string(x.body), SearchToolName) {
@@ -201,6 +209,46 @@ func TestAModelThatSearchesForeverIsBoundedByMaxRounds(t *testing.T) {
 			msg := gjson.GetBytes(x.body, "choices.0")
 			if msg.Get("finish_reason").String() != "stop" || msg.Get("message.tool_calls").Exists() {
 				t.Errorf("final choice %s; want finish stop without tool calls", msg.Raw)
+			}
+		})
+	}
+}
+
+// TestAModelThatSearchesWhereItCannotStillAnswers: the round after
+// max_rounds offers no tool_search, yet a model may call it there (it sees
+// its earlier searches). That call is answered "spent" and the model gets
+// one round to finish, so the client gets its answer, not an empty message.
+func TestAModelThatSearchesWhereItCannotStillAnswers(t *testing.T) {
+	answer := `{"id":"c3","object":"chat.completion","created":3,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"I could not find a tool for that; here is what I know."},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":9,"total_tokens":19}}`
+	streamed := textChunk("I could not find a tool for that; here is what I know.") + finishChunk("stop") + doneEvent
+	for _, stream := range []bool{false, true} {
+		name := map[bool]string{false: "a non-streamed turn gets the model's answer", true: "a streamed turn gets the model's answer"}[stream]
+		t.Run(name, func(t *testing.T) {
+			var n atomic.Int32
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				reply, events := searchReply, searchRound
+				if n.Add(1) == 3 { // max_rounds 1: a search, a search where none is offered, then this
+					reply, events = answer, streamed
+				}
+				if stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, events)
+					return
+				}
+				_, _ = io.WriteString(w, reply)
+			})
+			base := newTestGateway(t, up, withPolicy(loadPolicy(t, "gateway:\n  max_rounds: 1\n")))
+			x := send(t, base, bigRequest(t, stream), nil)
+			if x.status != 200 || n.Load() != 3 {
+				t.Fatalf("status %d after %d upstream calls, want 200 after 3: %s", x.status, n.Load(), x.body)
+			}
+			content := gjson.GetBytes(x.body, "choices.0.message.content").String()
+			if stream {
+				content = readStream(t, strings.NewReader(string(x.body))).content
+			}
+			if !strings.Contains(content, "here is what I know") {
+				t.Errorf("the client got %q, want the model's answer", content)
 			}
 		})
 	}

@@ -57,7 +57,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		t.usage = rewrite.AddUsage(t.usage, out.Usage)
 		identify(out.Calls, round)
 		internal, real := t.split(out.Calls)
-		results := t.answer(ctx, out.Calls)
+		results := t.answer(ctx, out.Calls, round)
 		last := len(internal) == 0 || len(real) > 0 || !t.canContinue(round)
 		if !last {
 			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, ContentParts: out.ContentParts, Extra: out.Extra, Calls: internal, Results: results, Logprobs: out.Logprobs})
@@ -103,9 +103,13 @@ func (t *turn) withSearch(round int) bool {
 }
 
 // canContinue reports whether the gateway may answer round i's internal
-// calls and ask the upstream again: rounds 0..max_rounds-1 may; the round
-// after them (without tool_search) is the last.
-func (t *turn) canContinue(round int) bool { return round < t.maxRounds() }
+// calls and ask the upstream again: rounds 0..max_rounds-1 may, and so may
+// round max_rounds, once. It offers no tool_search, but a model may call
+// it there anyway (its earlier searches are in the conversation), or call
+// a denied tool: answered "spent" or "blocked", it gets one round more to
+// finish with. Ending the turn there instead gave the client an empty
+// message, on which an agent loop stops.
+func (t *turn) canContinue(round int) bool { return round <= t.maxRounds() }
 
 func (t *turn) maxRounds() int {
 	if n := t.snap.Gateway.MaxRounds; n > 0 {

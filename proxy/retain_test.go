@@ -64,7 +64,7 @@ func TestTheSessionNeverKeepsAStringOfARequestOrResponseBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	turn.answer(context.Background(), resp.Calls)
+	turn.answer(context.Background(), resp.Calls, 0)
 	kept := stateStrings(turn.st)
 	if !strings.Contains(strings.Join(kept, ","), "repo_create_issue") || turn.st.Last != "a_tool_the_client_never_sent" {
 		t.Fatalf("the session lacks what the test looks at: %q", kept)

@@ -67,7 +67,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		if more {
 			s.flush() // the gateway searches and waits on the upstream next
 		}
-		results := t.answer(ctx, res.calls)
+		results := t.answer(ctx, res.calls, round)
 		if more {
 			closeStream(resp.Body, res.drained, cancel)
 			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, ContentParts: res.parts, Extra: res.extra, Calls: internal, Results: results})
