@@ -179,3 +179,43 @@ func TestTheSDKsAccumulatorTakesEveryChunkOfAnAzureTurn(t *testing.T) {
 		t.Errorf("accumulated id %q, choices %+v; want a1 and the answer", acc.ID, acc.Choices)
 	}
 }
+
+// TestAWholeAzureAnswerCarriesTheClientsPromptVerdict: a non-streamed turn
+// is the last round's body, but its prompt_filter_results are the first
+// round's, whose prompt is the client's, as a stream's first event is.
+func TestAWholeAzureAnswerCarriesTheClientsPromptVerdict(t *testing.T) {
+	verdict := func(severity string) string {
+		return `"prompt_filter_results":[{"prompt_index":0,"content_filter_results":{"hate":{"filtered":false,"severity":"` + severity + `"}}}]`
+	}
+	search := `{"id":"a1","object":"chat.completion","created":7,"model":"gpt-4o",` + verdict("safe") + `,"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_s","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"post chat message\"}"}}]},"finish_reason":"tool_calls","content_filter_results":{}}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`
+	answer := `{"id":"a2","object":"chat.completion","created":8,"model":"gpt-4o",` + verdict("low") + `,"choices":[{"index":0,"message":{"role":"assistant","content":"Posted."},"finish_reason":"stop","content_filter_results":{"hate":{"filtered":false,"severity":"safe"}}}],"usage":{"prompt_tokens":20,"completion_tokens":2,"total_tokens":22}}`
+	for _, tc := range []struct {
+		name     string
+		rounds   []string
+		severity string
+	}{
+		{"a turn that searched gets the first round's verdict", []string{search, answer}, "safe"},
+		{"a turn answered at once keeps its round's verdict", []string{answer}, "low"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int32
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				i := int(n.Add(1)) - 1
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, tc.rounds[min(i, len(tc.rounds)-1)])
+			})
+			x := send(t, newTestGateway(t, up), bigRequest(t, false), nil)
+			if x.status != http.StatusOK || int(n.Load()) != len(tc.rounds) {
+				t.Fatalf("status %d after %d upstream calls, want 200 after %d: %s", x.status, n.Load(), len(tc.rounds), x.body)
+			}
+			body := gjson.ParseBytes(x.body)
+			if got := body.Get("prompt_filter_results.0.content_filter_results.hate.severity").String(); got != tc.severity {
+				t.Errorf("prompt verdict severity %q, want %q: %s", got, tc.severity, x.body)
+			}
+			if body.Get("choices.0.message.content").String() != "Posted." || !body.Get("choices.0.content_filter_results.hate").Exists() {
+				t.Errorf("the answer or its completion verdict is not the last round's: %s", x.body)
+			}
+		})
+	}
+}

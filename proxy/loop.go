@@ -53,6 +53,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		}
 		if round == 0 {
 			t.id, t.created = out.ID, out.Created
+			t.promptFilter = strings.Clone(out.PromptFilter)
 		}
 		t.usage = rewrite.AddUsage(t.usage, out.Usage)
 		identify(out.Calls, round)
@@ -66,6 +67,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		turn := rewrite.Turn{
 			Keep:  func(c rewrite.Call) bool { return !t.internal(c) },
 			Usage: t.usage, ID: t.id, Created: t.created,
+			PromptFilter: t.promptFilter,
 		}
 		if !t.req.JSONOutput {
 			turn.Text, turn.Logprobs = t.roundsText()

@@ -62,10 +62,13 @@ type turn struct {
 	usage      []byte
 	id         string
 	created    int64
-	searches   int
-	asked      map[string]int // normalised search queries -> times asked this turn
-	misses     int            // calls of client tools the call's tools array did not carry
-	dropped    []string       // earlier turns' guesses never called, dropped by this user turn
+	// promptFilter is the first round's prompt_filter_results (Azure):
+	// a whole answer carries it, as a stream's first event does.
+	promptFilter string
+	searches     int
+	asked        map[string]int // normalised search queries -> times asked this turn
+	misses       int            // calls of client tools the call's tools array did not carry
+	dropped      []string       // earlier turns' guesses never called, dropped by this user turn
 
 	// found holds the tools the latest round's searches returned; while
 	// it is not empty, the next round is a search round's answer and

@@ -62,6 +62,9 @@ type Response struct {
 	FinishReason string
 	Usage        gjson.Result
 	Logprobs     string // choices.0.logprobs.content, raw; "" when absent or null
+	// PromptFilter is prompt_filter_results, raw: Azure's verdicts on the
+	// round's prompt; "" when absent.
+	PromptFilter string
 }
 
 // Build returns the upstream body for req: its tools array replaced by tools
@@ -310,6 +313,9 @@ func ParseResponse(body []byte) (*Response, error) {
 	if lp := root.Get("choices.0.logprobs.content"); lp.IsArray() {
 		r.Logprobs = lp.Raw
 	}
+	if pf := root.Get("prompt_filter_results"); pf.Exists() {
+		r.PromptFilter = pf.Raw
+	}
 	msg.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
 		r.Calls = append(r.Calls, Call{
 			ID:        c.Get("id").String(),
@@ -341,6 +347,11 @@ type Turn struct {
 	// JSON arrays, in order): they lead the answer's, as Text leads its
 	// content, so the tokens and their logprobs stay one to one.
 	Logprobs []string
+	// PromptFilter, when not empty, replaces the round's
+	// prompt_filter_results: the first round's, whose prompt is the
+	// client's (a later round's judges the gateway's search too), as a
+	// stream's client gets it.
+	PromptFilter string
 }
 
 // ClientResponse returns the body the client gets for the final round r
@@ -381,6 +392,11 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 			if body, err = sjson.SetRawBytes(body, calls, arr); err != nil {
 				return nil, fmt.Errorf("rewriting tool calls: %w", err)
 			}
+		}
+	}
+	if turn.PromptFilter != "" && turn.PromptFilter != r.PromptFilter {
+		if body, err = sjson.SetRawBytes(body, "prompt_filter_results", []byte(turn.PromptFilter)); err != nil {
+			return nil, fmt.Errorf("setting the prompt's filter results: %w", err)
 		}
 	}
 	if turn.Text != "" {
