@@ -56,8 +56,8 @@ type Document struct {
 	// settings read at start-up or from the base policy, which would take
 	// no effect there: gateway.upstream, upstream_key, body_limit,
 	// timeouts.connect and timeouts.first_byte, and search.embeddings
-	// url, model, key, cache_dir and query_timeout (provider openai works only where the
-	// base had it at start-up).
+	// url, model, key, cache_dir and query_timeout (provider openai works
+	// only where the base had it at start-up).
 	Profiles []ProfileSpec `yaml:"profiles"`
 }
 
@@ -199,9 +199,8 @@ type EmbeddingsSpec struct {
 	// Provider is offline (default; bundled word vectors, no network), openai
 	// (any OpenAI-compatible /v1/embeddings endpoint) or off. The openai
 	// client is built at start-up from url, model, key, cache_dir and
-	// query_timeout; a
-	// reload that switches to openai does not create one (ranking stays
-	// on the word vectors until a restart).
+	// query_timeout; a reload that switches to openai does not create one
+	// (ranking stays on the word vectors until a restart).
 	Provider string `yaml:"provider"`
 	// URL is the embeddings base URL ending in /v1. Default: the upstream.
 	URL string `yaml:"url"`

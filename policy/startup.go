@@ -1,13 +1,12 @@
 package policy
 
-// startupChanges names the settings that next sets differently from prev
-// among those the gateway reads once, at start-up: a reload publishes them
-// in the snapshot, but the listener, the upstream transport, the
-// embeddings client and the session store were built from prev's (or from
-// the first snapshot's), so the new values take effect at the next start.
-// Live logs them with the reload, so an edit that cannot take effect is
-// not silently ignored. Only names are returned, never values: a URL or
-// key may hold a secret.
+// startupChanges names the settings the gateway reads once, at start-up,
+// that next sets differently from prev, the snapshot it started with: a
+// reload publishes them, but the listener, the upstream transport, the
+// embeddings client and the session store were built from prev's, so
+// next's take effect at the next start. Live logs them with the reload,
+// so an edit that cannot take effect is not silently ignored. Only names
+// are returned, never values: a URL or key may hold a secret.
 func startupChanges(prev, next *Snapshot) []string {
 	if prev == nil || next == nil {
 		return nil
