@@ -8,9 +8,6 @@ package policy
 // so an edit that cannot take effect is not silently ignored. Only names
 // are returned, never values: a URL or key may hold a secret.
 func startupChanges(prev, next *Snapshot) []string {
-	if prev == nil || next == nil {
-		return nil
-	}
 	pg, ng := prev.Gateway, next.Gateway
 	pe, ne := prev.Search.Embeddings, next.Search.Embeddings
 	ps, ns := prev.Sessions, next.Sessions

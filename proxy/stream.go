@@ -125,7 +125,6 @@ type relay struct {
 	resp     *http.Response // the first event's upstream response
 	role     []byte         // the first chunk with the role and nothing else to send, held until something follows
 	note     []byte         // the first round's annotation of its prompt, held until something follows
-	noted    bool           // a prompt annotation was held: later rounds' are the gateway's prompts, not the client's
 	sentRole bool           // an event has gone out (the held role chunk is sent before the first, or never)
 	roleOut  bool           // a role has gone out: later rounds' roles are dropped
 	finished bool           // a finish chunk reached the client
@@ -323,11 +322,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 			// content filter): the client acts on it, so it goes on. One
 			// on a round that sent nothing judges a tool_search call the
 			// client never sees.
-			out, err := s.ew.EditEvent(data, edit)
-			if err != nil {
-				return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
-			}
-			if err := s.write(out); err != nil {
+			if err := s.passOn(data, edit); err != nil {
 				return res, err
 			}
 			continue
@@ -376,16 +371,24 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 // gateway's search, and their annotations stay here. After a round sent
 // text it judges that text and goes on at once, under the turn's id.
 func (s *relay) annotate(resp *http.Response, data []byte, round int, sent bool) error {
-	if !sent {
-		if round == 0 && !s.noted {
-			s.note, s.noted = append([]byte(nil), data...), true
-			if s.resp == nil {
-				s.resp = resp
-			}
-		}
-		return nil
+	if sent {
+		return s.passOn(data, rewrite.EventEdit{ID: s.t.id, Created: s.t.created})
 	}
-	out, err := s.ew.EditEvent(data, rewrite.EventEdit{ID: s.t.id, Created: s.t.created})
+	// Held until round 0 sends something, which emits it: so while round 0
+	// has sent nothing, a held note is the one it already had.
+	if round == 0 && s.note == nil {
+		s.note = append([]byte(nil), data...)
+		if s.resp == nil {
+			s.resp = resp
+		}
+	}
+	return nil
+}
+
+// passOn writes an annotation with e applied: it goes to the client as
+// it came, outside emit's handling of the role.
+func (s *relay) passOn(data []byte, e rewrite.EventEdit) error {
+	out, err := s.ew.EditEvent(data, e)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
 	}
