@@ -14,11 +14,11 @@ import (
 	"github.com/toolgate/toolgate/selector"
 )
 
-// serveChat handles POST .../chat/completions: the requests worth rewriting
-// go through the search loop, the rest upstream unchanged (minus denied
-// tools).
-func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string) {
-	tr := g.track(w, routeChat)
+// serveTurn handles a turn of dialect d (POST .../chat/completions,
+// .../responses): the requests worth rewriting go through the search loop,
+// the rest upstream unchanged (minus denied tools).
+func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string, d rewrite.Dialect, route string) {
+	tr := g.track(w, route)
 	defer tr.done()
 	w = tr
 	base := g.policy()
@@ -28,7 +28,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 		return
 	}
 	defer g.inflight.release(held)
-	req, err := g.chat.ParseRequest(buf.b, g.parsed)
+	req, err := d.ParseRequest(buf.b, g.parsed)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -46,18 +46,18 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, rest string)
 		g.writeError(w, r, err)
 		return
 	}
-	if why := g.passthroughReason(snap, req); why != "" {
+	if why := g.passthroughReason(snap, req, d); why != "" {
 		tr.passthrough(why)
-		g.forwardChat(tr, r, rest, snap, req, why)
+		g.forward(tr, r, rest, snap, req, d, why)
 		return
 	}
-	t, err := g.newTurn(r.Context(), r, snap, req)
+	t, err := g.newTurn(r.Context(), r, snap, req, d)
 	if errors.Is(err, selector.ErrEmptyCatalog) {
 		// The policy hides every tool of the request: there is nothing
 		// to search, and the upstream gets the request without them.
 		const why = "policy hides every tool"
 		tr.passthrough(why)
-		g.forwardChat(tr, r, rest, snap, req, why)
+		g.forward(tr, r, rest, snap, req, d, why)
 		return
 	}
 	if err != nil {
@@ -95,14 +95,21 @@ func checkChoice(snap *policy.Snapshot, req *rewrite.Request) error {
 	return nil
 }
 
-// passthroughReason says why a request goes upstream without the search
-// loop, or "" when the loop pays.
-func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request) string {
+// passthroughReason says why a request of dialect d goes upstream without
+// the search loop, or "" when the loop pays.
+func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request, d rewrite.Dialect) string {
+	_, relays := d.(rewrite.EventWriter)
 	switch {
 	case snap.Gateway.Mode == policy.ModePassthrough:
 		return "mode passthrough"
 	case len(req.Tools) == 0:
 		return "no tools"
+	case req.Stream && !relays:
+		return "a stream of an API the gateway does not relay"
+	case req.ServerConversation:
+		// The upstream would write each of the gateway's rounds into the
+		// client's conversation, and the re-sent input twice.
+		return "a conversation kept upstream"
 	case len(req.Tools) < snap.Gateway.MinTools:
 		return "fewer than min_tools"
 	case req.N > 1:
@@ -213,29 +220,32 @@ func historyTokens(req *rewrite.Request) int {
 	return n / 4
 }
 
-// forwardChat sends a request upstream as the client wrote it, except that
-// tools the policy denies are removed; the response streams back unchanged.
-func (g *Gateway) forwardChat(w *tracker, r *http.Request, rest string, snap *policy.Snapshot, req *rewrite.Request, why string) {
+// forward sends a request of dialect d upstream as the client wrote it,
+// except that tools the policy denies are removed; the response streams
+// back unchanged.
+func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy.Snapshot, req *rewrite.Request, d rewrite.Dialect, why string) {
 	body := req.Original()
 	if len(req.Tools) > 0 {
 		kept := make([]string, 0, len(req.Tools))
 		pos := make([]int, 0, len(req.Tools))
 		decide := snap.Decider(req.LastUser)
 		for i, t := range req.Tools {
-			if decide(t.Name).Visible {
+			// A built-in tool (the Responses API's web_search) has no
+			// name a rule could match.
+			if t.Name == "" || decide(t.Name).Visible {
 				kept, pos = append(kept, t.Raw), append(pos, i)
 			}
 		}
 		w.notePassthroughTools(req, kept, pos)
 		if len(kept) != len(req.Tools) {
 			var err error
-			if body, err = g.chat.Build(&rewrite.Request{Body: body}, kept, nil); err != nil {
+			if body, err = d.Build(&rewrite.Request{Body: body}, kept, nil); err != nil {
 				g.writeError(w, r, err)
 				return
 			}
 		}
 	}
-	g.logger().Debug("chat passthrough", "reason", why, "tools", len(req.Tools))
+	g.logger().Debug("turn passthrough", "route", w.route, "reason", why, "tools", len(req.Tools))
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	// Sent once, as a reverse proxy sends it: the client's SDK retries a

@@ -36,11 +36,11 @@ type hiddenTool struct {
 }
 
 // logDecision writes the request's record to g.DecisionLog, if set, for
-// chat requests only: a GET /v1/models or an embeddings call had no
+// chat and responses requests only: a GET /v1/models or an embeddings call had no
 // decision to record, and a client polling the model list would fill the
 // log with records that say nothing (the metrics still count them).
 func (g *Gateway) logDecision(tr *tracker, total time.Duration) {
-	if g.DecisionLog == nil || tr.route != routeChat {
+	if g.DecisionLog == nil || tr.route == routePassthrough {
 		return
 	}
 	rep := &tr.rep

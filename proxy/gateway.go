@@ -100,6 +100,8 @@ type Gateway struct {
 	noUsage    *lru.Cache[string, struct{}]      // models whose upstream refused stream_options
 	noExtras   *lru.Cache[string, struct{}]      // models whose upstream refused its messages' extras
 	chat       rewrite.Dialect                   // the dialect of /chat/completions
+	responses  rewrite.Dialect                   // the dialect of /responses
+	threads    *lru.Cache[string, string]        // session keys by the response id a turn ended with
 	dlogFails  writeFailures                     // paces the warnings about decision-log writes
 	inflight   inflight                          // request bytes held, against MaxInflightBytes
 }
@@ -115,7 +117,8 @@ func (g *Gateway) init() {
 		g.shapes, _ = lru.New[uint64, arrayShape](256)
 		g.noUsage, _ = lru.New[string, struct{}](256)
 		g.noExtras, _ = lru.New[string, struct{}](256)
-		g.chat = rewrite.Chat{}
+		g.chat, g.responses = rewrite.Chat{}, rewrite.Responses{}
+		g.threads, _ = lru.New[string, string](threadsCacheSize)
 		g.inflight.max = cmp.Or(g.MaxInflightBytes, DefaultMaxInflightBytes)
 		g.Metrics.bind(g)
 		g.handler = g.routes()
@@ -219,7 +222,11 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodPost && isChatPath(rest) {
-		g.serveChat(w, r, rest)
+		g.serveTurn(w, r, rest, g.chat, routeChat)
+		return
+	}
+	if r.Method == http.MethodPost && rest == "/responses" {
+		g.serveTurn(w, r, rest, g.responses, routeResponses)
 		return
 	}
 	tr := g.track(w, routePassthrough)

@@ -81,13 +81,14 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		setToolgateHeaders(w.Header(), t)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(final)))
-		// The session is saved before the client can read the answer (a
-		// client that sends its next turn at once must find this one's
-		// state), and the answer is flushed before the handler returns:
+		// The session is saved, and the answer's id noted as its thread,
+		// before the client can read the answer (a client that sends its
+		// next turn at once must find this one's state), and the answer is flushed before the handler returns:
 		// the metrics and the decision log are written after the client
 		// has what it asked for, not before.
 		t.save(context.WithoutCancel(ctx))
 		saved = true
+		t.rememberThread(out.ID)
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(final)
 		_ = http.NewResponseController(w).Flush()

@@ -82,7 +82,7 @@ func NewMetrics() *Metrics {
 		}, []string{"path"}),
 		cachedTokens: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolgate_input_tokens_cached_total",
-			Help: "Of the gateway's upstream input tokens (toolgate_input_tokens_total{path=\"gateway\"}), those the upstream reported as prompt-cache hits (usage.prompt_tokens_details.cached_tokens); 0 with upstreams that report none.",
+			Help: "Of the gateway's upstream input tokens (toolgate_input_tokens_total{path=\"gateway\"}), those the upstream reported as prompt-cache hits (usage.prompt_tokens_details.cached_tokens, or input_tokens_details.cached_tokens); 0 with upstreams that report none.",
 		}),
 		misses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolgate_tool_misses_total",

@@ -79,20 +79,21 @@ func (u *usageTap) see(b []byte) {
 	}
 }
 
-// tokens returns the answer's usage.prompt_tokens, 0 when it was not
-// kept or has none, and of them the prompt-cache hits
-// (prompt_tokens_details.cached_tokens), -1 when it reports none.
+// tokens returns the answer's input tokens (usage.prompt_tokens, or the
+// Responses API's input_tokens), 0 when it was not kept or has none, and
+// of them the prompt-cache hits, -1 when it reports none.
 func (u *usageTap) tokens() (prompt, cached int64) {
 	usage := u.usage()
-	prompt = usage.Get("prompt_tokens").Int()
-	if c := usage.Get("prompt_tokens_details.cached_tokens"); c.Type == gjson.Number && c.Int() >= 0 {
-		return prompt, c.Int()
+	prompt, _ = rewrite.UsageTokens(usage)
+	if c, ok := rewrite.CachedTokens(usage); ok {
+		return prompt, c
 	}
 	return prompt, -1
 }
 
 // usage returns the answer's usage object: a whole answer's, or a
-// stream's last data line that carries prompt tokens.
+// stream's last data line that carries input tokens (a Responses stream
+// carries them in its response.completed event's response).
 func (u *usageTap) usage() gjson.Result {
 	if !u.on {
 		return gjson.Result{}
@@ -109,8 +110,11 @@ func (u *usageTap) usage() gjson.Result {
 		if !ok {
 			continue
 		}
-		if usage := gjson.GetBytes(bytes.TrimSpace(data), "usage"); usage.Get("prompt_tokens").Type == gjson.Number {
-			return usage
+		data = bytes.TrimSpace(data)
+		for _, path := range [...]string{"usage", "response.usage"} {
+			if usage := gjson.GetBytes(data, path); rewrite.HasInputTokens(usage) {
+				return usage
+			}
 		}
 	}
 	return gjson.Result{}

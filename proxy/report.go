@@ -208,7 +208,8 @@ func promptTokens(usage []byte) int64 {
 	if len(usage) == 0 {
 		return 0
 	}
-	return gjson.GetBytes(usage, "prompt_tokens").Int()
+	prompt, _ := rewrite.UsageTokens(gjson.ParseBytes(usage))
+	return prompt
 }
 
 // cachedInputTokens returns how many of the turn's upstream input tokens
@@ -218,8 +219,7 @@ func promptTokens(usage []byte) int64 {
 // tools array changed pays for its whole conversation again: this is
 // where that shows.
 func (t *turn) cachedInputTokens() (int64, bool) {
-	c := gjson.GetBytes(t.usage, "prompt_tokens_details.cached_tokens")
-	return c.Int(), c.Type == gjson.Number && c.Int() >= 0 // a counter cannot go down
+	return rewrite.CachedTokens(gjson.ParseBytes(t.usage))
 }
 
 // setToolgateHeaders reports what the gateway did, on every rewritten

@@ -197,7 +197,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 			}
 			return res, fmt.Errorf("%w: stream ended early: %w", ErrUpstreamBadResponse, err)
 		}
-		if err := t.d.ParseEvent(data, ev); err != nil {
+		if err := s.ew.ParseEvent(data, ev); err != nil {
 			return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
 		}
 		if ev.End {

@@ -8,6 +8,7 @@ import (
 // Routes as the metrics and the decision log name them.
 const (
 	routeChat        = "chat"
+	routeResponses   = "responses"
 	routePassthrough = "passthrough"
 )
 

@@ -47,6 +47,7 @@ type turn struct {
 	// decisions, the preselection), so an edit of core or hints keeps
 	// the compiled catalog and still decides afresh.
 	catKey, rulesKey string
+	tenant           string
 	key              string
 	st               session.State
 	pinned           map[string]bool   // core, tool_choice and this user turn's calls: never evicted
@@ -79,9 +80,9 @@ type turn struct {
 	rep *report // accounting for headers, metrics and the decision log; nil in bare tests
 }
 
-func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Snapshot, req *rewrite.Request) (*turn, error) {
+func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Snapshot, req *rewrite.Request, d rewrite.Dialect) (*turn, error) {
 	t := &turn{
-		g: g, d: g.chat, in: in, snap: snap, req: req,
+		g: g, d: d, in: in, snap: snap, req: req,
 		pinned:  map[string]bool{},
 		reasons: map[string]string{},
 	}
@@ -120,7 +121,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	t.searchDef = g.searchDefinition(key, t.searchName, len(req.Tools), t.searchLimit(), cat)
 
 	tenant := session.Tenant(credential(in))
-	t.key = session.Key(tenant, in.Header.Get("X-Session-ID"), req.System, req.FirstUser)
+	t.tenant, t.key = tenant, g.sessionKey(in, tenant, req)
 	t.learned = g.Learned.For(tenant)
 	t.habits = g.Learned.Habits(tenant)
 	st, err := g.Sessions.Get(ctx, t.key)

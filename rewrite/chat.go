@@ -552,9 +552,32 @@ func mergeUsage(acc []byte, u gjson.Result, combine func(prev, v gjson.Result) s
 	return acc
 }
 
-// UsageTokens reads prompt and completion tokens of a usage object.
+// UsageTokens reads prompt and completion tokens of a usage object:
+// Chat Completions' prompt_tokens and completion_tokens, or the Responses
+// API's input_tokens and output_tokens.
 func UsageTokens(u gjson.Result) (prompt, completion int64) {
-	return u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int()
+	if p := u.Get("prompt_tokens"); p.Exists() {
+		return p.Int(), u.Get("completion_tokens").Int()
+	}
+	return u.Get("input_tokens").Int(), u.Get("output_tokens").Int()
+}
+
+// CachedTokens reads how many of a usage object's input tokens were
+// prompt-cache hits (prompt_tokens_details.cached_tokens, or the
+// Responses API's input_tokens_details.cached_tokens); ok is false when
+// it reports none.
+func CachedTokens(u gjson.Result) (cached int64, ok bool) {
+	c := u.Get("prompt_tokens_details.cached_tokens")
+	if !c.Exists() {
+		c = u.Get("input_tokens_details.cached_tokens")
+	}
+	return c.Int(), c.Type == gjson.Number && c.Int() >= 0 // a counter cannot go down
+}
+
+// HasInputTokens reports whether u counts input tokens, in either API's
+// name.
+func HasInputTokens(u gjson.Result) bool {
+	return u.Get("prompt_tokens").Type == gjson.Number || u.Get("input_tokens").Type == gjson.Number
 }
 
 func escapePath(k string) string {

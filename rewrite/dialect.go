@@ -20,15 +20,15 @@ type Dialect interface {
 	// ClientResponse returns the final response without the calls
 	// turn.Keep rejects, with the turn's usage, first id and earlier text.
 	ClientResponse(r *Response, turn Turn) ([]byte, error)
-	// ParseEvent classifies the data of one stream event into ev (reset
-	// first; its strings alias data).
-	ParseEvent(data []byte, ev *Event) error
 }
 
 // EventWriter is the streaming capability of a dialect: how the relay edits
 // the upstream's events and writes its own. The relay finds it by type
 // assertion, so a dialect without streaming need not stub it.
 type EventWriter interface {
+	// ParseEvent classifies the data of one stream event into ev (reset
+	// first; its strings alias data).
+	ParseEvent(data []byte, ev *Event) error
 	// EditEvent applies e to an event's data.
 	EditEvent(data []byte, e EventEdit) ([]byte, error)
 	// CallDelta renders one tool-call fragment the client sees: raw with
@@ -67,7 +67,7 @@ func (Chat) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	return ClientResponse(r, turn)
 }
 
-// ParseEvent implements Dialect.
+// ParseEvent implements EventWriter.
 func (Chat) ParseEvent(data []byte, ev *Event) error { return ParseEvent(data, ev) }
 
 // EditEvent implements EventWriter.

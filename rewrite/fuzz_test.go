@@ -196,7 +196,7 @@ func FuzzKnownTools(f *testing.F) {
 		if _, err := ParseRequestCached(prime, cache); err != nil {
 			return
 		}
-		fast, ok, err := parseKnownTools(body, cache, 0)
+		fast, ok, err := parseKnownTools(body, cache, 0, ParseRequest)
 		if !ok || err != nil {
 			return
 		}

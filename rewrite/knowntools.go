@@ -42,8 +42,9 @@ const knownToolsMin = 4 << 10
 // checked. ok is false when the fast path does not apply; the caller then
 // does the full parse. A request it returns is Detached: it holds the
 // copy, never body.
-// Arrays shorter than minLen are left to the full parse.
-func parseKnownTools(body []byte, cache ToolCache, minLen int) (r *Request, ok bool, err error) {
+// Arrays shorter than minLen are left to the full parse. parse is the
+// dialect's own parse of a body without a cache.
+func parseKnownTools(body []byte, cache ToolCache, minLen int, parse func([]byte) (*Request, error)) (r *Request, ok bool, err error) {
 	start := topLevelValue(body, pathTools)
 	if start <= 0 || len(body)-start < max(minLen, 2) || body[start] != '[' {
 		return nil, false, nil
@@ -57,7 +58,7 @@ func parseKnownTools(body []byte, cache ToolCache, minLen int) (r *Request, ok b
 	rest = append(rest, body[:start]...)
 	rest = append(rest, "[]"...)
 	rest = append(rest, body[end:]...)
-	r, err = ParseRequestCached(rest, nil)
+	r, err = parse(rest)
 	if err != nil {
 		return nil, true, err
 	}

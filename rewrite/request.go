@@ -132,6 +132,17 @@ type Request struct {
 	// TailNew lists the names of CalledTail that the turn had not called
 	// before it, each once: what the latest step added to the task.
 	TailNew []string
+
+	// ChainsByID is true for an API whose client may continue a
+	// conversation by naming an earlier response's id (the Responses
+	// API's previous_response_id) instead of resending it.
+	ChainsByID bool
+	// Previous is the response id the request continues from, if any.
+	Previous string
+	// ServerConversation is true when the upstream appends the request
+	// and its answer to a conversation it keeps (the Responses API's
+	// conversation): each of the gateway's rounds would be written there.
+	ServerConversation bool
 }
 
 // view returns a string that shares b's memory, so gjson results alias the
@@ -154,24 +165,13 @@ func ParseRequest(body []byte) (*Request, error) { return ParseRequestCached(bod
 // was first parsed; the body is validated in full either way.
 func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 	if cache != nil {
-		if r, ok, err := parseKnownTools(body, cache, knownToolsMin); ok {
+		if r, ok, err := parseKnownTools(body, cache, knownToolsMin, ParseRequest); ok {
 			return r, err
 		}
 	}
-	// Depth first: it is iterative, while validation recurses.
-	if d := depth(body); d > MaxDepth {
-		return nil, fmt.Errorf("%w: JSON nesting deeper than %d", ErrBadRequest, MaxDepth)
-	}
-	if !gjson.ValidBytes(body) {
-		return nil, fmt.Errorf("%w: body is not valid JSON", ErrBadRequest)
-	}
-	if !utf8.Valid(body) {
-		return nil, fmt.Errorf("%w: body is not valid UTF-8", ErrBadRequest)
-	}
-	s := view(body)
-	root := gjson.Parse(s)
-	if !root.IsObject() {
-		return nil, fmt.Errorf("%w: body must be a JSON object", ErrBadRequest)
+	root, err := parseObject(body)
+	if err != nil {
+		return nil, err
 	}
 	r := &Request{Body: body}
 	// One pass over the top-level keys: a Get per path would rescan the
@@ -249,6 +249,27 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 	}
 	readMessages(r, msgs)
 	return r, nil
+}
+
+// parseObject validates a request body, refusing invalid JSON, invalid
+// UTF-8, nesting deeper than MaxDepth and anything but an object, and
+// returns its root, which aliases body.
+func parseObject(body []byte) (gjson.Result, error) {
+	// Depth first: it is iterative, while validation recurses.
+	if d := depth(body); d > MaxDepth {
+		return gjson.Result{}, fmt.Errorf("%w: JSON nesting deeper than %d", ErrBadRequest, MaxDepth)
+	}
+	if !gjson.ValidBytes(body) {
+		return gjson.Result{}, fmt.Errorf("%w: body is not valid JSON", ErrBadRequest)
+	}
+	if !utf8.Valid(body) {
+		return gjson.Result{}, fmt.Errorf("%w: body is not valid UTF-8", ErrBadRequest)
+	}
+	root := gjson.Parse(view(body))
+	if !root.IsObject() {
+		return gjson.Result{}, fmt.Errorf("%w: body must be a JSON object", ErrBadRequest)
+	}
+	return root, nil
 }
 
 // choiceName is the tool a tool_choice object, or an allowed_tools entry,

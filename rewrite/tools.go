@@ -51,6 +51,13 @@ func ParseTools(arr gjson.Result) ([]Tool, error) { return parseTools(arr, true)
 // which skips most of the work on a large catalog: the schemas are only
 // indexed when a catalog is compiled, not on every request.
 func parseTools(arr gjson.Result, withParams bool) ([]Tool, error) {
+	return parseToolsAs(arr, withParams, false)
+}
+
+// parseToolsAs is parseTools; flat reads the Responses API's form, where
+// every tool is flat ({"type":"custom","name",...}) and a built-in tool
+// ({"type":"web_search"}) may have no name: it is kept, by its Kind.
+func parseToolsAs(arr gjson.Result, withParams, flat bool) ([]Tool, error) {
 	if !arr.IsArray() {
 		return nil, ErrToolsNotArray
 	}
@@ -68,6 +75,9 @@ func parseTools(arr gjson.Result, withParams bool) ([]Tool, error) {
 			if fn = it.Get("function"); !fn.Exists() {
 				fn = it
 			}
+		} else if flat {
+			fn = it
+			kind = strings.Clone(kind)
 		} else {
 			fn = member(it, kind)
 			// Name and Raw alias the body, and caches rebase them; the
@@ -89,13 +99,16 @@ func parseTools(arr gjson.Result, withParams bool) ([]Tool, error) {
 			return true
 		})
 		// A name that is not a JSON string is no name.
-		if name.Type != gjson.String || name.Str == "" {
+		named := name.Type == gjson.String && name.Str != ""
+		if !named && !(flat && kind != "") {
 			return nil, fmt.Errorf("tools[%d]: %w", i, ErrToolNoName)
 		}
-		if _, dup := seen[name.String()]; dup {
-			return nil, fmt.Errorf("tools[%d] %q: %w", i, name.String(), ErrToolDuplicate)
+		if named {
+			if _, dup := seen[name.String()]; dup {
+				return nil, fmt.Errorf("tools[%d] %q: %w", i, name.String(), ErrToolDuplicate)
+			}
+			seen[name.String()] = struct{}{}
 		}
-		seen[name.String()] = struct{}{}
 		t := Tool{
 			Name:        name.String(),
 			Description: desc.String(),

@@ -1,4 +1,5 @@
-// Package fakellm is a scripted OpenAI-compatible upstream that behaves like
+// Package fakellm is a scripted OpenAI-compatible upstream (Chat
+// Completions, and the Responses API without streaming) that behaves like
 // a tool-calling model: given tasks (a prompt and the tool steps it needs),
 // it calls each step's tool when that tool is in the request, calls
 // tool_search with the step's keywords when it is not, and answers in text
@@ -64,10 +65,18 @@ type Model struct {
 	// Reckless makes the model call each step's tool even when the request
 	// does not offer it, as real models sometimes do.
 	Reckless bool
+	// Reasoning makes Responses API replies lead with a reasoning item
+	// that must come back with the call it led to (responses.go).
+	Reasoning bool
 
 	seq     atomic.Int64
 	mu      sync.Mutex
 	records []Record
+	// stored keeps every Responses API response's items (its input and
+	// output), for previous_response_id; reasoned marks the calls that
+	// came with a reasoning item.
+	stored   map[string][]gjson.Result
+	reasoned map[string]bool
 }
 
 // Records returns what the model saw, in order.
@@ -84,8 +93,8 @@ func (m *Model) Reset() {
 	m.mu.Unlock()
 }
 
-// ServeHTTP answers POST /chat/completions (under any prefix) and
-// GET /models.
+// ServeHTTP answers POST /chat/completions and POST /responses (under any
+// prefix) and GET /models.
 func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models"):
@@ -93,6 +102,8 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"fake-model","object":"model","created":1700000000,"owned_by":"toolgate"}]}`)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		m.chat(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/responses"):
+		m.responses(w, r)
 	default:
 		writeErr(w, http.StatusNotFound, "unknown path "+r.URL.Path, "not_found")
 	}

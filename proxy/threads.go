@@ -1,0 +1,45 @@
+package proxy
+
+import (
+	"net/http"
+
+	"github.com/toolgate/toolgate/rewrite"
+	"github.com/toolgate/toolgate/session"
+)
+
+// threadsCacheSize bounds the response ids the gateway remembers the
+// session of: about 150 bytes an entry, 10 MB at most.
+const threadsCacheSize = 1 << 16
+
+// sessionKey returns the store key of a request's session: the client's
+// X-Session-ID, or else, for a request that continues an earlier response
+// by its id (the Responses API's previous_response_id, whose input holds
+// only what is new), the session that response's turn belonged to, or
+// else a hash of the conversation's start. A chain whose earlier turns
+// the gateway has not seen (another replica answered them, or it
+// restarted) starts a session of its own: its input may hold no user
+// message, and a hash of the instructions alone would share one session
+// among every conversation that has them.
+func (g *Gateway) sessionKey(in *http.Request, tenant string, req *rewrite.Request) string {
+	explicit := in.Header.Get("X-Session-ID")
+	if explicit == "" && req.Previous != "" {
+		if key, ok := g.threads.Get(threadKey(tenant, req.Previous)); ok {
+			return key
+		}
+		explicit = "previous_response_id:" + req.Previous
+	}
+	return session.Key(tenant, explicit, req.System, req.FirstUser)
+}
+
+// rememberThread notes that a turn ended with response id, so a request
+// that continues from it finds the turn's session. Only APIs that chain by
+// id are noted: a Chat Completions id is never sent back.
+func (t *turn) rememberThread(id string) {
+	if t.req.ChainsByID && id != "" {
+		t.g.threads.Add(threadKey(t.tenant, id), t.key)
+	}
+}
+
+// threadKey keys a response id within its tenant: an id another tenant
+// names leads nowhere.
+func threadKey(tenant, id string) string { return tenant + "\x00" + id }

@@ -1,0 +1,416 @@
+package rewrite
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// JSON paths of the Responses API (POST /responses) that the gateway reads
+// or writes.
+const (
+	respInput        = "input"
+	respInstructions = "instructions"
+	respText         = "text"
+	respPrevious     = "previous_response_id"
+	respConversation = "conversation"
+	respOutput       = "output"
+)
+
+// Responses is the OpenAI Responses API dialect, non-streamed: the tools
+// are flat ({"type":"function","name",...}), the conversation is an input
+// string or a list of items, the gateway's rounds go back as the items
+// the model wrote (reasoning included, which reasoning models require
+// with their calls) and a function_call_output per answer, and the
+// client's response keeps the last round's id, the one a
+// previous_response_id chains to. It has no EventWriter: the proxy passes
+// a streamed Responses request through.
+type Responses struct{}
+
+var _ Dialect = Responses{}
+
+// ParseRequest implements Dialect.
+func (Responses) ParseRequest(body []byte, cache ToolCache) (*Request, error) {
+	if cache != nil {
+		if r, ok, err := parseKnownTools(body, cache, knownToolsMin, parseResponsesBody); ok {
+			return r, err
+		}
+	}
+	return parseResponses(body, cache)
+}
+
+func parseResponsesBody(body []byte) (*Request, error) { return parseResponses(body, nil) }
+
+// parseResponses validates a Responses request body and reads what the
+// gateway needs, with the same refusals as the Chat dialect's parse.
+func parseResponses(body []byte, cache ToolCache) (*Request, error) {
+	root, err := parseObject(body)
+	if err != nil {
+		return nil, err
+	}
+	r := &Request{Body: body, ChainsByID: true}
+	var input, model, stream, choice, tools, instructions gjson.Result
+	root.ForEach(func(k, v gjson.Result) bool {
+		var dst *gjson.Result
+		switch k.Str {
+		case respInput:
+			dst = &input
+		case pathModel:
+			dst = &model
+		case pathStream:
+			dst = &stream
+		case pathToolChoice:
+			dst = &choice
+		case pathTools:
+			dst = &tools
+		case respInstructions:
+			dst = &instructions
+		case respText:
+			switch v.Get("format.type").String() {
+			case "json_object", "json_schema":
+				r.JSONOutput = true
+			}
+		case respPrevious:
+			r.Previous = v.String()
+		case respConversation:
+			r.ServerConversation = v.Type != gjson.Null
+		}
+		if dst != nil && !dst.Exists() {
+			*dst = v
+		}
+		return true
+	})
+	r.Model, r.Stream, r.N = model.String(), stream.Bool(), 1
+	if input.Exists() && input.Type != gjson.String && input.Type != gjson.Null && !input.IsArray() {
+		return nil, WithParam(respInput, fmt.Errorf("%w: 'input' must be a string or an array of items", ErrBadRequest))
+	}
+	if choice.IsObject() {
+		r.ToolChoice = responsesChoiceName(choice)
+		choice.Get("tools").ForEach(func(_, t gjson.Result) bool {
+			if name := responsesChoiceName(t); name != "" {
+				r.Allowed = append(r.Allowed, name)
+			}
+			return true
+		})
+	}
+	if tools.Exists() && tools.Type != gjson.Null {
+		var known KnownTools
+		ok := false
+		if cache != nil {
+			known, ok = cache.Lookup(tools.Raw)
+			ok = ok && len(known.Raw) == len(tools.Raw)
+		}
+		if !ok {
+			parsed, err := parseToolsAs(tools, false, true)
+			if err != nil {
+				return nil, WithParam(pathTools, fmt.Errorf("%w: %w", ErrBadRequest, err))
+			}
+			known = KnownTools{Tools: parsed}
+			if cache != nil {
+				known = cache.Add(tools.Raw, parsed)
+			}
+		}
+		r.Tools, r.ToolsRaw, r.ToolsKey, r.ToolsKnown = known.Tools, tools, known.Key, ok
+		r.span.at, r.span.n = tools.Index, len(tools.Raw)
+	}
+	r.System = instructions.String()
+	readItems(r, input)
+	return r, nil
+}
+
+// responsesChoiceName is the function a Responses tool_choice object, or
+// an allowed_tools entry, names: {"type":"function","name":...}, or the
+// same for a custom tool. Built-in tools ({"type":"web_search"}) name none.
+func responsesChoiceName(c gjson.Result) string {
+	switch c.Get("type").String() {
+	case "function", "custom":
+		return c.Get("name").String()
+	}
+	return ""
+}
+
+// readItems fills the conversation-derived fields from a Responses input:
+// a string is one user message; a list holds messages (with or without
+// "type":"message"), the model's function calls, their outputs, and items
+// the gateway does not read (reasoning, references, built-in tools'
+// calls). A step is a run of function calls, reasoning between them
+// included.
+func readItems(r *Request, input gjson.Result) {
+	if input.Type == gjson.String {
+		t := input.String()
+		r.Messages, r.FirstUser, r.LastUser, r.UserTurn = 1, t, t, true
+		r.Recent = appendBounded(r.Recent, t, 4)
+		return
+	}
+	seen := map[string]struct{}{}
+	inStep := false
+	last := ""
+	input.ForEach(func(_, it gjson.Result) bool {
+		r.Messages++
+		typ := it.Get("type").String()
+		role := it.Get("role").String()
+		if typ == "" && role != "" {
+			typ = "message"
+		}
+		switch typ {
+		case "message":
+			last = role
+			inStep = false
+			switch role {
+			case "system", "developer":
+				if r.System == "" {
+					r.System = Text(it.Get("content"))
+				}
+			case "user":
+				t := Text(it.Get("content"))
+				if r.FirstUser == "" {
+					r.FirstUser = t
+				}
+				r.LastUser = t
+				r.Recent = appendBounded(r.Recent, t, 4)
+				r.TurnCalled, r.TailNew, r.TurnSteps = r.TurnCalled[:0], r.TailNew[:0], 0
+			case "assistant":
+				if t := Text(it.Get("content")); t != "" {
+					r.Recent = appendBounded(r.Recent, t, 4)
+				}
+			}
+		case "function_call":
+			last = typ
+			name := it.Get("name").String()
+			if !inStep {
+				inStep = true
+				r.CalledTail, r.TailNew = r.CalledTail[:0], r.TailNew[:0]
+				r.TurnSteps++
+			}
+			if name == "" {
+				return true
+			}
+			r.CalledTail = append(r.CalledTail, name)
+			if !slices.Contains(r.TurnCalled, name) {
+				r.TurnCalled = append(r.TurnCalled, name)
+				r.TailNew = append(r.TailNew, name)
+			}
+			if _, ok := seen[name]; !ok {
+				seen[name] = struct{}{}
+				r.Called = append(r.Called, name)
+			}
+		case "reasoning":
+			// Reasoning leads the calls it decided on: it neither ends a
+			// step nor starts one.
+		default:
+			last = typ
+			inStep = false
+		}
+		return true
+	})
+	r.UserTurn = last == "user"
+}
+
+// Build implements Dialect: the tools array replaced by tools (the
+// gateway's own definitions, written for Chat Completions, flattened; none
+// removes tools, tool_choice and parallel_tool_calls) and the rounds
+// appended to the input as items.
+func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
+	body := req.Body
+	var err error
+	if len(tools) == 0 {
+		for _, p := range []string{pathTools, pathToolChoice, "parallel_tool_calls"} {
+			if body, err = sjson.DeleteBytes(body, p); err != nil {
+				return nil, fmt.Errorf("removing %s: %w", p, err)
+			}
+		}
+	} else {
+		flat := make([]string, len(tools))
+		for i, t := range tools {
+			if flat[i], err = FlatTool(t); err != nil {
+				return nil, err
+			}
+		}
+		body = replaceTools(body, req.span.at, req.span.n, flat, 0)
+	}
+	if len(rounds) == 0 {
+		return body, nil
+	}
+	var items []byte
+	for _, r := range rounds {
+		items = appendRoundItems(items, r)
+	}
+	in := gjson.GetBytes(body, respInput)
+	switch {
+	case in.IsArray():
+		end := in.Index + len(in.Raw) - 1 // the closing ']'
+		if len(in.Array()) > 0 {
+			items = append([]byte{','}, items...)
+		}
+		out := make([]byte, 0, len(body)+len(items))
+		out = append(out, body[:end]...)
+		out = append(out, items...)
+		return append(out, body[end:]...), nil
+	case in.Type == gjson.String:
+		// A string input is one user message; the rounds need a list.
+		user, _ := json.Marshal(struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		}{"user", in.String()})
+		list := append(append(append([]byte{'['}, user...), ','), items...)
+		return sjson.SetRawBytes(body, respInput, append(list, ']'))
+	default:
+		return sjson.SetRawBytes(body, respInput, append(append([]byte{'['}, items...), ']'))
+	}
+}
+
+// appendRoundItems appends round r as input items, comma-separated: the
+// items the model wrote (its reasoning, text and calls, as it wrote them),
+// or its calls alone when they are not at hand, then one
+// function_call_output per answer.
+func appendRoundItems(b []byte, r Round) []byte {
+	if len(b) > 0 {
+		b = append(b, ',')
+	}
+	if r.Extra != "" {
+		b = append(b, r.Extra...)
+	} else {
+		for i, c := range r.Calls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(append(b, `{"type":"function_call","call_id":`...), c.ID)
+			b = appendString(append(b, `,"name":`...), c.Name)
+			b = appendString(append(b, `,"arguments":`...), c.Arguments)
+			b = append(b, '}')
+		}
+	}
+	for _, res := range r.Results {
+		b = appendString(append(b, `,{"type":"function_call_output","call_id":`...), res.CallID)
+		b = appendString(append(b, `,"output":`...), res.Content)
+		b = append(b, '}')
+	}
+	return b
+}
+
+// FlatTool returns a tool definition in the Responses API's flat form: a
+// Chat Completions definition ({"type":"function","function":{...}}, as
+// the gateway writes its own) is flattened with "strict": false, since
+// the Responses API makes a function strict unless told otherwise, and a
+// strict schema must require every property (tool_search's limit is
+// optional). Anything else is returned as it is.
+func FlatTool(raw string) (string, error) {
+	fn := gjson.Get(raw, "function")
+	if !fn.IsObject() {
+		return raw, nil
+	}
+	out := []byte(`{"type":"function"`)
+	fn.ForEach(func(k, v gjson.Result) bool {
+		if k.Str != "strict" {
+			out = append(append(append(append(out, ','), k.Raw...), ':'), v.Raw...)
+		}
+		return true
+	})
+	out = append(out, `,"strict":false}`...)
+	if !gjson.ValidBytes(out) {
+		return "", fmt.Errorf("flattening tool %.60q: not a valid definition", raw)
+	}
+	return string(out), nil
+}
+
+// ParseResponse implements Dialect: the text of the output's messages,
+// its function calls, and the whole output as the round's items
+// (Response.Extra, without brackets), which Build sends back as they are.
+func (Responses) ParseResponse(body []byte) (*Response, error) {
+	if !gjson.ValidBytes(body) {
+		return nil, fmt.Errorf("upstream response is not valid JSON")
+	}
+	root := gjson.Parse(view(body))
+	out := root.Get(respOutput)
+	if !root.IsObject() || !out.IsArray() {
+		return nil, fmt.Errorf("upstream response has no output array")
+	}
+	r := &Response{
+		Body:         body,
+		ID:           root.Get("id").String(),
+		Created:      root.Get("created_at").Int(),
+		FinishReason: root.Get("status").String(),
+		Usage:        root.Get("usage"),
+	}
+	var text strings.Builder
+	out.ForEach(func(_, it gjson.Result) bool {
+		switch it.Get("type").String() {
+		case "function_call":
+			r.Calls = append(r.Calls, Call{
+				ID:        it.Get("call_id").String(),
+				Name:      it.Get("name").String(),
+				Arguments: it.Get("arguments").String(),
+			})
+		case "message":
+			it.Get("content").ForEach(func(_, p gjson.Result) bool {
+				if p.Get("type").String() == "output_text" {
+					text.WriteString(p.Get("text").String())
+				}
+				return true
+			})
+		}
+		return true
+	})
+	r.Content = text.String()
+	if raw := strings.TrimSpace(out.Raw); len(raw) > 2 {
+		r.Extra = strings.TrimSpace(raw[1 : len(raw)-1])
+	}
+	return r, nil
+}
+
+// ClientResponse implements Dialect: the output without the function
+// calls turn.Keep rejects, led by a message with what the gateway's own
+// rounds said (turn.Text), and the turn's usage. The id stays the last
+// round's: a client that chains its next request with
+// previous_response_id must name a response the upstream has, and that
+// one's context holds the whole turn.
+func (Responses) ClientResponse(r *Response, turn Turn) ([]byte, error) {
+	root := gjson.ParseBytes(r.Body)
+	var items []string
+	if turn.Text != "" {
+		items = append(items, TextMessageItem(turn.Text))
+	}
+	dropped := false
+	root.Get(respOutput).ForEach(func(_, it gjson.Result) bool {
+		if it.Get("type").String() == "function_call" {
+			c := Call{ID: it.Get("call_id").String(), Name: it.Get("name").String(), Arguments: it.Get("arguments").String()}
+			if !turn.Keep(c) {
+				dropped = true
+				return true
+			}
+		}
+		items = append(items, it.Raw)
+		return true
+	})
+	body := append([]byte(nil), r.Body...)
+	var err error
+	if dropped || turn.Text != "" {
+		arr := []byte{'['}
+		for i, it := range items {
+			if i > 0 {
+				arr = append(arr, ',')
+			}
+			arr = append(arr, it...)
+		}
+		if body, err = sjson.SetRawBytes(body, respOutput, append(arr, ']')); err != nil {
+			return nil, fmt.Errorf("rewriting the output: %w", err)
+		}
+	}
+	if turn.Usage != nil {
+		if body, err = sjson.SetRawBytes(body, "usage", turn.Usage); err != nil {
+			return nil, fmt.Errorf("setting usage: %w", err)
+		}
+	}
+	return body, nil
+}
+
+// TextMessageItem is text as a Responses output message item.
+func TextMessageItem(text string) string {
+	b := []byte(`{"type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","annotations":[],"text":`)
+	b = appendString(b, text)
+	return string(append(b, "}]}"...))
+}
