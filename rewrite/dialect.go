@@ -2,10 +2,11 @@ package rewrite
 
 // Dialect is one API's wire format as the search loop needs it: read the
 // tools and the conversation, write the upstream request, read the calls in
-// a response or a stream event, and strip the gateway's traces from what the
-// client gets. The loop in proxy talks only to this interface; Chat is the
-// OpenAI Chat Completions dialect, and the Responses API and Anthropic
-// Messages are meant to fit the same methods without changing the loop.
+// a response, and strip the gateway's traces from what the client gets. The
+// loop in proxy talks only to this interface; Chat is the OpenAI Chat
+// Completions dialect, Responses the Responses API's, and Anthropic
+// Messages is meant to fit the same methods without changing the loop.
+// Streaming is a capability of its own (EventWriter).
 type Dialect interface {
 	// ParseRequest validates a request body and reads its tools and
 	// conversation, looking the tools array up in cache first (nil: always
