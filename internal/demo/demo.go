@@ -50,6 +50,10 @@ type Options struct {
 	Tasks []byte
 	// Stream replays every request with stream: true.
 	Stream bool
+	// Responses makes the agent speak the Responses API (POST /responses:
+	// flat tools, input items, function_call_output) instead of Chat
+	// Completions. It does not stream.
+	Responses bool
 	// OneSession replays the tasks as successive user turns of one
 	// conversation (an agent working through a list), instead of one
 	// conversation per task.
@@ -78,6 +82,7 @@ type Result struct {
 	Tasks        int
 	Steps        int
 	Stream       bool
+	Responses    bool
 	OneSession   bool
 	CacheRate    float64
 	Direct       Side
@@ -116,6 +121,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := checkSteps(catalog, tasks); err != nil {
 		return nil, err
 	}
+	if o.Responses {
+		if o.Stream {
+			return nil, errors.New("the demo's Responses API agent does not stream (the gateway passes a Responses stream through)")
+		}
+		for i, t := range tools {
+			flat, err := rewrite.FlatTool(string(t))
+			if err != nil {
+				return nil, fmt.Errorf("catalog tool %d: %w", i, err)
+			}
+			tools[i] = json.RawMessage(flat)
+		}
+	}
 	codec, err := tokenizer.Get(tokenizer.O200kBase)
 	if err != nil {
 		return nil, fmt.Errorf("loading tokenizer: %w", err)
@@ -129,7 +146,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if !(o.CacheRate >= 0 && o.CacheRate <= 1) { // so NaN fails too
 		return nil, fmt.Errorf("cache rate %v: want a share of the input price, 0..1", o.CacheRate)
 	}
-	res := &Result{CatalogTools: len(tools), Tasks: len(tasks), Stream: o.Stream, OneSession: o.OneSession, CacheRate: o.CacheRate}
+	res := &Result{CatalogTools: len(tools), Tasks: len(tasks), Stream: o.Stream, Responses: o.Responses, OneSession: o.OneSession, CacheRate: o.CacheRate}
 	for _, t := range tasks {
 		res.Steps += len(t.Steps)
 	}
@@ -144,7 +161,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	direct := newMeter(&fakellm.Model{Tasks: tasks, MaxTools: DirectMaxTools}, codec)
 	upDirect := httptest.NewServer(direct)
 	defer upDirect.Close()
-	a := agent{base: upDirect.URL + "/v1", tools: tools, model: o.Model, stream: o.Stream, oneSession: o.OneSession}
+	a := agent{base: upDirect.URL + "/v1", tools: tools, model: o.Model, stream: o.Stream, oneSession: o.OneSession, responses: o.Responses}
 	res.Direct, err = a.replay(ctx, tasks, func(i int) { progress(i) })
 	if err != nil {
 		return nil, fmt.Errorf("direct run: %w", err)
@@ -242,8 +259,22 @@ type agent struct {
 	model      string
 	stream     bool
 	oneSession bool
+	responses  bool // speaks the Responses API
 	client     http.Client
 }
+
+// agentSystem is the agent's instructions.
+const agentSystem = "You are a helpful agent. Use the tools to do what the user asks."
+
+// turnReply is one answer as the agent reads it in either API: the items
+// it appends to its conversation, the calls it must run, and the text.
+type turnReply struct {
+	items []any
+	calls []toolCall
+	text  string
+}
+
+type toolCall struct{ id, name string }
 
 // maxTurns bounds one task's client requests, so a confused model cannot
 // loop forever.
@@ -276,62 +307,107 @@ func (a *agent) replay(ctx context.Context, tasks []fakellm.Task, done func(int)
 // answer, the requests made and the conversation including the answer.
 func (a *agent) run(ctx context.Context, task fakellm.Task, history []any) (steps int, answered bool, reqs int, msgs []any, err error) {
 	msgs = history
-	if msgs == nil {
-		msgs = []any{map[string]any{"role": "system", "content": "You are a helpful agent. Use the tools to do what the user asks."}}
+	if msgs == nil && !a.responses { // the Responses API takes them as instructions
+		msgs = []any{map[string]any{"role": "system", "content": agentSystem}}
 	}
 	msgs = append(msgs, map[string]any{"role": "user", "content": task.Prompt})
 	for reqs < maxTurns {
 		reqs++
-		msg, err := a.send(ctx, msgs)
+		rep, err := a.send(ctx, msgs)
 		if err != nil {
 			return steps, false, reqs, msgs, err
 		}
-		msgs = append(msgs, json.RawMessage(msg.Raw))
-		calls := msg.Get("tool_calls").Array()
-		if len(calls) == 0 {
-			return steps, msg.Get("content").String() == task.Answer, reqs, msgs, nil
+		msgs = append(msgs, rep.items...)
+		if len(rep.calls) == 0 {
+			return steps, rep.text == task.Answer, reqs, msgs, nil
 		}
-		for _, c := range calls {
-			name := c.Get("function.name").String()
-			if steps < len(task.Steps) && name == task.Steps[steps].Tool {
+		for _, c := range rep.calls {
+			if steps < len(task.Steps) && c.name == task.Steps[steps].Tool {
 				steps++
 			}
-			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": c.Get("id").String(),
-				"content": "ok: " + name + " done"})
+			out := "ok: " + c.name + " done"
+			if a.responses {
+				msgs = append(msgs, map[string]any{"type": "function_call_output", "call_id": c.id, "output": out})
+			} else {
+				msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": c.id, "content": out})
+			}
 		}
 	}
 	return steps, false, reqs, msgs, nil
 }
 
-// send posts the conversation and returns the assistant message, assembled
-// from the stream when streaming.
-func (a *agent) send(ctx context.Context, msgs []any) (gjson.Result, error) {
-	body, err := json.Marshal(map[string]any{"model": a.model, "messages": msgs, "tools": a.tools, "stream": a.stream})
-	if err != nil {
-		return gjson.Result{}, fmt.Errorf("encoding request: %w", err)
+// send posts the conversation and returns the answer, assembled from the
+// stream when streaming.
+func (a *agent) send(ctx context.Context, msgs []any) (turnReply, error) {
+	path := "/chat/completions"
+	fields := map[string]any{"model": a.model, "messages": msgs, "tools": a.tools, "stream": a.stream}
+	if a.responses {
+		path, fields = "/responses", map[string]any{"model": a.model, "instructions": agentSystem, "input": msgs, "tools": a.tools}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/chat/completions", bytes.NewReader(body))
+	body, err := json.Marshal(fields)
 	if err != nil {
-		return gjson.Result{}, fmt.Errorf("building request: %w", err)
+		return turnReply{}, fmt.Errorf("encoding request: %w", err)
+	}
+	raw, err := a.post(ctx, path, body)
+	if err != nil {
+		return turnReply{}, err
+	}
+	if a.responses {
+		return outputReply(gjson.GetBytes(raw, "output")), nil
+	}
+	msg := gjson.GetBytes(raw, "choices.0.message")
+	if a.stream {
+		if msg, err = assemble(raw); err != nil {
+			return turnReply{}, err
+		}
+	}
+	rep := turnReply{items: []any{json.RawMessage(msg.Raw)}, text: msg.Get("content").String()}
+	for _, c := range msg.Get("tool_calls").Array() {
+		rep.calls = append(rep.calls, toolCall{id: c.Get("id").String(), name: c.Get("function.name").String()})
+	}
+	return rep, nil
+}
+
+// outputReply reads a Responses output: every item goes back into the
+// conversation as it came (reasoning included), calls by their call_id.
+func outputReply(output gjson.Result) turnReply {
+	var rep turnReply
+	output.ForEach(func(_, it gjson.Result) bool {
+		rep.items = append(rep.items, json.RawMessage(it.Raw))
+		switch it.Get("type").String() {
+		case "function_call":
+			rep.calls = append(rep.calls, toolCall{id: it.Get("call_id").String(), name: it.Get("name").String()})
+		case "message":
+			for _, p := range it.Get("content").Array() {
+				rep.text += p.Get("text").String()
+			}
+		}
+		return true
+	})
+	return rep
+}
+
+// post sends body to path and returns the response body of a 200.
+func (a *agent) post(ctx context.Context, path string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("building request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer demo-key-not-a-secret")
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return gjson.Result{}, fmt.Errorf("sending request: %w", err)
+		return nil, fmt.Errorf("sending request: %w", err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return gjson.Result{}, fmt.Errorf("reading response: %w", err)
+		return nil, fmt.Errorf("reading response: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return gjson.Result{}, fmt.Errorf("status %d: %s", resp.StatusCode, raw)
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, raw)
 	}
-	if !a.stream {
-		return gjson.GetBytes(raw, "choices.0.message"), nil
-	}
-	return assemble(raw)
+	return raw, nil
 }
 
 // assemble rebuilds the assistant message from an SSE body.

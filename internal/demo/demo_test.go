@@ -23,13 +23,16 @@ const (
 )
 
 func TestDemoSavesTokensWithoutLosingSteps(t *testing.T) {
-	for _, stream := range []bool{false, true} {
-		name := "non-streamed"
-		if stream {
-			name = "streamed"
-		}
-		t.Run("the "+name+" replay cuts input tokens and completes the steps", func(t *testing.T) {
-			res, err := Run(context.Background(), Options{Stream: stream})
+	for _, tc := range []struct {
+		name string
+		o    Options
+	}{
+		{"the non-streamed replay cuts input tokens and completes the steps", Options{}},
+		{"the streamed replay cuts input tokens and completes the steps", Options{Stream: true}},
+		{"the Responses API replay cuts input tokens and completes the steps", Options{Responses: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Run(context.Background(), tc.o)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -87,7 +87,7 @@ func (m *meter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.stats.CachedTokens += int64(min(m.cache.serve(items), toolTok+restTok))
 }
 
-// promptItems returns body's tools, then its messages, each with its
+// promptItems returns body's tools, then its messages (or input items), each with its
 // tokens, in the order a provider lays out the prompt.
 func (m *meter) promptItems(body []byte) ([]promptItem, error) {
 	var items []promptItem
@@ -104,6 +104,9 @@ func (m *meter) promptItems(body []byte) ([]promptItem, error) {
 	gjson.GetBytes(body, "tools").ForEach(add)
 	if err == nil {
 		gjson.GetBytes(body, "messages").ForEach(add)
+	}
+	if err == nil { // a Responses API body's conversation
+		gjson.GetBytes(body, "input").ForEach(add)
 	}
 	return items, err
 }

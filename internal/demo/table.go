@@ -48,6 +48,9 @@ func (r *Result) mode() string {
 	if r.Stream {
 		mode = "streamed"
 	}
+	if r.Responses {
+		mode += ", Responses API"
+	}
 	if r.OneSession {
 		mode += ", one conversation"
 	}

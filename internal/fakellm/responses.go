@@ -1,6 +1,7 @@
 package fakellm
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,6 +33,10 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tools := req.Get("tools").Array()
+	if max := cmp.Or(m.MaxTools, 128); len(tools) > max {
+		writeErr(w, http.StatusBadRequest, fmt.Sprintf("Invalid 'tools': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", max, len(tools)), "array_above_max_length")
+		return
+	}
 	rec := Record{Tools: len(tools), ToolsBytes: len(req.Get("tools").Raw), BodyBytes: len(body)}
 	avail := map[string]bool{}
 	for _, t := range tools {
