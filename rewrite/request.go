@@ -225,30 +225,40 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 			return true
 		})
 	}
-	if tools.Exists() && tools.Type != gjson.Null {
-		var known KnownTools
-		ok := false
-		if cache != nil {
-			// Two complete arrays of which one begins the other are equal;
-			// the length check only makes that plain.
-			known, ok = cache.Lookup(tools.Raw)
-			ok = ok && len(known.Raw) == len(tools.Raw)
-		}
-		if !ok {
-			parsed, err := parseTools(tools, false)
-			if err != nil {
-				return nil, WithParam(pathTools, fmt.Errorf("%w: %w", ErrBadRequest, err))
-			}
-			known = KnownTools{Tools: parsed}
-			if cache != nil {
-				known = cache.Add(tools.Raw, parsed)
-			}
-		}
-		r.Tools, r.ToolsRaw, r.ToolsKey, r.ToolsKnown = known.Tools, tools, known.Key, ok
-		r.span.at, r.span.n = tools.Index, len(tools.Raw)
+	if err := r.readTools(tools, cache, false); err != nil {
+		return nil, err
 	}
 	readMessages(r, msgs)
 	return r, nil
+}
+
+// readTools reads the request's tools value, if any, from cache when it
+// holds the array; flat reads the Responses API's form (parseToolsAs).
+func (r *Request) readTools(tools gjson.Result, cache ToolCache, flat bool) error {
+	if !tools.Exists() || tools.Type == gjson.Null {
+		return nil
+	}
+	var known KnownTools
+	ok := false
+	if cache != nil {
+		// Two complete arrays of which one begins the other are equal;
+		// the length check only makes that plain.
+		known, ok = cache.Lookup(tools.Raw)
+		ok = ok && len(known.Raw) == len(tools.Raw)
+	}
+	if !ok {
+		parsed, err := parseToolsAs(tools, false, flat)
+		if err != nil {
+			return WithParam(pathTools, fmt.Errorf("%w: %w", ErrBadRequest, err))
+		}
+		known = KnownTools{Tools: parsed}
+		if cache != nil {
+			known = cache.Add(tools.Raw, parsed)
+		}
+	}
+	r.Tools, r.ToolsRaw, r.ToolsKey, r.ToolsKnown = known.Tools, tools, known.Key, ok
+	r.span.at, r.span.n = tools.Index, len(tools.Raw)
+	return nil
 }
 
 // parseObject validates a request body, refusing invalid JSON, invalid
@@ -289,51 +299,66 @@ func readMessages(r *Request, msgs gjson.Result) {
 		role := m.Get("role").String()
 		last = role
 		r.Messages++
-		switch role {
-		case "system", "developer":
-			if r.System == "" {
-				r.System = Text(m.Get("content"))
-			}
-		case "user":
-			t := Text(m.Get("content"))
-			if r.FirstUser == "" {
-				r.FirstUser = t
-			}
-			r.LastUser = t
-			r.Recent = appendBounded(r.Recent, t, 4)
-			r.TurnCalled = r.TurnCalled[:0]
-			r.TailNew = r.TailNew[:0]
-			r.TurnSteps = 0
-		case "assistant":
-			if t := Text(m.Get("content")); t != "" {
-				r.Recent = appendBounded(r.Recent, t, 4)
-			}
+		r.readText(role, m.Get("content"))
+		if role == "assistant" {
 			calls := m.Get("tool_calls")
 			if calls.IsArray() && len(calls.Array()) > 0 {
-				r.CalledTail = r.CalledTail[:0]
-				r.TailNew = r.TailNew[:0]
-				r.TurnSteps++
+				r.startStep()
 			}
 			calls.ForEach(func(_, c gjson.Result) bool {
-				name := c.Get("function.name").String()
-				if name == "" {
-					return true
-				}
-				r.CalledTail = append(r.CalledTail, name)
-				if !slices.Contains(r.TurnCalled, name) {
-					r.TurnCalled = append(r.TurnCalled, name)
-					r.TailNew = append(r.TailNew, name)
-				}
-				if _, ok := seen[name]; !ok {
-					seen[name] = struct{}{}
-					r.Called = append(r.Called, name)
-				}
+				r.noteCall(c.Get("function.name").String(), seen)
 				return true
 			})
 		}
 		return true
 	})
 	r.UserTurn = last == "user"
+}
+
+// readText notes a message's text by its role: the system prompt, the
+// user's messages (each starts the turn again), the recent texts.
+func (r *Request) readText(role string, content gjson.Result) {
+	switch role {
+	case "system", "developer":
+		if r.System == "" {
+			r.System = Text(content)
+		}
+	case "user":
+		t := Text(content)
+		if r.FirstUser == "" {
+			r.FirstUser = t
+		}
+		r.LastUser = t
+		r.Recent = appendBounded(r.Recent, t, 4)
+		r.TurnCalled, r.TailNew, r.TurnSteps = r.TurnCalled[:0], r.TailNew[:0], 0
+	case "assistant":
+		if t := Text(content); t != "" {
+			r.Recent = appendBounded(r.Recent, t, 4)
+		}
+	}
+}
+
+// startStep notes that the model made a step of calls.
+func (r *Request) startStep() {
+	r.CalledTail, r.TailNew = r.CalledTail[:0], r.TailNew[:0]
+	r.TurnSteps++
+}
+
+// noteCall notes a call of the current step; seen holds the names called
+// so far in the conversation.
+func (r *Request) noteCall(name string, seen map[string]struct{}) {
+	if name == "" {
+		return
+	}
+	r.CalledTail = append(r.CalledTail, name)
+	if !slices.Contains(r.TurnCalled, name) {
+		r.TurnCalled = append(r.TurnCalled, name)
+		r.TailNew = append(r.TailNew, name)
+	}
+	if _, ok := seen[name]; !ok {
+		seen[name] = struct{}{}
+		r.Called = append(r.Called, name)
+	}
 }
 
 func appendBounded(s []string, v string, max int) []string {

@@ -3,7 +3,6 @@ package rewrite
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -97,25 +96,8 @@ func parseResponses(body []byte, cache ToolCache) (*Request, error) {
 			return true
 		})
 	}
-	if tools.Exists() && tools.Type != gjson.Null {
-		var known KnownTools
-		ok := false
-		if cache != nil {
-			known, ok = cache.Lookup(tools.Raw)
-			ok = ok && len(known.Raw) == len(tools.Raw)
-		}
-		if !ok {
-			parsed, err := parseToolsAs(tools, false, true)
-			if err != nil {
-				return nil, WithParam(pathTools, fmt.Errorf("%w: %w", ErrBadRequest, err))
-			}
-			known = KnownTools{Tools: parsed}
-			if cache != nil {
-				known = cache.Add(tools.Raw, parsed)
-			}
-		}
-		r.Tools, r.ToolsRaw, r.ToolsKey, r.ToolsKnown = known.Tools, tools, known.Key, ok
-		r.span.at, r.span.n = tools.Index, len(tools.Raw)
+	if err := r.readTools(tools, cache, true); err != nil {
+		return nil, err
 	}
 	r.System = instructions.String()
 	readItems(r, input)
@@ -160,44 +142,14 @@ func readItems(r *Request, input gjson.Result) {
 		case "message":
 			last = role
 			inStep = false
-			switch role {
-			case "system", "developer":
-				if r.System == "" {
-					r.System = Text(it.Get("content"))
-				}
-			case "user":
-				t := Text(it.Get("content"))
-				if r.FirstUser == "" {
-					r.FirstUser = t
-				}
-				r.LastUser = t
-				r.Recent = appendBounded(r.Recent, t, 4)
-				r.TurnCalled, r.TailNew, r.TurnSteps = r.TurnCalled[:0], r.TailNew[:0], 0
-			case "assistant":
-				if t := Text(it.Get("content")); t != "" {
-					r.Recent = appendBounded(r.Recent, t, 4)
-				}
-			}
+			r.readText(role, it.Get("content"))
 		case "function_call":
 			last = typ
-			name := it.Get("name").String()
 			if !inStep {
 				inStep = true
-				r.CalledTail, r.TailNew = r.CalledTail[:0], r.TailNew[:0]
-				r.TurnSteps++
+				r.startStep()
 			}
-			if name == "" {
-				return true
-			}
-			r.CalledTail = append(r.CalledTail, name)
-			if !slices.Contains(r.TurnCalled, name) {
-				r.TurnCalled = append(r.TurnCalled, name)
-				r.TailNew = append(r.TailNew, name)
-			}
-			if _, ok := seen[name]; !ok {
-				seen[name] = struct{}{}
-				r.Called = append(r.Called, name)
-			}
+			r.noteCall(it.Get("name").String(), seen)
 		case "reasoning":
 			// Reasoning leads the calls it decided on: it neither ends a
 			// step nor starts one.
