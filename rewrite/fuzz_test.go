@@ -236,3 +236,65 @@ func FuzzMembers(f *testing.F) {
 		}
 	})
 }
+
+// FuzzResponsesParseBuild holds the Responses dialect to what the Chat one
+// promises: any body is accepted or refused with ErrBadRequest, never a
+// panic, and an accepted one rebuilds into valid JSON with the tools asked
+// for and the round's items after the client's input.
+func FuzzResponsesParseBuild(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","input":"hi","tools":[{"type":"function","name":"a","parameters":{}}]}`,
+		`{"model":"m","input":[{"role":"user","content":"hi"},{"type":"reasoning","id":"rs"},{"type":"function_call","call_id":"1","name":"a","arguments":"{}"},{"type":"function_call_output","call_id":"1","output":"ok"}],"tools":[{"type":"web_search"}]}`,
+		`{"input":[],"tools":null}`, `{"input":42}`, `{"previous_response_id":"r","tools":[]}`, `{"input":"x","tools":[{"type":"function"}]}`,
+		`{"input":"x","tool_choice":{"type":"allowed_tools","tools":[{"type":"function","name":"a"}]},"text":{"format":{"type":"json_schema"}}}`,
+		`[]`, ``, "{\"input\":\"\xff\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := Responses{}.ParseRequest(body, nil)
+		if err != nil {
+			if !errors.Is(err, ErrBadRequest) {
+				t.Fatalf("refused with %v, which does not wrap ErrBadRequest", err)
+			}
+			return
+		}
+		in := gjson.GetBytes(body, respInput)
+		before := len(in.Array())
+		if in.Type == gjson.String {
+			before = 1
+		}
+		round := []Round{{Calls: []Call{{ID: "s1", Name: "tool_search", Arguments: `{"query":"x"}`}}, Results: []ToolResult{{CallID: "s1", Content: "found \"a\"\n"}}}}
+		for _, tc := range []struct {
+			name   string
+			tools  []string
+			rounds []Round
+		}{
+			{"a new tools array", []string{searchDef}, nil},
+			{"no tools", nil, nil},
+			{"a search round", []string{searchDef}, round},
+		} {
+			out, err := Responses{}.Build(req, tc.tools, tc.rounds)
+			if err != nil {
+				t.Fatalf("%s: Build refused an accepted request: %v", tc.name, err)
+			}
+			root := gjson.ParseBytes(out)
+			if !gjson.ValidBytes(out) || !root.IsObject() {
+				t.Fatalf("%s: Build wrote invalid JSON: %q", tc.name, out)
+			}
+			got := root.Get(pathTools)
+			switch {
+			case tc.tools == nil && got.Exists():
+				t.Fatalf("%s: tools remain: %q", tc.name, out)
+			case tc.tools != nil && (len(got.Array()) != 1 || got.Get("0.strict").Type != gjson.False):
+				t.Fatalf("%s: tools upstream %s, want the flat search tool: %q", tc.name, got.Raw, out)
+			}
+			if tc.rounds != nil {
+				items := root.Get(respInput).Array()
+				if len(items) != before+2 || items[len(items)-1].Get("type").String() != "function_call_output" {
+					t.Fatalf("%s: input %s, want the %d items before and the round's 2", tc.name, root.Get(respInput).Raw, before)
+				}
+			}
+		}
+	})
+}
