@@ -65,7 +65,9 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 		return
 	}
 	tr.attach(t)
-	if req.Stream {
+	if iw, ok := d.(rewrite.ItemEventWriter); ok && req.Stream {
+		g.streamItemsTurn(w, r, rest, t, iw)
+	} else if req.Stream {
 		g.streamTurn(w, r, rest, t)
 	} else {
 		g.completeTurn(w, r, rest, t)
@@ -98,13 +100,14 @@ func checkChoice(snap *policy.Snapshot, req *rewrite.Request) error {
 // passthroughReason says why a request of dialect d goes upstream without
 // the search loop, or "" when the loop pays.
 func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request, d rewrite.Dialect) string {
-	_, relays := d.(rewrite.EventWriter)
+	_, chunks := d.(rewrite.EventWriter)
+	_, items := d.(rewrite.ItemEventWriter)
 	switch {
 	case snap.Gateway.Mode == policy.ModePassthrough:
 		return "mode passthrough"
 	case len(req.Tools) == 0:
 		return "no tools"
-	case req.Stream && !relays:
+	case req.Stream && !chunks && !items:
 		return "a stream of an API the gateway does not relay"
 	case req.ServerConversation:
 		// The upstream would write each of the gateway's rounds into the

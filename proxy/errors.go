@@ -94,6 +94,17 @@ func classify(err error) (int, apiError) {
 }
 
 // errorBody encodes e as {"error": e}.
+// itemError is e as the error event of a Responses stream.
+func itemError(e apiError) []byte {
+	b, _ := json.Marshal(struct {
+		Type    string     `json:"type"`
+		Code    string     `json:"code"`
+		Message string     `json:"message"`
+		Param   nullString `json:"param"`
+	}{"error", e.Code, e.Message, e.Param})
+	return b
+}
+
 func errorBody(e apiError) []byte {
 	b, _ := json.Marshal(struct {
 		Error apiError `json:"error"`

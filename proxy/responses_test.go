@@ -7,11 +7,14 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
 )
@@ -38,14 +41,18 @@ func sdkResponseTools(n int) []responses.ToolUnionParam {
 // whether it resends the conversation or chains by previous_response_id.
 func TestTheSDKsResponsesAgentWorksUnchanged(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		chained bool
+		name            string
+		chained, stream bool
+		narrate         string // what the model says before a search
 	}{
-		{"an agent that resends the conversation completes a two-step task", false},
-		{"an agent that chains by previous_response_id completes a two-step task", true},
+		{"an agent that resends the conversation completes a two-step task", false, false, "Let me look that up. "},
+		{"an agent that chains by previous_response_id completes a two-step task", true, false, ""},
+		{"a streaming agent that resends the conversation completes a two-step task", false, true, "Let me look that up. "},
+		{"a streaming agent that resends a conversation without narration completes a two-step task", false, true, ""},
+		{"a streaming agent that chains by previous_response_id completes a two-step task", true, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Reasoning: true, Keep: true}
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Reasoning: true, Keep: true, Narrate: tc.narrate}
 			client := sdkClient(newTestGateway(t, model))
 			ctx := context.Background()
 			params := responses.ResponseNewParams{
@@ -57,18 +64,31 @@ func TestTheSDKsResponsesAgentWorksUnchanged(t *testing.T) {
 			var called []string
 			var billed int64
 			answer := ""
+			requests, narrated := 0, 0
 			for turn := 0; turn < 8 && answer == ""; turn++ {
+				requests++
 				params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: input}
-				resp, err := client.Responses.New(ctx, params)
+				var resp *responses.Response
+				var err error
+				if tc.stream {
+					resp, err = streamedResponse(t, client.Responses.NewStreaming(ctx, params))
+				} else {
+					resp, err = client.Responses.New(ctx, params)
+				}
 				if err != nil {
 					t.Fatalf("turn %d: %v", turn, err)
 				}
 				billed += resp.Usage.InputTokens
+				if tc.narrate != "" && strings.HasPrefix(resp.OutputText(), tc.narrate) {
+					narrated++
+				}
 				var next responses.ResponseInputParam
 				for _, it := range resp.Output {
 					switch it.Type {
 					case "reasoning":
 						next = append(next, responses.ResponseInputItemParamOfReasoning(it.ID, []responses.ResponseReasoningItemSummaryParam{}))
+					case "message":
+						next = append(next, responses.ResponseInputItemParamOfMessage(it.Content[0].Text, responses.EasyInputMessageRoleAssistant))
 					case "function_call":
 						called = append(called, it.Name)
 						out := responses.ResponseInputItemParamOfFunctionCallOutput(`{"ok":true}`)
@@ -90,11 +110,17 @@ func TestTheSDKsResponsesAgentWorksUnchanged(t *testing.T) {
 			if answer != twoStepTask.Answer {
 				t.Errorf("answer = %q, want %q", answer, twoStepTask.Answer)
 			}
+			if tc.narrate != "" && narrated == 0 {
+				t.Errorf("no response carried what the model said before its search")
+			}
 			if want := []string{"repo_create_issue", "chat_post_message"}; !slices.Equal(called, want) {
 				t.Errorf("SDK saw calls %v, want %v", called, want)
 			}
 			var upstream int64
 			recs := model.Records()
+			if len(recs) <= requests {
+				t.Errorf("the upstream got %d requests for the agent's %d: no search round was tested", len(recs), requests)
+			}
 			for i, r := range recs {
 				upstream += int64(r.BodyBytes / 4)
 				if r.Tools >= 20 || !slices.Contains(r.Names, SearchToolName) {
@@ -119,6 +145,62 @@ func TestTheSDKsResponsesAgentWorksUnchanged(t *testing.T) {
 	}
 }
 
+// streamedResponse reads a Responses stream as a client does and returns
+// its last event's response, after checking what a client relies on: one
+// response.created first, sequence numbers 0, 1, 2, ..., items announced
+// at output indices 0, 1, 2, ..., events only of announced items, no
+// event of the gateway's tool_search, and the last event's output the
+// items the stream announced.
+func streamedResponse(t *testing.T, stream *ssestream.Stream[responses.ResponseStreamEventUnion]) (*responses.Response, error) {
+	t.Helper()
+	var last *responses.Response
+	var n int64
+	var announced []string
+	for stream.Next() {
+		ev := stream.Current()
+		if ev.SequenceNumber != n {
+			t.Errorf("event %d (%s) has sequence_number %d", n, ev.Type, ev.SequenceNumber)
+		}
+		if (n == 0) != (ev.Type == "response.created") {
+			t.Errorf("event %d is %s: want response.created first and only first", n, ev.Type)
+		}
+		n++
+		switch {
+		case ev.Type == "response.output_item.added":
+			if ev.OutputIndex != int64(len(announced)) {
+				t.Errorf("item %s announced at output_index %d, want %d", ev.Item.Type, ev.OutputIndex, len(announced))
+			}
+			announced = append(announced, ev.Item.Type+":"+ev.Item.Name)
+		case strings.HasPrefix(ev.Type, "response.") && ev.Type != "response.created" && ev.Type != "response.in_progress" && ev.Type != "response.completed":
+			if ev.OutputIndex >= int64(len(announced)) {
+				t.Errorf("%s names output_index %d of %d announced", ev.Type, ev.OutputIndex, len(announced))
+			}
+		case ev.Type == "response.completed":
+			r := ev.Response
+			last = &r
+		}
+		// The response's tools member echoes what the model was offered
+		// (README); nothing else may show the gateway's search.
+		if raw, _ := sjson.Delete(ev.RawJSON(), "response.tools"); strings.Contains(raw, SearchToolName) {
+			t.Errorf("the client saw the gateway's search: %s", raw)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	if last == nil {
+		t.Fatalf("the stream has no response.completed")
+	}
+	var got []string
+	for _, it := range last.Output {
+		got = append(got, it.Type+":"+it.Name)
+	}
+	if !slices.Equal(got, announced) {
+		t.Errorf("response.completed's output %v, the stream announced %v", got, announced)
+	}
+	return last, nil
+}
+
 // TestResponsesRequestsTheLoopDoesNotTakePassThrough: what the Responses
 // route cannot rewrite reaches the upstream as the client sent it, every
 // tool included.
@@ -136,7 +218,6 @@ func TestResponsesRequestsTheLoopDoesNotTakePassThrough(t *testing.T) {
 		body   map[string]any
 		reason string
 	}{
-		{"a streamed request passes through", map[string]any{"stream": true, "tools": tools()}, "a stream of an API the gateway does not relay"},
 		{"a request that appends to a conversation kept upstream passes through", map[string]any{"conversation": "conv_1", "tools": tools()}, "a conversation kept upstream"},
 		{"a request with a built-in tool passes through with it", map[string]any{"tools": tools(map[string]any{"type": "web_search"})}, "a tool of an unknown type"},
 	} {
@@ -210,4 +291,68 @@ func postPath(t *testing.T, url string, body []byte) *http.Response {
 		t.Fatal(err)
 	}
 	return resp
+}
+
+// TestAStreamedResponsesTurnThatFailsSaysSo: a Responses stream that
+// fails before its first event gets the upstream's status; one that fails
+// after it ends with an error event and no response.completed, so no
+// client mistakes a broken turn for a whole one.
+func TestAStreamedResponsesTurnThatFailsSaysSo(t *testing.T) {
+	event := func(typ, data string) string { return "event: " + typ + "\ndata: " + data + "\n\n" }
+	created := event("response.created", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","status":"in_progress","output":[]}}`)
+	text := event("response.output_item.added", `{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"m1","role":"assistant","content":[]}}`) +
+		event("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":2,"output_index":0,"item_id":"m1","content_index":0,"delta":"Hel"}`)
+	for _, tc := range []struct {
+		name       string
+		status     int
+		body       string
+		wantStatus int
+		wantInBody string
+	}{
+		{"an upstream status before the stream reaches the client as it is", http.StatusTooManyRequests, `{"error":{"message":"slow down","type":"rate_limit_error","code":"rate_limit_exceeded"}}`, http.StatusTooManyRequests, "slow down"},
+		{"an error event mid-stream reaches the client renumbered", http.StatusOK, created + text + event("error", `{"type":"error","sequence_number":3,"code":"server_error","message":"boom"}`), http.StatusOK, `"message":"boom"`},
+		{"a stream cut before its response ends with the gateway's error event", http.StatusOK, created + text, http.StatusOK, "upstream_bad_response"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.status == http.StatusOK {
+					w.Header().Set("Content-Type", "text/event-stream")
+				} else {
+					w.Header().Set("Content-Type", "application/json")
+				}
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, tc.body)
+			})
+			base := newTestGateway(t, up)
+			var tools []map[string]any
+			for _, tool := range testCatalog(40) {
+				fn := tool["function"].(map[string]any)
+				tools = append(tools, map[string]any{"type": "function", "name": fn["name"], "parameters": fn["parameters"]})
+			}
+			body, _ := json.Marshal(map[string]any{"model": "m", "input": "Open an issue.", "tools": tools, "stream": true})
+			resp := postPath(t, base+"/responses", body)
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.wantStatus || !strings.Contains(string(b), tc.wantInBody) {
+				t.Fatalf("status %d, body %s; want %d with %q", resp.StatusCode, b, tc.wantStatus, tc.wantInBody)
+			}
+			if strings.Contains(string(b), "response.completed") {
+				t.Errorf("a failed turn ended with response.completed: %s", b)
+			}
+			if tc.status == http.StatusOK && !strings.Contains(string(b), "event: error\ndata: ") {
+				t.Errorf("no named error event: %s", b)
+			}
+			if tc.status == http.StatusOK {
+				n := 0
+				for _, line := range strings.Split(string(b), "\n") {
+					if data, ok := strings.CutPrefix(line, "data: "); ok {
+						if got := gjson.Get(data, "sequence_number").Int(); got != int64(n) {
+							t.Errorf("event %d has sequence_number %d: %s", n, got, data)
+						}
+						n++
+					}
+				}
+			}
+		})
+	}
 }

@@ -437,7 +437,11 @@ func (s *relay) emit(resp *http.Response, data []byte, hasRole bool) error {
 // events are held in the relay (commit writes them with the headers);
 // after it each is framed in the relay's buffer and written once (fmt's
 // formatting was a fifth of relaying a short event).
-func (s *relay) write(data []byte) error {
+func (s *relay) write(data []byte) error { return s.writeNamed("", data) }
+
+// writeNamed is write with the event's name (an "event:" line) when name
+// is not empty, as the Responses API names every event.
+func (s *relay) writeNamed(name string, data []byte) error {
 	s.pending = true
 	if !s.started {
 		if s.held == nil {
@@ -445,14 +449,22 @@ func (s *relay) write(data []byte) error {
 			// doubling per event.
 			s.held = make([]byte, 0, heldSize)
 		}
-		s.held = append(append(append(s.held, "data: "...), data...), "\n\n"...)
+		s.held = appendFrame(s.held, name, data)
 		return nil
 	}
-	s.frame = append(append(append(s.frame[:0], "data: "...), data...), "\n\n"...)
+	s.frame = appendFrame(s.frame[:0], name, data)
 	if _, err := s.w.Write(s.frame); err != nil {
 		return fmt.Errorf("writing to client: %w", context.Canceled)
 	}
 	return nil
+}
+
+// appendFrame appends one SSE event: its name line, if any, and its data.
+func appendFrame(b []byte, name string, data []byte) []byte {
+	if name != "" {
+		b = append(append(append(b, "event: "...), name...), '\n')
+	}
+	return append(append(append(b, "data: "...), data...), "\n\n"...)
 }
 
 // commit sends the SSE headers and writes the held events. A turn that
@@ -591,7 +603,10 @@ func truncate(b []byte, n int) string {
 }
 
 // inBandError is an error event the upstream sent inside its stream.
-type inBandError struct{ data []byte }
+type inBandError struct {
+	data []byte
+	name string // the event's name, in a stream that names its events
+}
 
 func (e *inBandError) Error() string { return "upstream stream error: " + truncate(e.data, 200) }
 

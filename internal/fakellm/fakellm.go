@@ -1,5 +1,5 @@
 // Package fakellm is a scripted OpenAI-compatible upstream (Chat
-// Completions, and the Responses API without streaming) that behaves like
+// Completions and the Responses API) that behaves like
 // a tool-calling model: given tasks (a prompt and the tool steps it needs),
 // it calls each step's tool when that tool is in the request, calls
 // tool_search with the step's keywords when it is not, and answers in text
@@ -68,6 +68,9 @@ type Model struct {
 	// Reasoning makes Responses API replies lead with a reasoning item
 	// that must come back with the call it led to (responses.go).
 	Reasoning bool
+	// Narrate is what the model says before each search, as a message
+	// item of its Responses API reply ("Let me look that up.").
+	Narrate string
 
 	seq     atomic.Int64
 	mu      sync.Mutex
@@ -77,6 +80,7 @@ type Model struct {
 	// came with a reasoning item.
 	stored   map[string][]gjson.Result
 	reasoned map[string]bool
+	follows  map[string]string // reasoning item id -> the type of the item after it
 }
 
 // Records returns what the model saw, in order.

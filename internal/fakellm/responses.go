@@ -12,8 +12,8 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// responses answers POST /responses (non-streamed) as OpenAI's Responses
-// API does, with the scripted model's decisions: tools are flat, the
+// responses answers POST /responses, streamed or not, as OpenAI's
+// Responses API does, with the scripted model's decisions: tools are flat, the
 // conversation is the input (a string or items) after the items of the
 // response previous_response_id names (the model keeps every response it
 // gives), and a function tool is strict unless it says "strict": false,
@@ -28,16 +28,12 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := gjson.ParseBytes(body)
-	if req.Get("stream").Bool() {
-		writeErr(w, http.StatusBadRequest, "the fake model does not stream responses", "unsupported")
-		return
-	}
 	tools := req.Get("tools").Array()
 	if max := cmp.Or(m.MaxTools, 128); len(tools) > max {
 		writeErr(w, http.StatusBadRequest, fmt.Sprintf("Invalid 'tools': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", max, len(tools)), "array_above_max_length")
 		return
 	}
-	rec := Record{Tools: len(tools), ToolsBytes: len(req.Get("tools").Raw), BodyBytes: len(body)}
+	rec := Record{Tools: len(tools), ToolsBytes: len(req.Get("tools").Raw), BodyBytes: len(body), Stream: req.Get("stream").Bool()}
 	avail := map[string]bool{}
 	for _, t := range tools {
 		if t.Get("type").String() != "function" {
@@ -93,13 +89,92 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 	m.stored[id] = items
 	m.mu.Unlock()
 	c := rep.completionTokens()
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = fmt.Fprintf(w, `{"id":%q,"object":"response","created_at":%d,"status":"completed","model":"fake-model","output":[%s],"parallel_tool_calls":true,"tool_choice":"auto","tools":%s,"usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":0},"output_tokens":%d,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}}`,
+	whole := fmt.Sprintf(`{"id":%q,"object":"response","created_at":%d,"status":"completed","model":"fake-model","output":[%s],"parallel_tool_calls":true,"tool_choice":"auto","tools":%s,"usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":0},"output_tokens":%d,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}}`,
 		id, time.Now().Unix(), strings.Join(out, ","), orEmpty(req.Get("tools").Raw), rep.promptTokens, c, rep.promptTokens+c)
+	if req.Get("stream").Bool() {
+		m.streamResponse(w, whole)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, whole)
+}
+
+// streamResponse writes a response as the Responses API streams it:
+// created and in_progress with no output, each item added, its content or
+// arguments in deltas, each item done, and response.completed with the
+// whole response, every event named and numbered.
+func (m *Model) streamResponse(w http.ResponseWriter, whole string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	seq := 0
+	emit := func(typ string, fields map[string]any) {
+		fields["type"], fields["sequence_number"] = typ, seq
+		seq++
+		_, _ = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, mustJSON(fields))
+		if !m.Whole {
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+			time.Sleep(m.ChunkDelay)
+		}
+	}
+	var start map[string]any
+	_ = json.Unmarshal([]byte(whole), &start)
+	start["status"], start["output"], start["usage"] = "in_progress", []any{}, nil
+	emit("response.created", map[string]any{"response": start})
+	emit("response.in_progress", map[string]any{"response": start})
+	gjson.Get(whole, "output").ForEach(func(k, it gjson.Result) bool {
+		i, id := k.Int(), it.Get("id").String()
+		var item map[string]any
+		_ = json.Unmarshal([]byte(it.Raw), &item)
+		added := map[string]any{}
+		for key, v := range item {
+			added[key] = v
+		}
+		switch it.Get("type").String() {
+		case "message":
+			added["content"], added["status"] = []any{}, "in_progress"
+			emit("response.output_item.added", map[string]any{"output_index": i, "item": added})
+			text := it.Get("content.0.text").String()
+			emit("response.content_part.added", map[string]any{"item_id": id, "output_index": i, "content_index": 0,
+				"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
+			for _, word := range strings.SplitAfter(text, " ") {
+				emit("response.output_text.delta", map[string]any{"item_id": id, "output_index": i, "content_index": 0, "delta": word, "logprobs": []any{}})
+			}
+			emit("response.output_text.done", map[string]any{"item_id": id, "output_index": i, "content_index": 0, "text": text, "logprobs": []any{}})
+			emit("response.content_part.done", map[string]any{"item_id": id, "output_index": i, "content_index": 0,
+				"part": map[string]any{"type": "output_text", "text": text, "annotations": []any{}}})
+		case "function_call":
+			added["arguments"], added["status"] = "", "in_progress"
+			emit("response.output_item.added", map[string]any{"output_index": i, "item": added})
+			args := it.Get("arguments").String()
+			emit("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": i, "delta": args})
+			emit("response.function_call_arguments.done", map[string]any{"item_id": id, "output_index": i, "arguments": args})
+		default:
+			emit("response.output_item.added", map[string]any{"output_index": i, "item": added})
+		}
+		emit("response.output_item.done", map[string]any{"output_index": i, "item": item})
+		return true
+	})
+	var done map[string]any
+	_ = json.Unmarshal([]byte(whole), &done)
+	emit("response.completed", map[string]any{"response": done})
 }
 
 // outputItems renders a reply as Responses output items.
 func (m *Model) outputItems(rep reply) []string {
+	out := m.items(rep)
+	if m.Reasoning {
+		m.mu.Lock()
+		if m.follows == nil {
+			m.follows = map[string]string{}
+		}
+		m.follows[gjson.Get(out[0], "id").String()] = gjson.Get(out[1], "type").String()
+		m.mu.Unlock()
+	}
+	return out
+}
+
+func (m *Model) items(rep reply) []string {
 	var out []string
 	if m.Reasoning {
 		out = append(out, mustJSON(map[string]any{"type": "reasoning", "id": m.id("rs_fake"), "summary": []any{}}))
@@ -107,6 +182,10 @@ func (m *Model) outputItems(rep reply) []string {
 	if rep.call == nil {
 		return append(out, mustJSON(map[string]any{"type": "message", "id": m.id("msg_fake"), "status": "completed", "role": "assistant",
 			"content": []any{map[string]any{"type": "output_text", "text": rep.content, "annotations": []any{}}}}))
+	}
+	if m.Narrate != "" && rep.call.name == SearchTool([]string{rep.call.name}) {
+		out = append(out, mustJSON(map[string]any{"type": "message", "id": m.id("msg_fake"), "status": "completed", "role": "assistant",
+			"content": []any{map[string]any{"type": "output_text", "text": m.Narrate, "annotations": []any{}}}}))
 	}
 	callID := m.id("call_fake")
 	if m.Reasoning {
@@ -122,19 +201,47 @@ func (m *Model) outputItems(rep reply) []string {
 }
 
 // missingReasoning returns why items are refused: a function call that
-// came with a reasoning item and is sent back without it.
+// came with a reasoning item and is sent back without one before it in
+// its turn, or a reasoning item sent back without the item that followed
+// it, as OpenAI refuses both for reasoning models.
 func (m *Model) missingReasoning(items []gjson.Result) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, it := range items {
+		if next, ok := m.follows[it.Get("id").String()]; ok && it.Get("type").String() == "reasoning" &&
+			(i+1 == len(items) || itemType(items[i+1]) != next) {
+			return fmt.Sprintf("Item '%s' of type 'reasoning' was provided without its required following item.", it.Get("id").String())
+		}
 		if it.Get("type").String() != "function_call" || !m.reasoned[it.Get("call_id").String()] {
 			continue
 		}
-		if i == 0 || items[i-1].Get("type").String() != "reasoning" {
+		if !reasonedBefore(items[:i]) {
 			return fmt.Sprintf("Item '%s' of type 'function_call' was provided without its required 'reasoning' item.", it.Get("id").String())
 		}
 	}
 	return ""
+}
+
+// itemType is an input item's type; a message may leave it out.
+func itemType(it gjson.Result) string {
+	if t := it.Get("type").String(); t != "" || !it.Get("role").Exists() {
+		return t
+	}
+	return "message"
+}
+
+// reasonedBefore reports whether the model's turn that ends items (the
+// items since the last user message or call output) has a reasoning item.
+func reasonedBefore(items []gjson.Result) bool {
+	for i := len(items) - 1; i >= 0; i-- {
+		switch typ := items[i].Get("type").String(); {
+		case typ == "reasoning":
+			return true
+		case typ == "function_call_output", items[i].Get("role").String() == "user":
+			return false
+		}
+	}
+	return false
 }
 
 // strictProblem returns why a strict function tool's schema is refused:

@@ -1,0 +1,320 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/rewrite"
+)
+
+// streamItemsTurn runs the search loop for a streamed request of a dialect
+// whose stream speaks of output items (the Responses API). The client
+// gets one response stream: the first round's lifecycle events, every
+// item of every round but the gateway's own calls (and the reasoning that
+// led only to them), renumbered so output indices and sequence numbers
+// run on across rounds, and one terminal event whose response holds the
+// items the client saw, the usage of every round and the last round's
+// id, which a previous_response_id can chain to.
+func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest string, t *turn, iw rewrite.ItemEventWriter) {
+	ctx := r.Context()
+	saved := false
+	defer func() {
+		if !saved {
+			t.save(context.WithoutCancel(ctx))
+		}
+	}()
+	s := &itemRelay{relay: &relay{w: w, rc: http.NewResponseController(w), t: t}, iw: iw}
+	for round := 0; ; round++ {
+		tools := t.roundTools(round)
+		body, err := t.d.Build(t.req, tools, t.rounds)
+		if err != nil {
+			s.fail(g, r, err)
+			return
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		o := sendOptions{rest: rest, body: body, stream: true, retries: g.retries(t.snap, round), round: round}
+		resp, err := t.sendRound(rctx, r, o, tools)
+		if err != nil {
+			cancel()
+			s.fail(g, r, err)
+			return
+		}
+		res, err := s.round(rctx, resp, round, streamSilences(t.snap.Gateway), cancel)
+		if err != nil {
+			resp.Body.Close()
+			cancel()
+			s.fail(g, r, err)
+			return
+		}
+		identify(res.calls, round)
+		internal, real := t.split(res.calls)
+		more := len(internal) > 0 && len(real) == 0 && t.canContinue(round)
+		if more {
+			s.flush() // the gateway searches and waits on the upstream next
+		}
+		results := t.answer(ctx, res.calls, round)
+		closeStream(resp.Body, false, cancel)
+		if more {
+			s.waiting = s.waiting[:0] // reasoning that led only to the gateway's calls
+			t.rounds = append(t.rounds, rewrite.Round{Content: res.text, Extra: res.items, Calls: internal, Results: results})
+			continue
+		}
+		if err := s.end(res); err != nil {
+			s.fail(g, r, err)
+			return
+		}
+		t.save(context.WithoutCancel(ctx))
+		saved = true
+		t.rememberThread(res.id)
+		s.flush()
+		setToolgateFields(s.w.Header(), t, true) // the declared trailers, final
+		return
+	}
+}
+
+// itemRelay is the client side of one streamed turn of output items.
+type itemRelay struct {
+	*relay // the client's writer: held events, headers, flushes
+	iw     rewrite.ItemEventWriter
+	seq    int      // the next sequence_number the client sees
+	next   int      // the next output_index the client sees
+	items  []string // every item the client saw, by its index, as the rounds' responses gave them
+	// waiting are the events of a round's reasoning items, kept until an
+	// item the client sees follows them in the round (they go first) or
+	// the round turns out to be the gateway's (they go nowhere):
+	// reasoning leads the calls it decided on, and a client that resends
+	// a reasoning item without them is refused.
+	waiting []heldEvent
+}
+
+// heldEvent is one event of a held item.
+type heldEvent struct {
+	name  string
+	index int // the item's upstream output_index
+	data  []byte
+}
+
+// itemRound is what one upstream stream said.
+type itemRound struct {
+	id    string
+	calls []rewrite.Call
+	text  string // what the round's messages said
+	items string // the round's output items, comma-separated (Round.Extra)
+	last  []byte // the terminal event
+	shown map[int]int
+}
+
+// round relays one upstream stream's events to the client.
+func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, idle silences, cancel context.CancelFunc) (itemRound, error) {
+	t := s.t
+	body := newIdleReader(resp.Body, idle, cancel)
+	defer body.stop()
+	sse := t.g.sse.get(flushFirst{r: body, flush: s.flush})
+	defer t.g.sse.put(sse)
+	res := itemRound{shown: map[int]int{}}
+	hidden := map[int]bool{}
+	reasoning := map[int]bool{}
+	for {
+		data, err := sse.Next()
+		if err != nil {
+			if body.expired() {
+				return res, fmt.Errorf("%w: %s", ErrUpstreamTimeout, body.silence())
+			}
+			if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ErrShuttingDown)) {
+				return res, err
+			}
+			return res, fmt.Errorf("%w: stream ended before the response did: %w", ErrUpstreamBadResponse, err)
+		}
+		if string(data) == "[DONE]" { // not the Responses API's, but some servers add it
+			continue
+		}
+		ev, err := s.iw.ParseItemEvent(data)
+		if err != nil {
+			return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
+		}
+		if s.resp == nil {
+			s.resp = resp // the first round's headers are the client's
+		}
+		switch {
+		case ev.Failed:
+			return res, &inBandError{data: append([]byte(nil), data...), name: ev.Type}
+		case ev.Terminal:
+			res.last = append([]byte(nil), data...)
+			s.finish(&res, ev.Response, hidden)
+			return res, nil
+		case ev.OutputIndex < 0:
+			// The lifecycle events open the client's one response: the
+			// first round's go on, later rounds' would open another.
+			if round == 0 {
+				if err := s.pass(ev.Type, data, -1); err != nil {
+					return res, err
+				}
+			}
+			continue
+		}
+		i := ev.OutputIndex
+		if ev.Type == "response.output_item.added" {
+			switch {
+			case ev.ItemType == "function_call" && t.internal(rewrite.Call{Name: ev.Name}):
+				hidden[i] = true
+			case ev.ItemType == "reasoning":
+				reasoning[i] = true
+			default:
+				if err := s.release(&res); err != nil {
+					return res, err
+				}
+				res.shown[i] = s.show()
+			}
+		}
+		switch {
+		case hidden[i]:
+		case reasoning[i]:
+			if _, shown := res.shown[i]; !shown {
+				s.waiting = append(s.waiting, heldEvent{name: ev.Type, index: i, data: append([]byte(nil), data...)})
+				continue
+			}
+			if err := s.pass(ev.Type, data, res.shown[i]); err != nil {
+				return res, err
+			}
+		default:
+			if err := s.pass(ev.Type, data, res.shown[i]); err != nil {
+				return res, err
+			}
+		}
+	}
+}
+
+// show gives the next item the client sees its index.
+func (s *itemRelay) show() int {
+	s.next++
+	return s.next - 1
+}
+
+// release sends the held reasoning items, in order, before an item the
+// client sees: what they led to is the client's.
+func (s *itemRelay) release(res *itemRound) error {
+	for _, h := range s.waiting {
+		if _, ok := res.shown[h.index]; !ok {
+			res.shown[h.index] = s.show()
+		}
+		if err := s.pass(h.name, h.data, res.shown[h.index]); err != nil {
+			return err
+		}
+	}
+	s.waiting = s.waiting[:0]
+	return nil
+}
+
+// pass sends one upstream event on, renumbered.
+func (s *itemRelay) pass(name string, data []byte, index int) error {
+	out, err := s.iw.EditItemEvent(data, s.seq, index)
+	if err != nil {
+		return err
+	}
+	s.seq++
+	return s.writeNamed(name, out)
+}
+
+// finish reads a round's response when its stream ends: the calls, what
+// its messages said, its items for the next round, and the items the
+// client saw for the turn's last event.
+func (s *itemRelay) finish(res *itemRound, response gjson.Result, hidden map[int]bool) {
+	s.t.usage = rewrite.AddUsage(s.t.usage, response.Get("usage"))
+	res.id = response.Get("id").String()
+	if s.t.id == "" {
+		s.t.id, s.t.created = res.id, response.Get("created_at").Int()
+	}
+	var text strings.Builder
+	var items []string
+	response.Get("output").ForEach(func(k, it gjson.Result) bool {
+		i := int(k.Int())
+		items = append(items, it.Raw)
+		switch it.Get("type").String() {
+		case "function_call":
+			res.calls = append(res.calls, rewrite.Call{ID: it.Get("call_id").String(), Name: it.Get("name").String(), Arguments: it.Get("arguments").String()})
+		case "message":
+			it.Get("content").ForEach(func(_, p gjson.Result) bool {
+				if p.Get("type").String() == "output_text" {
+					text.WriteString(p.Get("text").String())
+				}
+				return true
+			})
+		}
+		// A held reasoning item is the client's if the round is; end
+		// decides, and records it then.
+		if c, ok := res.shown[i]; ok && !hidden[i] {
+			s.record(c, it.Raw)
+		}
+		return true
+	})
+	res.text, res.items = text.String(), strings.Join(items, ",")
+}
+
+// record keeps the item the client saw at index c for the last event.
+func (s *itemRelay) record(c int, raw string) {
+	for len(s.items) <= c {
+		s.items = append(s.items, "")
+	}
+	s.items[c] = raw
+}
+
+// end sends the held reasoning of the last round and the turn's terminal
+// event: the last round's, with every item the client saw and the summed
+// usage.
+func (s *itemRelay) end(res itemRound) error {
+	held := append([]heldEvent(nil), s.waiting...)
+	if err := s.release(&res); err != nil {
+		return err
+	}
+	if len(held) > 0 {
+		output := gjson.GetBytes(res.last, "response.output").Array()
+		for _, h := range held {
+			if h.index < len(output) {
+				s.record(res.shown[h.index], output[h.index].Raw)
+			}
+		}
+	}
+	var items []string
+	for _, it := range s.items {
+		if it != "" {
+			items = append(items, it)
+		}
+	}
+	last, err := s.iw.EndItemEvent(res.last, items, s.t.usage, s.seq)
+	if err != nil {
+		return err
+	}
+	s.seq++
+	return s.writeNamed(gjson.GetBytes(res.last, "type").String(), last)
+}
+
+// fail reports err: before the stream started, as a real status; after,
+// as an error event, which ends a Responses stream.
+func (s *itemRelay) fail(g *Gateway, r *http.Request, err error) {
+	if !s.started && !s.pending {
+		s.relay.fail(g, r, err)
+		return
+	}
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		if _, cut := shutdownCause(r, err); !cut {
+			return
+		}
+	}
+	g.logger().Warn("stream failed after start", "err", err)
+	defer s.flush()
+	var ib *inBandError
+	if errors.As(err, &ib) {
+		if out, e := s.iw.EditItemEvent(ib.data, s.seq, -1); e == nil {
+			_ = s.writeNamed(ib.name, out)
+			return
+		}
+	}
+	_, e := classify(err)
+	out, _ := s.iw.EditItemEvent(itemError(e), s.seq, -1)
+	_ = s.writeNamed("error", out)
+}
