@@ -22,7 +22,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	stream := fs.Bool("stream", false, "replay every request streamed")
-	api := fs.String("api", "chat", "the API the agent speaks: chat (Chat Completions) or responses (the Responses API, not streamed)")
+	api := fs.String("api", "chat", "the API the agent speaks: chat (Chat Completions) or responses (the Responses API)")
 	oneSession := fs.Bool("one-session", false, "replay the tasks as successive user turns of one conversation (an agent working through a list)")
 	catalog := fs.String("catalog", "", "JSON array of tools to use instead of the bundled catalog")
 	tasks := fs.String("tasks", "", "JSON array of scripted tasks to use instead of the bundled ones")
@@ -66,9 +66,6 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *api != "chat" && *api != "responses" {
 		return fmt.Errorf("%w: --api %q: want chat or responses", errUsage, *api)
-	}
-	if *api == "responses" && *stream {
-		return fmt.Errorf("%w: --api responses replays without streaming: the gateway passes a Responses stream through", errUsage)
 	}
 	o := demo.Options{Stream: *stream, Responses: *api == "responses", Model: *model, OneSession: *oneSession, CacheRate: *cacheRate}
 	var (

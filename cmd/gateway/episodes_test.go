@@ -258,7 +258,6 @@ func TestDemoRefusesFlagsItWouldIgnore(t *testing.T) {
 		{"an argument after the flags is a usage error, not ignored", []string{"demo", "--stream", "tasks.json"}},
 		{"an argument before the flags is a usage error, not ignored", []string{"demo", "extra", "--stream"}},
 		{"an API the demo cannot speak is a usage error", []string{"demo", "--api", "messages"}},
-		{"a streamed Responses API replay is a usage error, not a silent passthrough", []string{"demo", "--api", "responses", "--stream"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer

@@ -52,7 +52,7 @@ type Options struct {
 	Stream bool
 	// Responses makes the agent speak the Responses API (POST /responses:
 	// flat tools, input items, function_call_output) instead of Chat
-	// Completions. It does not stream.
+	// Completions.
 	Responses bool
 	// OneSession replays the tasks as successive user turns of one
 	// conversation (an agent working through a list), instead of one
@@ -122,9 +122,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	if o.Responses {
-		if o.Stream {
-			return nil, errors.New("the demo's Responses API agent does not stream (the gateway passes a Responses stream through)")
-		}
 		for i, t := range tools {
 			flat, err := rewrite.FlatTool(string(t))
 			if err != nil {
@@ -342,7 +339,7 @@ func (a *agent) send(ctx context.Context, msgs []any) (turnReply, error) {
 	path := "/chat/completions"
 	fields := map[string]any{"model": a.model, "messages": msgs, "tools": a.tools, "stream": a.stream}
 	if a.responses {
-		path, fields = "/responses", map[string]any{"model": a.model, "instructions": agentSystem, "input": msgs, "tools": a.tools}
+		path, fields = "/responses", map[string]any{"model": a.model, "instructions": agentSystem, "input": msgs, "tools": a.tools, "stream": a.stream}
 	}
 	body, err := json.Marshal(fields)
 	if err != nil {
@@ -353,6 +350,9 @@ func (a *agent) send(ctx context.Context, msgs []any) (turnReply, error) {
 		return turnReply{}, err
 	}
 	if a.responses {
+		if a.stream {
+			return completedReply(raw)
+		}
 		return outputReply(gjson.GetBytes(raw, "output")), nil
 	}
 	msg := gjson.GetBytes(raw, "choices.0.message")
@@ -385,6 +385,24 @@ func outputReply(output gjson.Result) turnReply {
 		return true
 	})
 	return rep
+}
+
+// completedReply reads a Responses stream's answer from its
+// response.completed event, which holds the whole response.
+func completedReply(raw []byte) (turnReply, error) {
+	for _, line := range bytes.Split(raw, []byte("\n")) {
+		data, ok := bytes.CutPrefix(line, []byte("data: "))
+		if !ok {
+			continue
+		}
+		switch ev := gjson.ParseBytes(data); ev.Get("type").String() {
+		case "response.completed":
+			return outputReply(ev.Get("response.output")), nil
+		case "error", "response.failed":
+			return turnReply{}, fmt.Errorf("stream error: %s", data)
+		}
+	}
+	return turnReply{}, errors.New("the stream ended without response.completed")
 }
 
 // post sends body to path and returns the response body of a 200.
