@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
+	"github.com/toolgate/toolgate/session"
 )
 
 // serveTurn handles a turn of dialect d (POST .../chat/completions,
@@ -36,6 +37,7 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 	if req.Detached() {
 		g.bodies.put(buf) // nothing holds the body any more
 	}
+	g.resolveThread(session.Tenant(credential(r)), req)
 	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
 	if d := snap.Gateway.RequestTimeout; d > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), d)
@@ -224,8 +226,9 @@ func historyTokens(req *rewrite.Request) int {
 }
 
 // forward sends a request of dialect d upstream as the client wrote it,
-// except that tools the policy denies are removed; the response streams
-// back unchanged.
+// except that tools the policy denies are removed and a response id the
+// gateway showed for another is translated (threads.go); the response
+// streams back unchanged.
 func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy.Snapshot, req *rewrite.Request, d rewrite.Dialect, why string) {
 	body := req.Original()
 	if len(req.Tools) > 0 {
@@ -246,6 +249,13 @@ func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy
 				g.writeError(w, r, err)
 				return
 			}
+		}
+	}
+	if req.PreviousUpstream != "" {
+		var err error
+		if body, err = rewrite.SetPrevious(body, req.PreviousUpstream); err != nil {
+			g.writeError(w, r, err)
+			return
 		}
 	}
 	g.logger().Debug("turn passthrough", "route", w.route, "reason", why, "tools", len(req.Tools))

@@ -101,7 +101,7 @@ type Gateway struct {
 	noExtras   *lru.Cache[string, struct{}]      // models whose upstream refused its messages' extras
 	chat       rewrite.Dialect                   // the dialect of /chat/completions
 	responses  rewrite.Dialect                   // the dialect of /responses
-	threads    *lru.Cache[string, string]        // session keys by the response id a turn ended with
+	threads    *lru.Cache[string, thread]        // what the response ids clients were given lead to
 	dlogFails  writeFailures                     // paces the warnings about decision-log writes
 	inflight   inflight                          // request bytes held, against MaxInflightBytes
 }
@@ -118,7 +118,7 @@ func (g *Gateway) init() {
 		g.noUsage, _ = lru.New[string, struct{}](256)
 		g.noExtras, _ = lru.New[string, struct{}](256)
 		g.chat, g.responses = rewrite.Chat{}, rewrite.Responses{}
-		g.threads, _ = lru.New[string, string](threadsCacheSize)
+		g.threads, _ = lru.New[string, thread](threadsCacheSize)
 		g.inflight.max = cmp.Or(g.MaxInflightBytes, DefaultMaxInflightBytes)
 		g.Metrics.bind(g)
 		g.handler = g.routes()

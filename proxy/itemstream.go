@@ -18,8 +18,10 @@ import (
 // item of every round but the gateway's own calls (and the reasoning that
 // led only to them), renumbered so output indices and sequence numbers
 // run on across rounds, and one terminal event whose response holds the
-// items the client saw, the usage of every round and the last round's
-// id, which a previous_response_id can chain to.
+// items the client saw and the usage of every round. The response keeps
+// the first round's id throughout (the openai SDKs refuse a stream whose
+// response changes identity); a request that continues from it is sent
+// on from the last round's, which holds the turn (threads.go).
 func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest string, t *turn, iw rewrite.ItemEventWriter) {
 	ctx := r.Context()
 	saved := false
@@ -70,7 +72,7 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 		}
 		t.save(context.WithoutCancel(ctx))
 		saved = true
-		t.rememberThread(res.id)
+		t.rememberThread(t.id, res.id)
 		s.flush()
 		setToolgateFields(s.w.Header(), t, true) // the declared trailers, final
 		return
@@ -285,7 +287,7 @@ func (s *itemRelay) end(res itemRound) error {
 			items = append(items, it)
 		}
 	}
-	last, err := s.iw.EndItemEvent(res.last, items, s.t.usage, s.seq)
+	last, err := s.iw.EndItemEvent(res.last, s.t.id, items, s.t.usage, s.seq)
 	if err != nil {
 		return err
 	}

@@ -88,7 +88,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		// has what it asked for, not before.
 		t.save(context.WithoutCancel(ctx))
 		saved = true
-		t.rememberThread(out.ID)
+		t.rememberThread(out.ID, out.ID)
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(final)
 		_ = http.NewResponseController(w).Flush()

@@ -54,6 +54,10 @@ func TestNodeClientsWorkUnchanged(t *testing.T) {
 		{"an agent on the openai package sees what a plain HTTP agent sees, with streaming", "openai", "1"},
 		{"an agent on the ai package sees what a plain HTTP agent sees, without streaming", "ai", "0"},
 		{"an agent on the ai package sees what a plain HTTP agent sees, with streaming", "ai", "1"},
+		{"an agent on the openai package's Responses API sees what a plain HTTP agent sees, without streaming", "openai-responses", "0"},
+		{"an agent on the openai package's Responses API sees what a plain HTTP agent sees, with streaming", "openai-responses", "1"},
+		{"an agent on the ai package's Responses API sees what a plain HTTP agent sees, without streaming", "ai-responses", "0"},
+		{"an agent on the ai package's Responses API sees what a plain HTTP agent sees, with streaming", "ai-responses", "1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			model := &fakellm.Model{Tasks: tasks}

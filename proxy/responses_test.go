@@ -147,15 +147,16 @@ func TestTheSDKsResponsesAgentWorksUnchanged(t *testing.T) {
 
 // streamedResponse reads a Responses stream as a client does and returns
 // its last event's response, after checking what a client relies on: one
-// response.created first, sequence numbers 0, 1, 2, ..., items announced
-// at output indices 0, 1, 2, ..., events only of announced items, no
-// event of the gateway's tool_search, and the last event's output the
-// items the stream announced.
+// response.created first, one response id throughout, sequence numbers
+// 0, 1, 2, ..., items announced at output indices 0, 1, 2, ..., events
+// only of announced items, no event of the gateway's tool_search, and the
+// last event's output the items the stream announced.
 func streamedResponse(t *testing.T, stream *ssestream.Stream[responses.ResponseStreamEventUnion]) (*responses.Response, error) {
 	t.Helper()
 	var last *responses.Response
 	var n int64
 	var announced []string
+	id := ""
 	for stream.Next() {
 		ev := stream.Current()
 		if ev.SequenceNumber != n {
@@ -178,6 +179,13 @@ func streamedResponse(t *testing.T, stream *ssestream.Stream[responses.ResponseS
 		case ev.Type == "response.completed":
 			r := ev.Response
 			last = &r
+		}
+		if strings.HasPrefix(ev.Type, "response.") && ev.Response.ID != "" {
+			if id == "" {
+				id = ev.Response.ID
+			} else if ev.Response.ID != id {
+				t.Errorf("%s names response %s, the stream began with %s", ev.Type, ev.Response.ID, id)
+			}
 		}
 		// The response's tools member echoes what the model was offered
 		// (README); nothing else may show the gateway's search.

@@ -7,9 +7,30 @@ import (
 	"github.com/toolgate/toolgate/session"
 )
 
-// threadsCacheSize bounds the response ids the gateway remembers the
-// session of: about 150 bytes an entry, 10 MB at most.
+// threadsCacheSize bounds the response ids the gateway remembers: about
+// 200 bytes an entry, 13 MB at most.
 const threadsCacheSize = 1 << 16
+
+// thread is what the gateway remembers of a response id it gave a client:
+// the session of the turn it ended, and the upstream's id that holds the
+// turn's context, when that is another (a streamed turn shows its first
+// round's id throughout, as clients require, and its context is in its
+// last round's).
+type thread struct {
+	key      string
+	upstream string
+}
+
+// resolveThread points a request that continues an earlier response by
+// its id at the upstream response that holds that turn's context.
+func (g *Gateway) resolveThread(tenant string, req *rewrite.Request) {
+	if req.Previous == "" {
+		return
+	}
+	if th, ok := g.threads.Get(threadKey(tenant, req.Previous)); ok {
+		req.PreviousUpstream = th.upstream
+	}
+}
 
 // sessionKey returns the store key of a request's session: the client's
 // X-Session-ID, or else, for a request that continues an earlier response
@@ -23,20 +44,25 @@ const threadsCacheSize = 1 << 16
 func (g *Gateway) sessionKey(in *http.Request, tenant string, req *rewrite.Request) string {
 	explicit := in.Header.Get("X-Session-ID")
 	if explicit == "" && req.Previous != "" {
-		if key, ok := g.threads.Get(threadKey(tenant, req.Previous)); ok {
-			return key
+		if th, ok := g.threads.Get(threadKey(tenant, req.Previous)); ok {
+			return th.key
 		}
 		explicit = "previous_response_id:" + req.Previous
 	}
 	return session.Key(tenant, explicit, req.System, req.FirstUser)
 }
 
-// rememberThread notes that a turn ended with response id, so a request
-// that continues from it finds the turn's session. Only APIs that chain by
-// id are noted: a Chat Completions id is never sent back.
-func (t *turn) rememberThread(id string) {
-	if t.req.ChainsByID && id != "" {
-		t.g.threads.Add(threadKey(t.tenant, id), t.key)
+// rememberThread notes that a turn ended with the client seeing response
+// id shown, whose context the upstream holds under upstream, so a request
+// that continues from it finds the turn's session and context. Only APIs
+// that chain by id are noted: a Chat Completions id is never sent back.
+func (t *turn) rememberThread(shown, upstream string) {
+	if t.req.ChainsByID && shown != "" {
+		th := thread{key: t.key}
+		if upstream != shown {
+			th.upstream = upstream
+		}
+		t.g.threads.Add(threadKey(t.tenant, shown), th)
 	}
 }
 

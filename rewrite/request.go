@@ -139,6 +139,10 @@ type Request struct {
 	ChainsByID bool
 	// Previous is the response id the request continues from, if any.
 	Previous string
+	// PreviousUpstream, when set, is the upstream's id to continue from
+	// instead: the gateway showed a streamed turn under its first
+	// round's id, and the turn's context is in its last round's.
+	PreviousUpstream string
 	// ServerConversation is true when the upstream appends the request
 	// and its answer to a conversation it keeps (the Responses API's
 	// conversation): each of the gateway's rounds would be written there.

@@ -164,11 +164,17 @@ func readItems(r *Request, input gjson.Result) {
 
 // Build implements Dialect: the tools array replaced by tools (the
 // gateway's own definitions, written for Chat Completions, flattened; none
-// removes tools, tool_choice and parallel_tool_calls) and the rounds
-// appended to the input as items.
+// removes tools, tool_choice and parallel_tool_calls), the rounds
+// appended to the input as items, and previous_response_id set to
+// PreviousUpstream when that is another id.
 func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 	body := req.Body
 	var err error
+	if req.PreviousUpstream != "" && req.PreviousUpstream != req.Previous {
+		if body, err = SetPrevious(body, req.PreviousUpstream); err != nil {
+			return nil, err
+		}
+	}
 	if len(tools) == 0 {
 		for _, p := range []string{pathTools, pathToolChoice, "parallel_tool_calls"} {
 			if body, err = sjson.DeleteBytes(body, p); err != nil {
@@ -213,6 +219,16 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 	default:
 		return sjson.SetRawBytes(body, respInput, append(append([]byte{'['}, items...), ']'))
 	}
+}
+
+// SetPrevious returns a Responses request body continuing from response
+// id.
+func SetPrevious(body []byte, id string) ([]byte, error) {
+	out, err := sjson.SetBytes(body, respPrevious, id)
+	if err != nil {
+		return nil, fmt.Errorf("setting %s: %w", respPrevious, err)
+	}
+	return out, nil
 }
 
 // appendRoundItems appends round r as input items, comma-separated: the

@@ -19,10 +19,12 @@ type ItemEventWriter interface {
 	// when index >= 0, its output_index set to index.
 	EditItemEvent(data []byte, seq, index int) ([]byte, error)
 	// EndItemEvent returns the event that ends the turn: last (the final
-	// round's terminal event) with the response's output replaced by
-	// items (raw JSON objects, in the client's order), its usage by usage
-	// (when not nil) and its sequence_number by seq.
-	EndItemEvent(last []byte, items []string, usage []byte, seq int) ([]byte, error)
+	// round's terminal event) with the response's id set to id (the one
+	// the stream began with: clients refuse a stream whose response
+	// changes identity), its output replaced by items (raw JSON objects,
+	// in the client's order), its usage by usage (when not nil) and its
+	// sequence_number by seq.
+	EndItemEvent(last []byte, id string, items []string, usage []byte, seq int) ([]byte, error)
 }
 
 // ItemEvent is what the relay reads of one Responses stream event. It
@@ -79,7 +81,7 @@ func (Responses) EditItemEvent(data []byte, seq, index int) ([]byte, error) {
 }
 
 // EndItemEvent implements ItemEventWriter.
-func (Responses) EndItemEvent(last []byte, items []string, usage []byte, seq int) ([]byte, error) {
+func (Responses) EndItemEvent(last []byte, id string, items []string, usage []byte, seq int) ([]byte, error) {
 	arr := []byte{'['}
 	for i, it := range items {
 		if i > 0 {
@@ -90,6 +92,9 @@ func (Responses) EndItemEvent(last []byte, items []string, usage []byte, seq int
 	out, err := sjson.SetRawBytes(last, "response.output", append(arr, ']'))
 	if err == nil && usage != nil {
 		out, err = sjson.SetRawBytes(out, "response.usage", usage)
+	}
+	if err == nil && id != "" {
+		out, err = sjson.SetBytes(out, "response.id", id)
 	}
 	if err == nil {
 		out, err = sjson.SetBytes(out, "sequence_number", seq)

@@ -1,6 +1,8 @@
 // An unchanged agent on the official npm clients, pointed at the gateway by
 // its base URL only. Usage:
-//   node agent.mjs BASE_URL CLIENT(openai|ai) STREAM(0|1) CATALOG.json TASKS.json
+//   node agent.mjs BASE_URL CLIENT STREAM(0|1) CATALOG.json TASKS.json
+// CLIENT is openai or ai (Chat Completions), openai-responses or
+// ai-responses (the Responses API).
 // It runs every task (executing each tool call with a canned result) and
 // prints one JSON line per task: {name, calls, answer, promptTokens}.
 import { readFileSync } from "node:fs";
@@ -46,7 +48,33 @@ async function withOpenAI(task) {
   throw new Error("agent did not finish in 10 turns");
 }
 
-async function withAI(task) {
+// withOpenAIResponses is withOpenAI on the Responses API: flat tools, the
+// output items resent as they came (reasoning included), a
+// function_call_output per call.
+async function withOpenAIResponses(task) {
+  const oa = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
+  const tools = catalog.map((t) => ({ type: "function", name: t.function.name, description: t.function.description, parameters: t.function.parameters ?? { type: "object", properties: {} }, strict: false }));
+  const input = [{ role: "user", content: task.prompt }];
+  const calls = [];
+  let promptTokens = 0;
+  for (let turn = 0; turn < 10; turn++) {
+    const params = { model: "gpt-test", instructions: "You are a helpful agent.", input, tools };
+    const resp = stream ? await oa.responses.stream(params).finalResponse() : await oa.responses.create(params);
+    promptTokens += resp.usage?.input_tokens ?? 0;
+    const fcs = resp.output.filter((it) => it.type === "function_call");
+    if (fcs.length === 0) {
+      return { name: task.name, calls, answer: resp.output_text, promptTokens };
+    }
+    input.push(...resp.output);
+    for (const c of fcs) {
+      calls.push(c.name);
+      input.push({ type: "function_call_output", call_id: c.call_id, output: '{"ok":true}' });
+    }
+  }
+  throw new Error("agent did not finish in 10 turns");
+}
+
+async function withAI(task, responses) {
   const provider = createOpenAI({ baseURL, apiKey });
   const calls = [];
   const tools = {};
@@ -62,7 +90,7 @@ async function withAI(task) {
     });
   }
   const opts = {
-    model: provider.chat("gpt-test"),
+    model: responses ? provider.responses("gpt-test") : provider.chat("gpt-test"),
     system: "You are a helpful agent.",
     prompt: task.prompt,
     tools,
@@ -82,6 +110,10 @@ async function withAI(task) {
 }
 
 for (const task of tasks) {
-  const out = client === "ai" ? await withAI(task) : await withOpenAI(task);
+  const out =
+    client === "ai" ? await withAI(task, false)
+    : client === "ai-responses" ? await withAI(task, true)
+    : client === "openai-responses" ? await withOpenAIResponses(task)
+    : await withOpenAI(task);
   console.log(JSON.stringify(out));
 }

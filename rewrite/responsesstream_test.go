@@ -1,0 +1,88 @@
+package rewrite
+
+import (
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+func TestResponsesItemEventsAreClassified(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		want       ItemEvent
+	}{
+		{"an item added names its type, name and index", `{"type":"response.output_item.added","sequence_number":3,"output_index":2,"item":{"type":"function_call","name":"tool_search","call_id":"c"}}`,
+			ItemEvent{Type: "response.output_item.added", OutputIndex: 2, ItemType: "function_call", Name: "tool_search"}},
+		{"a text delta has an index and no item", `{"type":"response.output_text.delta","output_index":0,"delta":"Hi"}`,
+			ItemEvent{Type: "response.output_text.delta", OutputIndex: 0}},
+		{"a lifecycle event has no index", `{"type":"response.created","response":{"id":"r"}}`,
+			ItemEvent{Type: "response.created", OutputIndex: -1}},
+		{"response.completed ends the stream", `{"type":"response.completed","response":{"id":"r"}}`,
+			ItemEvent{Type: "response.completed", OutputIndex: -1, Terminal: true}},
+		{"an error event ends it as a failure", `{"type":"error","code":"x","message":"y"}`,
+			ItemEvent{Type: "error", OutputIndex: -1, Terminal: true, Failed: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Responses{}.ParseItemEvent([]byte(tc.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.Response = gjson.Result{}
+			if got.Type != tc.want.Type || got.OutputIndex != tc.want.OutputIndex || got.ItemType != tc.want.ItemType ||
+				got.Name != tc.want.Name || got.Terminal != tc.want.Terminal || got.Failed != tc.want.Failed {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	if _, err := (Responses{}).ParseItemEvent([]byte(`{"type":`)); err == nil {
+		t.Error("an event that is not JSON was accepted")
+	}
+}
+
+func TestResponsesItemEventsAreRenumberedAndEnded(t *testing.T) {
+	out, err := Responses{}.EditItemEvent([]byte(`{"type":"response.output_text.delta","sequence_number":3,"output_index":0,"delta":"Hi"}`), 17, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gjson.GetBytes(out, "sequence_number").Int() != 17 || gjson.GetBytes(out, "output_index").Int() != 4 || gjson.GetBytes(out, "delta").String() != "Hi" {
+		t.Errorf("renumbered %s", out)
+	}
+	out, err = Responses{}.EditItemEvent([]byte(`{"type":"response.in_progress","sequence_number":1,"response":{}}`), 2, -1)
+	if err != nil || gjson.GetBytes(out, "output_index").Exists() || gjson.GetBytes(out, "sequence_number").Int() != 2 {
+		t.Errorf("a lifecycle event renumbered to %s (%v): want no output_index", out, err)
+	}
+	last := `{"type":"response.completed","sequence_number":9,"response":{"id":"resp_3","status":"completed","output":[{"type":"function_call","name":"tool_search"}],"usage":{"input_tokens":5}}}`
+	out, err = Responses{}.EndItemEvent([]byte(last), "resp_1", []string{`{"type":"message","id":"m1"}`, `{"type":"function_call","name":"mail_send"}`}, []byte(`{"input_tokens":50}`), 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := gjson.GetBytes(out, "response")
+	if r.Get("id").String() != "resp_1" || r.Get("output.#").Int() != 2 || r.Get("output.1.name").String() != "mail_send" ||
+		r.Get("usage.input_tokens").Int() != 50 || gjson.GetBytes(out, "sequence_number").Int() != 30 || r.Get("status").String() != "completed" {
+		t.Errorf("last event %s", out)
+	}
+}
+
+func TestResponsesBuildContinuesFromTheUpstreamsResponse(t *testing.T) {
+	for _, tc := range []struct {
+		name, previous, upstream, want string
+	}{
+		{"a response the gateway showed under another id continues from the upstream's", "resp_1", "resp_3", "resp_3"},
+		{"a response shown under its own id continues from it", "resp_1", "", "resp_1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := Responses{}.ParseRequest([]byte(`{"model":"m","previous_response_id":"`+tc.previous+`","input":[{"type":"function_call_output","call_id":"c","output":"ok"}],"tools":[]}`), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.PreviousUpstream = tc.upstream
+			out, err := Responses{}.Build(req, []string{`{"type":"function","name":"a"}`}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := gjson.GetBytes(out, "previous_response_id").String(); got != tc.want {
+				t.Errorf("previous_response_id %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
