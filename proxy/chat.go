@@ -236,16 +236,14 @@ func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy
 		pos := make([]int, 0, len(req.Tools))
 		decide := snap.Decider(req.LastUser)
 		for i, t := range req.Tools {
-			// A built-in tool (the Responses API's web_search) has no
-			// name a rule could match.
-			if t.Name == "" || decide(t.Name).Visible {
+			if decide(t.Name).Visible {
 				kept, pos = append(kept, t.Raw), append(pos, i)
 			}
 		}
 		w.notePassthroughTools(req, kept, pos)
 		if len(kept) != len(req.Tools) {
 			var err error
-			if body, err = d.Build(&rewrite.Request{Body: body}, kept, nil); err != nil {
+			if body, err = d.Build(&rewrite.Request{Body: body, Pinned: req.Pinned}, kept, nil); err != nil {
 				g.writeError(w, r, err)
 				return
 			}

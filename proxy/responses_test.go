@@ -227,7 +227,6 @@ func TestResponsesRequestsTheLoopDoesNotTakePassThrough(t *testing.T) {
 		reason string
 	}{
 		{"a request that appends to a conversation kept upstream passes through", map[string]any{"conversation": "conv_1", "tools": tools()}, "a conversation kept upstream"},
-		{"a request with a built-in tool passes through with it", map[string]any{"tools": tools(map[string]any{"type": "web_search"})}, "a tool of an unknown type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []byte
@@ -362,5 +361,48 @@ func TestAStreamedResponsesTurnThatFailsSaysSo(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestResponsesBuiltInToolsRideAlong: the tools that are not functions (a
+// hosted web_search, a custom tool) are neither searched nor answered by
+// the gateway; every upstream call carries them, and the agent's task
+// still goes through tool search.
+func TestResponsesBuiltInToolsRideAlong(t *testing.T) {
+	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true}
+	client := sdkClient(newTestGateway(t, model))
+	tools := append(sdkResponseTools(40),
+		responses.ToolUnionParam{OfWebSearch: &responses.WebSearchToolParam{Type: responses.WebSearchToolTypeWebSearch}},
+		responses.ToolUnionParam{OfCustom: &responses.CustomToolParam{Name: "apply_patch", Description: openai.String("Apply a patch to the workspace.")}})
+	input := responses.ResponseInputParam{responses.ResponseInputItemParamOfMessage(twoStepTask.Prompt, responses.EasyInputMessageRoleUser)}
+	var called []string
+	for turn := 0; turn < 8; turn++ {
+		resp, err := client.Responses.New(context.Background(), responses.ResponseNewParams{Model: "gpt-test", Tools: tools,
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+		if err != nil {
+			t.Fatalf("turn %d: %v", turn, err)
+		}
+		done := true
+		for _, it := range resp.Output {
+			if it.Type == "function_call" {
+				done = false
+				called = append(called, it.Name)
+				out := responses.ResponseInputItemParamOfFunctionCallOutput(`{"ok":true}`)
+				out.OfFunctionCallOutput.CallID = openai.String(it.CallID)
+				input = append(input, responses.ResponseInputItemParamOfFunctionCall(it.Arguments.OfString, it.CallID, it.Name), out)
+			}
+		}
+		if done {
+			break
+		}
+	}
+	if want := []string{"repo_create_issue", "chat_post_message"}; !slices.Equal(called, want) {
+		t.Errorf("SDK saw calls %v, want %v", called, want)
+	}
+	for i, r := range model.Records() {
+		types := gjson.GetBytes(r.Body, "tools.#.type").String()
+		if !strings.Contains(types, `"web_search"`) || !strings.Contains(types, `"custom"`) || r.Tools >= 20 {
+			t.Errorf("upstream request %d carried %d tools of types %s: want web_search and the custom tool among under 20", i, r.Tools, types)
+		}
 	}
 }

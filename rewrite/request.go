@@ -143,6 +143,13 @@ type Request struct {
 	// instead: the gateway showed a streamed turn under its first
 	// round's id, and the turn's context is in its last round's.
 	PreviousUpstream string
+	// Pinned are the tools of the request that are not functions (the
+	// Responses API's built-in tools, web_search or mcp, and its custom
+	// tools), raw: Tools leaves them out, and every upstream call carries
+	// them as they are, since the loop neither searches nor answers them.
+	Pinned []string
+	// flatTools is true when ToolsRaw is in the Responses API's form.
+	flatTools bool
 	// ServerConversation is true when the upstream appends the request
 	// and its answer to a conversation it keeps (the Responses API's
 	// conversation): each of the gateway's rounds would be written there.
@@ -445,11 +452,25 @@ func (r *Request) ToolsWithParams() []Tool {
 	if len(r.Tools) == 0 {
 		return r.Tools
 	}
-	full, err := ParseTools(r.ToolsRaw)
+	full, err := parseToolsAs(r.ToolsRaw, true, r.flatTools)
 	if err != nil {
 		return r.Tools
 	}
+	if len(r.Pinned) > 0 {
+		full = functionsOnly(full)
+	}
 	return full
+}
+
+// functionsOnly returns the function tools of tools, in order.
+func functionsOnly(tools []Tool) []Tool {
+	out := make([]Tool, 0, len(tools))
+	for _, t := range tools {
+		if t.Kind == "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Detached reports whether the request holds no reference to the body it

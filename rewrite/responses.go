@@ -20,14 +20,15 @@ const (
 	respOutput       = "output"
 )
 
-// Responses is the OpenAI Responses API dialect, non-streamed: the tools
-// are flat ({"type":"function","name",...}), the conversation is an input
+// Responses is the OpenAI Responses API dialect: the tools are flat
+// ({"type":"function","name",...}; the built-in and custom ones are
+// pinned: always sent, never searched), the conversation is an input
 // string or a list of items, the gateway's rounds go back as the items
 // the model wrote (reasoning included, which reasoning models require
 // with their calls) and a function_call_output per answer, and the
 // client's response keeps the last round's id, the one a
-// previous_response_id chains to. It has no EventWriter: the proxy passes
-// a streamed Responses request through.
+// previous_response_id chains to. Its streams are item streams
+// (responsesstream.go).
 type Responses struct{}
 
 var _ Dialect = Responses{}
@@ -36,10 +37,30 @@ var _ Dialect = Responses{}
 func (Responses) ParseRequest(body []byte, cache ToolCache) (*Request, error) {
 	if cache != nil {
 		if r, ok, err := parseKnownTools(body, cache, knownToolsMin, parseResponsesBody); ok {
+			if err == nil {
+				r.flatTools = true
+				r.pin()
+			}
 			return r, err
 		}
 	}
-	return parseResponses(body, cache)
+	r, err := parseResponses(body, cache)
+	if err == nil {
+		r.pin()
+	}
+	return r, err
+}
+
+// pin moves the tools that are not functions from Tools to Pinned.
+func (r *Request) pin() {
+	for _, t := range r.Tools {
+		if t.Kind != "" {
+			r.Pinned = append(r.Pinned, t.Raw)
+		}
+	}
+	if len(r.Pinned) > 0 {
+		r.Tools = functionsOnly(r.Tools)
+	}
 }
 
 func parseResponsesBody(body []byte) (*Request, error) { return parseResponses(body, nil) }
@@ -51,7 +72,7 @@ func parseResponses(body []byte, cache ToolCache) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Request{Body: body, ChainsByID: true}
+	r := &Request{Body: body, ChainsByID: true, flatTools: true}
 	var input, model, stream, choice, tools, instructions gjson.Result
 	root.ForEach(func(k, v gjson.Result) bool {
 		var dst *gjson.Result
@@ -99,6 +120,7 @@ func parseResponses(body []byte, cache ToolCache) (*Request, error) {
 	if err := r.readTools(tools, cache, true); err != nil {
 		return nil, err
 	}
+
 	r.System = instructions.String()
 	readItems(r, input)
 	return r, nil
@@ -163,8 +185,9 @@ func readItems(r *Request, input gjson.Result) {
 }
 
 // Build implements Dialect: the tools array replaced by tools (the
-// gateway's own definitions, written for Chat Completions, flattened; none
-// removes tools, tool_choice and parallel_tool_calls), the rounds
+// gateway's own definitions, written for Chat Completions, flattened) and
+// the request's pinned tools (none removes tools, tool_choice and
+// parallel_tool_calls), the rounds
 // appended to the input as items, and previous_response_id set to
 // PreviousUpstream when that is another id.
 func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
@@ -175,6 +198,7 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 			return nil, err
 		}
 	}
+	tools = append(tools[:len(tools):len(tools)], req.Pinned...)
 	if len(tools) == 0 {
 		for _, p := range []string{pathTools, pathToolChoice, "parallel_tool_calls"} {
 			if body, err = sjson.DeleteBytes(body, p); err != nil {

@@ -59,9 +59,12 @@ func TestResponsesParseRequestReadsTheConversation(t *testing.T) {
 				t.Errorf("ToolChoice %q", r.ToolChoice)
 			}
 		}},
-		{"a built-in tool is kept by its type, without a name", `{"model":"m","input":"x","tools":[{"type":"web_search"},{"type":"custom","name":"apply_patch","description":"Patch."}]}`, func(t *testing.T, r *Request) {
-			if len(r.Tools) != 2 || r.Tools[0].Kind != "web_search" || r.Tools[0].Name != "" || r.Tools[1].Kind != "custom" || r.Tools[1].Name != "apply_patch" {
-				t.Errorf("tools %+v", r.Tools)
+		{"built-in and custom tools are pinned, functions searched", `{"model":"m","input":"x","tools":[{"type":"web_search"},{"type":"function","name":"a"},{"type":"custom","name":"apply_patch","description":"Patch."}]}`, func(t *testing.T, r *Request) {
+			if len(r.Tools) != 1 || r.Tools[0].Name != "a" || !slices.Equal(r.Pinned, []string{`{"type":"web_search"}`, `{"type":"custom","name":"apply_patch","description":"Patch."}`}) {
+				t.Errorf("tools %+v, pinned %q", r.Tools, r.Pinned)
+			}
+			if full := r.ToolsWithParams(); len(full) != 1 || full[0].Name != "a" {
+				t.Errorf("the catalog's tools %+v, want the function alone", full)
 			}
 		}},
 	} {
