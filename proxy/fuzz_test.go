@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/selector"
@@ -249,4 +251,149 @@ func chatRequestBytes(tools []map[string]any) []byte {
 	b, _ := json.Marshal(map[string]any{"model": "m", "stream": true, "tools": tools,
 		"messages": []map[string]any{{"role": "user", "content": "File a bug and tell the team."}}})
 	return b
+}
+
+// FuzzItemRelay feeds the Responses relay upstream streams made of event
+// templates in any order (items of every kind, deltas for items never
+// announced, two terminals, an error, a cut) and holds what the client
+// gets to what its SDKs require: either an OpenAI-shaped error status, or
+// named events numbered 0, 1, 2, ..., one response id, nothing after the
+// one terminal event, and no event of the gateway's search.
+func FuzzItemRelay(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 9}, "")    // text
+	f.Add([]byte{0, 4, 6, 9}, "")       // reasoning, then a search
+	f.Add([]byte{0, 4, 1, 5, 9}, "")    // reasoning, text, a client call
+	f.Add([]byte{0, 6, 5, 7, 9}, "")    // a search and a client call
+	f.Add([]byte{0, 2, 8, 9, 9}, "")    // a delta of nothing announced, an error, two ends
+	f.Add([]byte{0, 1, 2}, "data: {\"") // cut
+	u, _ := url.Parse("http://upstream.invalid/v1")
+	snap := policy.Default()
+	var tools []map[string]any
+	for _, tool := range testCatalog(30) {
+		fn := tool["function"].(map[string]any)
+		tools = append(tools, map[string]any{"type": "function", "name": fn["name"], "parameters": fn["parameters"]})
+	}
+	body, _ := json.Marshal(map[string]any{"model": "m", "stream": true, "input": "File a bug and tell the team.", "tools": tools})
+	sessions, catalogs := session.NewMemory(100, 0), selector.NewCache(2)
+	f.Fuzz(func(t *testing.T, ops []byte, tail string) {
+		if len(ops) > 64 || len(tail) > 1024 {
+			return
+		}
+		first := itemOps(ops, tail)
+		var calls atomic.Int32
+		g := &Gateway{
+			Upstream: u, Policy: func() *policy.Snapshot { return snap }, Sessions: sessions, Catalogs: catalogs, Logger: testLogger(),
+			Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				stream := itemOps([]byte{0, 1, 2, 3, 9}, "")
+				if calls.Add(1) == 1 {
+					stream = first
+				}
+				return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(stream)), Request: r}, nil
+			}),
+		}
+		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/responses", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		g.ServeHTTP(rec, req)
+		out := rec.Body.String()
+		if rec.Code != http.StatusOK {
+			if rec.Code != http.StatusBadGateway && rec.Code != http.StatusGatewayTimeout || !gjson.Get(out, "error.message").Exists() {
+				t.Fatalf("status %d with %q", rec.Code, out)
+			}
+			return
+		}
+		if err := checkItemStream(out); err != nil {
+			t.Fatalf("%v\nupstream:\n%s\nclient:\n%s", err, first, out)
+		}
+	})
+}
+
+// itemOps builds a Responses stream from op codes: 0 created, 1 a message
+// added, 2 a text delta, 3 the message done, 4 a reasoning item added, 5
+// a client call added and done, 6 a search call added and done, 7 a
+// client call's arguments, 8 an error event, 9 response.completed with the
+// items added so far; op/10 picks the output index for deltas. tail ends
+// the stream raw.
+func itemOps(ops []byte, tail string) string {
+	var b strings.Builder
+	var items []string
+	ev := func(typ string, fields map[string]any) {
+		fields["type"], fields["sequence_number"] = typ, 0
+		data, _ := json.Marshal(fields)
+		b.WriteString("event: " + typ + "\ndata: " + string(data) + "\n\n")
+	}
+	add := func(item string) {
+		var v map[string]any
+		_ = json.Unmarshal([]byte(item), &v)
+		ev("response.output_item.added", map[string]any{"output_index": len(items), "item": v})
+		ev("response.output_item.done", map[string]any{"output_index": len(items), "item": v})
+		items = append(items, item)
+	}
+	for _, op := range ops {
+		at := int(op/10) % 4
+		switch op % 10 {
+		case 0:
+			ev("response.created", map[string]any{"response": map[string]any{"id": "resp_up", "status": "in_progress", "output": []any{}}})
+		case 1:
+			add(`{"type":"message","id":"m","role":"assistant","content":[{"type":"output_text","text":"Hi","annotations":[]}]}`)
+		case 2:
+			ev("response.output_text.delta", map[string]any{"output_index": at, "item_id": "m", "content_index": 0, "delta": "Hi"})
+		case 3:
+			ev("response.output_text.done", map[string]any{"output_index": at, "item_id": "m", "content_index": 0, "text": "Hi"})
+		case 4:
+			add(`{"type":"reasoning","id":"rs","summary":[]}`)
+		case 5:
+			add(`{"type":"function_call","id":"fc","call_id":"c` + strconv.Itoa(len(items)) + `","name":"repo_create_issue","arguments":"{}"}`)
+		case 6:
+			add(`{"type":"function_call","id":"fs","call_id":"s` + strconv.Itoa(len(items)) + `","name":"tool_search","arguments":"{\"query\":\"send message\"}"}`)
+		case 7:
+			ev("response.function_call_arguments.delta", map[string]any{"output_index": at, "item_id": "fc", "delta": "{}"})
+		case 8:
+			ev("error", map[string]any{"code": "server_error", "message": "boom"})
+		case 9:
+			var out []any
+			for _, it := range items {
+				var v any
+				_ = json.Unmarshal([]byte(it), &v)
+				out = append(out, v)
+			}
+			ev("response.completed", map[string]any{"response": map[string]any{"id": "resp_up", "status": "completed", "output": out,
+				"usage": map[string]any{"input_tokens": 10, "output_tokens": 2, "total_tokens": 12}}})
+		}
+	}
+	b.WriteString(tail)
+	return b.String()
+}
+
+// checkItemStream checks a Responses stream as a client reads it.
+func checkItemStream(out string) error {
+	n, id, ended := 0, "", false
+	for _, block := range strings.Split(strings.TrimSpace(out), "\n\n") {
+		lines := strings.Split(block, "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "event: ") || !strings.HasPrefix(lines[1], "data: ") {
+			return fmt.Errorf("event %d is not one named data line: %q", n, block)
+		}
+		if ended {
+			return fmt.Errorf("event %d follows the terminal event", n)
+		}
+		name, data := strings.TrimPrefix(lines[0], "event: "), strings.TrimPrefix(lines[1], "data: ")
+		if !gjson.Valid(data) || gjson.Get(data, "type").String() != name {
+			return fmt.Errorf("event %d: name %s, data %s", n, name, data)
+		}
+		if got := gjson.Get(data, "sequence_number").Int(); got != int64(n) {
+			return fmt.Errorf("event %d has sequence_number %d", n, got)
+		}
+		if rid := gjson.Get(data, "response.id").String(); rid != "" {
+			if id != "" && rid != id {
+				return fmt.Errorf("event %d names response %s after %s", n, rid, id)
+			}
+			id = rid
+		}
+		if raw, _ := sjson.Delete(data, "response.tools"); strings.Contains(raw, SearchToolName) {
+			return fmt.Errorf("event %d shows the gateway's search: %s", n, raw)
+		}
+		ended = name == "response.completed" || name == "response.incomplete" || name == "error" || name == "response.failed"
+		n++
+	}
+	return nil
 }

@@ -166,12 +166,15 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 				hidden[i] = true
 			case ev.ItemType == "reasoning":
 				reasoning[i] = true
-			default:
-				if err := s.release(&res); err != nil {
-					return res, err
-				}
-				res.shown[i] = s.show()
 			}
+		}
+		if _, shown := res.shown[i]; !shown && !hidden[i] && !reasoning[i] {
+			// An item the client sees, at its first event (its
+			// output_item.added, unless the upstream skipped that).
+			if err := s.release(&res); err != nil {
+				return res, err
+			}
+			res.shown[i] = s.show()
 		}
 		switch {
 		case hidden[i]:

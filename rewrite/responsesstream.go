@@ -53,6 +53,9 @@ func (Responses) ParseItemEvent(data []byte) (ItemEvent, error) {
 	}
 	root := gjson.ParseBytes(data)
 	ev := ItemEvent{Type: root.Get("type").String(), OutputIndex: -1}
+	if !root.IsObject() || ev.Type == "" {
+		return ItemEvent{}, fmt.Errorf("stream event has no type: %.80q", data)
+	}
 	if i := root.Get("output_index"); i.Type == gjson.Number {
 		ev.OutputIndex = int(i.Int())
 	}

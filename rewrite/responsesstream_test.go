@@ -34,8 +34,10 @@ func TestResponsesItemEventsAreClassified(t *testing.T) {
 			}
 		})
 	}
-	if _, err := (Responses{}).ParseItemEvent([]byte(`{"type":`)); err == nil {
-		t.Error("an event that is not JSON was accepted")
+	for _, bad := range []string{`{"type":`, `"0"`, `{"delta":"x"}`} {
+		if _, err := (Responses{}).ParseItemEvent([]byte(bad)); err == nil {
+			t.Errorf("event %s was accepted", bad)
+		}
 	}
 }
 
