@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -404,5 +405,47 @@ func TestResponsesBuiltInToolsRideAlong(t *testing.T) {
 		if !strings.Contains(types, `"web_search"`) || !strings.Contains(types, `"custom"`) || r.Tools >= 20 {
 			t.Errorf("upstream request %d carried %d tools of types %s: want web_search and the custom tool among under 20", i, r.Tools, types)
 		}
+	}
+}
+
+// TestResponsesTurnsAreRecordedAndCounted: a Responses turn gets a
+// decision record and metrics under its own route, with its searches and
+// the input tokens of every round, as a chat turn does.
+func TestResponsesTurnsAreRecordedAndCounted(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		name := map[bool]string{false: "a whole Responses turn is recorded under its route", true: "a streamed Responses turn is recorded under its route"}[stream]
+		t.Run(name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+			var buf syncBuffer
+			base := newTestGateway(t, model, func(g *Gateway) {
+				g.Metrics = NewMetrics()
+				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+			})
+			var tools []map[string]any
+			for _, tool := range testCatalog(40) {
+				fn := tool["function"].(map[string]any)
+				tools = append(tools, map[string]any{"type": "function", "name": fn["name"], "description": fn["description"], "parameters": fn["parameters"], "strict": false})
+			}
+			body, _ := json.Marshal(map[string]any{"model": "gpt-test", "input": twoStepTask.Prompt, "tools": tools, "stream": stream})
+			resp := postPath(t, base+"/responses", body)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			recs := buf.waitLines(t, 1)
+			if len(recs) != 1 {
+				t.Fatalf("%d decision records, want 1", len(recs))
+			}
+			rec := recs[0]
+			if rec.Get("route").String() != "responses" || rec.Get("searches.#").Int() == 0 || rec.Get("input_tokens").Int() <= 0 {
+				t.Errorf("record %s: want route responses, its searches and its input tokens", rec.Raw)
+			}
+			series := `toolgate_requests_total{mode="hybrid",route="responses",status="200"}`
+			text := scrapeUntil(t, base, func(text string) bool { return metricValue(t, text, series) == 1 })
+			if got := metricValue(t, text, series); got != 1 {
+				t.Errorf("%s = %v, want 1", series, got)
+			}
+		})
 	}
 }
