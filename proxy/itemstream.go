@@ -60,21 +60,31 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 			s.flush() // the gateway searches and waits on the upstream next
 		}
 		results := t.answer(ctx, res.calls, round)
-		closeStream(resp.Body, false, cancel)
 		if more {
+			closeStream(resp.Body, false, cancel)
 			s.waiting = s.waiting[:0] // reasoning that led only to the gateway's calls
 			t.rounds = append(t.rounds, rewrite.Round{Content: res.text, Extra: res.items, Calls: internal, Results: results})
 			continue
 		}
 		if err := s.end(res); err != nil {
+			closeStream(resp.Body, false, cancel)
 			s.fail(g, r, err)
 			return
 		}
+		// The session and the thread are noted before the client can
+		// read the end (a client that sends its next turn at once must
+		// find them), and the client has the end before the gateway
+		// waits for the upstream stream's.
 		t.save(context.WithoutCancel(ctx))
 		saved = true
 		t.rememberThread(t.id, res.id)
+		if s.started {
+			setToolgateFields(s.w.Header(), t, true) // the declared trailers, final
+		} else {
+			s.commit(true) // the whole turn in hand: final headers and a length
+		}
 		s.flush()
-		setToolgateFields(s.w.Header(), t, true) // the declared trailers, final
+		closeStream(resp.Body, false, cancel)
 		return
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -432,6 +433,13 @@ func TestResponsesTurnsAreRecordedAndCounted(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			rounds := resp.Trailer.Get("X-Toolgate-Rounds")
+			if rounds == "" {
+				rounds = resp.Header.Get("X-Toolgate-Rounds")
+			}
+			if want := strconv.Itoa(len(model.Records())); rounds != want {
+				t.Errorf("X-Toolgate-Rounds %q (trailer %q), want the %s upstream calls", rounds, resp.Trailer.Get("X-Toolgate-Rounds"), want)
 			}
 			recs := buf.waitLines(t, 1)
 			if len(recs) != 1 {
