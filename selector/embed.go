@@ -133,12 +133,15 @@ func (r *remoteSemantic) fetch() {
 	r.vecs.Store(tv)
 }
 
-// retry starts a fetch if none runs and the last failure's wait, if any,
-// is over.
+// retry starts a fetch if none runs, none has succeeded and the last
+// failure's wait, if any, is over. A search that found no vectors may get
+// here after a fetch published them: without the check it started a
+// second one, an embeddings call for the whole catalog again
+// (TestConcurrentFirstRequestsCompileTheCatalogOnce saw two under load).
 func (r *remoteSemantic) retry() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.inflight || r.now().Before(r.next) {
+	if r.inflight || r.vecs.Load() != nil || r.now().Before(r.next) {
 		return
 	}
 	r.inflight = true

@@ -284,3 +284,18 @@ func writeEmbeddings(w http.ResponseWriter, vecs [][]float32) {
 	}
 	_ = json.NewEncoder(w).Encode(out)
 }
+
+// TestRemoteCatalogIsNotEmbeddedAgainOnceIn: a search that found no tool
+// vectors asks for them (retry), and may do so just after a fetch has
+// published them; that must not embed the whole catalog a second time.
+func TestRemoteCatalogIsNotEmbeddedAgainOnceIn(t *testing.T) {
+	r := &remoteSemantic{e: dimsEmbedder{catalog: 3, query: 3}, texts: []string{"a", "b"}, bg: context.Background(), now: time.Now}
+	r.vecs.Store(&toolVecs{vecs: [][]float32{{1, 0, 0}, {0, 1, 0}}, dims: 3})
+	r.retry()
+	r.mu.Lock()
+	started := r.inflight
+	r.mu.Unlock()
+	if started {
+		t.Error("retry started a fetch of vectors already in")
+	}
+}
