@@ -215,36 +215,48 @@ func FuzzStreamRelay(f *testing.F) {
 			return
 		}
 		first := streamOps(ops, tail)
-		var calls atomic.Int32
-		g := &Gateway{
-			Upstream: u,
-			Policy:   func() *policy.Snapshot { return snap },
-			Sessions: sessions,
-			Catalogs: catalogs,
-			Logger:   testLogger(),
-			Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				stream := withRole(textChunk("after")) + finishChunk("stop") + doneEvent
-				if calls.Add(1) == 1 {
-					stream = first
-				}
-				return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(stream)), Request: r}, nil
-			}),
-		}
-		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		g.ServeHTTP(rec, req)
-		out := rec.Body.String()
-		if rec.Code != http.StatusOK {
-			if rec.Code != http.StatusBadGateway && rec.Code != http.StatusGatewayTimeout || !gjson.Get(out, "error.message").Exists() {
-				t.Fatalf("status %d with %q", rec.Code, out)
-			}
+		g := &Gateway{Upstream: u, Policy: func() *policy.Snapshot { return snap }, Sessions: sessions, Catalogs: catalogs, Logger: testLogger(),
+			Transport: streamsThen(first, withRole(textChunk("after"))+finishChunk("stop")+doneEvent)}
+		out, ok := fuzzTurn(t, g, "/v1/chat/completions", body)
+		if !ok {
 			return
 		}
 		if err := checkClientStream(out); err != nil {
 			t.Fatalf("%v\nupstream:\n%s\nclient:\n%s", err, first, out)
 		}
 	})
+}
+
+// streamsThen is an upstream that answers its first request with the
+// stream first and every later one with next.
+func streamsThen(first, next string) http.RoundTripper {
+	var calls atomic.Int32
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		stream := next
+		if calls.Add(1) == 1 {
+			stream = first
+		}
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(stream)), Request: r}, nil
+	})
+}
+
+// fuzzTurn posts body to path on g and returns what the client read when
+// the status is 200; any other status must be a gateway error with a
+// message (ok false).
+func fuzzTurn(t *testing.T, g *Gateway, path string, body []byte) (out string, ok bool) {
+	t.Helper()
+	req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	g.ServeHTTP(rec, req)
+	out = rec.Body.String()
+	if rec.Code != http.StatusOK {
+		if rec.Code != http.StatusBadGateway && rec.Code != http.StatusGatewayTimeout || !gjson.Get(out, "error.message").Exists() {
+			t.Fatalf("status %d with %q", rec.Code, out)
+		}
+		return out, false
+	}
+	return out, true
 }
 
 func chatRequestBytes(tools []map[string]any) []byte {
@@ -280,26 +292,10 @@ func FuzzItemRelay(f *testing.F) {
 			return
 		}
 		first := itemOps(ops, tail)
-		var calls atomic.Int32
-		g := &Gateway{
-			Upstream: u, Policy: func() *policy.Snapshot { return snap }, Sessions: sessions, Catalogs: catalogs, Logger: testLogger(),
-			Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				stream := itemOps([]byte{0, 1, 2, 3, 9}, "")
-				if calls.Add(1) == 1 {
-					stream = first
-				}
-				return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(stream)), Request: r}, nil
-			}),
-		}
-		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/responses", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		g.ServeHTTP(rec, req)
-		out := rec.Body.String()
-		if rec.Code != http.StatusOK {
-			if rec.Code != http.StatusBadGateway && rec.Code != http.StatusGatewayTimeout || !gjson.Get(out, "error.message").Exists() {
-				t.Fatalf("status %d with %q", rec.Code, out)
-			}
+		g := &Gateway{Upstream: u, Policy: func() *policy.Snapshot { return snap }, Sessions: sessions, Catalogs: catalogs, Logger: testLogger(),
+			Transport: streamsThen(first, itemOps([]byte{0, 1, 2, 3, 9}, ""))}
+		out, ok := fuzzTurn(t, g, "/v1/responses", body)
+		if !ok {
 			return
 		}
 		if err := checkItemStream(out); err != nil {

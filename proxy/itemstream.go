@@ -32,17 +32,8 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 	}()
 	s := &itemRelay{relay: &relay{w: w, rc: http.NewResponseController(w), t: t}, iw: iw}
 	for round := 0; ; round++ {
-		tools := t.roundTools(round)
-		body, err := t.d.Build(t.req, tools, t.rounds)
+		resp, rctx, cancel, err := g.openRound(ctx, r, rest, t, round)
 		if err != nil {
-			s.fail(g, r, err)
-			return
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		o := sendOptions{rest: rest, body: body, stream: true, retries: g.retries(t.snap, round), round: round}
-		resp, err := t.sendRound(rctx, r, o, tools)
-		if err != nil {
-			cancel()
 			s.fail(g, r, err)
 			return
 		}

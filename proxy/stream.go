@@ -35,21 +35,8 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 	s := &relay{w: w, rc: http.NewResponseController(w), t: t, ew: ew}
 	g.knownRefusals(t.req)
 	for round := 0; ; round++ {
-		tools := t.roundTools(round)
-		body, err := t.d.Build(t.req, tools, t.rounds)
+		resp, rctx, cancel, err := g.openRound(ctx, r, rest, t, round)
 		if err != nil {
-			s.fail(g, r, err)
-			return
-		}
-		// A round that fails with a status sent the client nothing, so it
-		// may be sent again even after earlier rounds' text went out: a
-		// stream's client cannot retry an error event.
-		retries := g.retries(t.snap, round)
-		rctx, cancel := context.WithCancel(ctx)
-		o := sendOptions{rest: rest, body: body, stream: true, retries: retries, round: round}
-		resp, err := t.sendRound(rctx, r, o, tools)
-		if err != nil {
-			cancel()
 			s.fail(g, r, err)
 			return
 		}
@@ -88,6 +75,26 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		closeStream(resp.Body, res.drained, cancel)
 		return
 	}
+}
+
+// openRound builds and sends a streamed turn's round; the caller reads
+// the response under rctx and ends it with closeStream. A round that fails
+// with a status sent the client nothing, so it may be sent again even
+// after earlier rounds' text went out (retries): a stream's client cannot
+// retry an error event.
+func (g *Gateway) openRound(ctx context.Context, r *http.Request, rest string, t *turn, round int) (resp *http.Response, rctx context.Context, cancel context.CancelFunc, err error) {
+	tools := t.roundTools(round)
+	body, err := t.d.Build(t.req, tools, t.rounds)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rctx, cancel = context.WithCancel(ctx)
+	o := sendOptions{rest: rest, body: body, stream: true, retries: g.retries(t.snap, round), round: round}
+	if resp, err = t.sendRound(rctx, r, o, tools); err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return resp, rctx, cancel, nil
 }
 
 // closeStream ends a round's upstream response. Reading a body to its end

@@ -9,6 +9,7 @@
 package fakellm
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -120,20 +121,27 @@ func writeErr(w http.ResponseWriter, status int, msg, code string) {
 	_, _ = w.Write(b)
 }
 
-func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
+// readRequest reads a request's body and tools, or answers the error
+// OpenAI would (ok false): a body that is not JSON, more than MaxTools
+// tools.
+func (m *Model) readRequest(w http.ResponseWriter, r *http.Request) (body []byte, req gjson.Result, tools []gjson.Result, ok bool) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil || !gjson.ValidBytes(body) {
 		writeErr(w, http.StatusBadRequest, "We could not parse the JSON body of your request.", "invalid_json")
-		return
+		return nil, req, nil, false
 	}
-	req := gjson.ParseBytes(body)
-	tools := req.Get("tools").Array()
-	max := m.MaxTools
-	if max == 0 {
-		max = 128
-	}
-	if len(tools) > max {
+	req = gjson.ParseBytes(body)
+	tools = req.Get("tools").Array()
+	if max := cmp.Or(m.MaxTools, 128); len(tools) > max {
 		writeErr(w, http.StatusBadRequest, fmt.Sprintf("Invalid 'tools': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", max, len(tools)), "array_above_max_length")
+		return nil, req, nil, false
+	}
+	return body, req, tools, true
+}
+
+func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
+	body, req, tools, ok := m.readRequest(w, r)
+	if !ok {
 		return
 	}
 	rec := Record{Tools: len(tools), ToolsBytes: len(req.Get("tools").Raw), BodyBytes: len(body), Stream: req.Get("stream").Bool()}

@@ -1,7 +1,6 @@
 package fakellm
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,15 +21,8 @@ import (
 // function call sent back without the reasoning item that came with it
 // is refused, as OpenAI refuses it for reasoning models.
 func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil || !gjson.ValidBytes(body) {
-		writeErr(w, http.StatusBadRequest, "We could not parse the JSON body of your request.", "invalid_json")
-		return
-	}
-	req := gjson.ParseBytes(body)
-	tools := req.Get("tools").Array()
-	if max := cmp.Or(m.MaxTools, 128); len(tools) > max {
-		writeErr(w, http.StatusBadRequest, fmt.Sprintf("Invalid 'tools': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", max, len(tools)), "array_above_max_length")
+	body, req, tools, ok := m.readRequest(w, r)
+	if !ok {
 		return
 	}
 	rec := Record{Tools: len(tools), ToolsBytes: len(req.Get("tools").Raw), BodyBytes: len(body), Stream: req.Get("stream").Bool()}
