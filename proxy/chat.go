@@ -115,6 +115,10 @@ func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request,
 		// The upstream would write each of the gateway's rounds into the
 		// client's conversation, and the re-sent input twice.
 		return "a conversation kept upstream"
+	case req.Background:
+		// The upstream answers later, to the client's own fetch: no
+		// round of the gateway's could answer its searches.
+		return "a background response"
 	case len(req.Tools) < snap.Gateway.MinTools:
 		return "fewer than min_tools"
 	case req.N > 1:

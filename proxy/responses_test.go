@@ -229,6 +229,7 @@ func TestResponsesRequestsTheLoopDoesNotTakePassThrough(t *testing.T) {
 		reason string
 	}{
 		{"a request that appends to a conversation kept upstream passes through", map[string]any{"conversation": "conv_1", "tools": tools()}, "a conversation kept upstream"},
+		{"a background request passes through", map[string]any{"background": true, "tools": tools()}, "a background response"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []byte

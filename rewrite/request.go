@@ -150,6 +150,10 @@ type Request struct {
 	Pinned []string
 	// flatTools is true when ToolsRaw is in the Responses API's form.
 	flatTools bool
+	// Background is true when the upstream answers later (the Responses
+	// API's background mode): the answer the gateway gets has no output
+	// yet, and the client fetches it without the gateway's loop.
+	Background bool
 	// ServerConversation is true when the upstream appends the request
 	// and its answer to a conversation it keeps (the Responses API's
 	// conversation): each of the gateway's rounds would be written there.

@@ -98,6 +98,8 @@ func parseResponses(body []byte, cache ToolCache) (*Request, error) {
 			r.Previous = v.String()
 		case respConversation:
 			r.ServerConversation = v.Type != gjson.Null
+		case "background":
+			r.Background = v.Bool()
 		}
 		if dst != nil && !dst.Exists() {
 			*dst = v
