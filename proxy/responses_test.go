@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
@@ -454,6 +455,59 @@ func TestResponsesTurnsAreRecordedAndCounted(t *testing.T) {
 			text := scrapeUntil(t, base, func(text string) bool { return metricValue(t, text, series) == 1 })
 			if got := metricValue(t, text, series); got != 1 {
 				t.Errorf("%s = %v, want 1", series, got)
+			}
+		})
+	}
+}
+
+// TestAResponseIDLeadsNowhereForAnotherTenant: the gateway remembers
+// which session a response id belongs to per tenant, so a client with
+// another key that names the id starts afresh instead of finding the
+// first tenant's discovered tools.
+func TestAResponseIDLeadsNowhereForAnotherTenant(t *testing.T) {
+	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true}
+	base := newTestGateway(t, model)
+	params := responses.ResponseNewParams{Model: "gpt-test", Tools: sdkResponseTools(40),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)}}
+	owner := sdkClient(base)
+	first, err := owner.Responses.New(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var call responses.ResponseOutputItemUnion
+	for _, it := range first.Output {
+		if it.Type == "function_call" {
+			call = it
+		}
+	}
+	if call.Name != "repo_create_issue" {
+		t.Fatalf("the first tenant's turn ended with %+v, want a call of repo_create_issue", first.Output)
+	}
+	out := responses.ResponseInputItemParamOfFunctionCallOutput(`{"ok":true}`)
+	out.OfFunctionCallOutput.CallID = openai.String(call.CallID)
+	next := params
+	next.PreviousResponseID = openai.String(first.ID)
+	next.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}
+	for _, tc := range []struct {
+		name  string
+		key   string
+		found bool
+	}{
+		{"another tenant naming the id does not find the session", "sk-another-tenant-0000", false},
+		{"the same tenant naming it finds the tools its turn called", "sk-sdk", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model.Reset()
+			client := openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(tc.key), option.WithMaxRetries(0))
+			if _, err := client.Responses.New(context.Background(), next); err != nil {
+				t.Fatal(err)
+			}
+			recs := model.Records()
+			if len(recs) == 0 {
+				t.Fatal("no upstream request")
+			}
+			if found := slices.Contains(recs[0].Names, "repo_create_issue"); found != tc.found {
+				t.Errorf("the continuation offered %v: repo_create_issue there = %v, want %v", recs[0].Names, found, tc.found)
 			}
 		})
 	}
