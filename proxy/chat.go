@@ -12,7 +12,6 @@ import (
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
-	"github.com/toolgate/toolgate/session"
 )
 
 // serveTurn handles a turn of dialect d (POST .../chat/completions,
@@ -37,7 +36,7 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 	if req.Detached() {
 		g.bodies.put(buf) // nothing holds the body any more
 	}
-	g.resolveThread(session.Tenant(credential(r)), req)
+	g.resolveThread(r, req)
 	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
 	if d := snap.Gateway.RequestTimeout; d > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), d)

@@ -22,12 +22,13 @@ type thread struct {
 }
 
 // resolveThread points a request that continues an earlier response by
-// its id at the upstream response that holds that turn's context.
-func (g *Gateway) resolveThread(tenant string, req *rewrite.Request) {
+// its id at the upstream response that holds that turn's context. The
+// tenant is only worked out (a hash of the credential) for such a request.
+func (g *Gateway) resolveThread(in *http.Request, req *rewrite.Request) {
 	if req.Previous == "" {
 		return
 	}
-	if th, ok := g.threads.Get(threadKey(tenant, req.Previous)); ok {
+	if th, ok := g.threads.Get(threadKey(session.Tenant(credential(in)), req.Previous)); ok {
 		req.PreviousUpstream = th.upstream
 	}
 }
