@@ -93,7 +93,6 @@ func classify(err error) (int, apiError) {
 	}
 }
 
-// errorBody encodes e as {"error": e}.
 // itemError is e as the error event of a Responses stream.
 func itemError(e apiError) []byte {
 	b, _ := json.Marshal(struct {
@@ -105,6 +104,7 @@ func itemError(e apiError) []byte {
 	return b
 }
 
+// errorBody encodes e as {"error": e}.
 func errorBody(e apiError) []byte {
 	b, _ := json.Marshal(struct {
 		Error apiError `json:"error"`

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/toolgate/toolgate/rewrite"
 )
 
@@ -54,7 +52,7 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 		if more {
 			closeStream(resp.Body, false, cancel)
 			s.waiting = s.waiting[:0] // reasoning that led only to the gateway's calls
-			t.rounds = append(t.rounds, rewrite.Round{Content: res.text, Extra: res.items, Calls: internal, Results: results})
+			t.rounds = append(t.rounds, rewrite.Round{Content: res.text, Extra: strings.Join(res.output, ","), Calls: internal, Results: results})
 			continue
 		}
 		if err := s.end(res); err != nil {
@@ -104,12 +102,13 @@ type heldEvent struct {
 
 // itemRound is what one upstream stream said.
 type itemRound struct {
-	id    string
-	calls []rewrite.Call
-	text  string // what the round's messages said
-	items string // the round's output items, comma-separated (Round.Extra)
-	last  []byte // the terminal event
-	shown map[int]int
+	id     string
+	calls  []rewrite.Call
+	text   string   // what the round's messages said
+	output []string // the round's output items, by upstream index
+	last   []byte   // the terminal event
+	name   string   // the terminal event's
+	shown  map[int]int
 }
 
 // round relays one upstream stream's events to the client.
@@ -147,8 +146,8 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 		case ev.Failed:
 			return res, &inBandError{data: append([]byte(nil), data...), name: ev.Type}
 		case ev.Terminal:
-			res.last = append([]byte(nil), data...)
-			s.finish(&res, ev.Response, hidden)
+			res.last, res.name = append([]byte(nil), data...), ev.Type
+			s.finish(&res, ev, hidden)
 			return res, nil
 		case ev.OutputIndex < 0:
 			// The lifecycle events open the client's one response: the
@@ -177,18 +176,13 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 			}
 			res.shown[i] = s.show()
 		}
+		c, shown := res.shown[i]
 		switch {
 		case hidden[i]:
-		case reasoning[i]:
-			if _, shown := res.shown[i]; !shown {
-				s.waiting = append(s.waiting, heldEvent{name: ev.Type, index: i, data: append([]byte(nil), data...)})
-				continue
-			}
-			if err := s.pass(ev.Type, data, res.shown[i]); err != nil {
-				return res, err
-			}
+		case !shown: // a reasoning item, until what follows it shows
+			s.waiting = append(s.waiting, heldEvent{name: ev.Type, index: i, data: append([]byte(nil), data...)})
 		default:
-			if err := s.pass(ev.Type, data, res.shown[i]); err != nil {
+			if err := s.pass(ev.Type, data, c); err != nil {
 				return res, err
 			}
 		}
@@ -226,39 +220,24 @@ func (s *itemRelay) pass(name string, data []byte, index int) error {
 	return s.writeNamed(name, out)
 }
 
-// finish reads a round's response when its stream ends: the calls, what
-// its messages said, its items for the next round, and the items the
-// client saw for the turn's last event.
-func (s *itemRelay) finish(res *itemRound, response gjson.Result, hidden map[int]bool) {
-	s.t.usage = rewrite.AddUsage(s.t.usage, response.Get("usage"))
-	res.id = response.Get("id").String()
+// finish takes a round's response when its stream ends (ev, its terminal
+// event): the usage, the calls, what its messages said, its items for the
+// next round, and the items the client saw for the turn's last event:
+// not the gateway's calls (hidden), even one whose stray event came
+// before its output_item.added and was shown.
+func (s *itemRelay) finish(res *itemRound, ev rewrite.ItemEvent, hidden map[int]bool) {
+	s.t.usage = rewrite.AddUsage(s.t.usage, ev.Usage)
+	res.id, res.calls, res.text, res.output = ev.ID, ev.Calls, ev.Text, ev.Items
 	if s.t.id == "" {
-		s.t.id, s.t.created = res.id, response.Get("created_at").Int()
+		s.t.id, s.t.created = ev.ID, ev.Created
 	}
-	var text strings.Builder
-	var items []string
-	response.Get("output").ForEach(func(k, it gjson.Result) bool {
-		i := int(k.Int())
-		items = append(items, it.Raw)
-		switch it.Get("type").String() {
-		case "function_call":
-			res.calls = append(res.calls, rewrite.Call{ID: it.Get("call_id").String(), Name: it.Get("name").String(), Arguments: it.Get("arguments").String()})
-		case "message":
-			it.Get("content").ForEach(func(_, p gjson.Result) bool {
-				if p.Get("type").String() == "output_text" {
-					text.WriteString(p.Get("text").String())
-				}
-				return true
-			})
-		}
+	for i, raw := range ev.Items {
 		// A held reasoning item is the client's if the round is; end
 		// decides, and records it then.
 		if c, ok := res.shown[i]; ok && !hidden[i] {
-			s.record(c, it.Raw)
+			s.record(c, raw)
 		}
-		return true
-	})
-	res.text, res.items = text.String(), strings.Join(items, ",")
+	}
 }
 
 // record keeps the item the client saw at index c for the last event.
@@ -277,12 +256,9 @@ func (s *itemRelay) end(res itemRound) error {
 	if err := s.release(&res); err != nil {
 		return err
 	}
-	if len(held) > 0 {
-		output := gjson.GetBytes(res.last, "response.output").Array()
-		for _, h := range held {
-			if h.index < len(output) {
-				s.record(res.shown[h.index], output[h.index].Raw)
-			}
+	for _, h := range held {
+		if h.index < len(res.output) {
+			s.record(res.shown[h.index], res.output[h.index])
 		}
 	}
 	var items []string
@@ -296,7 +272,7 @@ func (s *itemRelay) end(res itemRound) error {
 		return err
 	}
 	s.seq++
-	return s.writeNamed(gjson.GetBytes(res.last, "type").String(), last)
+	return s.writeNamed(res.name, last)
 }
 
 // fail reports err: before the stream started, as a real status; after,

@@ -83,9 +83,10 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		w.Header().Set("Content-Length", strconv.Itoa(len(final)))
 		// The session is saved, and the answer's id noted as its thread,
 		// before the client can read the answer (a client that sends its
-		// next turn at once must find this one's state), and the answer is flushed before the handler returns:
-		// the metrics and the decision log are written after the client
-		// has what it asked for, not before.
+		// next turn at once must find this one's state), and the answer
+		// is flushed before the handler returns: the metrics and the
+		// decision log are written after the client has what it asked
+		// for, not before.
 		t.save(context.WithoutCancel(ctx))
 		saved = true
 		t.rememberThread(out.ID, out.ID)

@@ -38,7 +38,6 @@ func (Responses) ParseRequest(body []byte, cache ToolCache) (*Request, error) {
 	if cache != nil {
 		if r, ok, err := parseKnownTools(body, cache, knownToolsMin, parseResponsesBody); ok {
 			if err == nil {
-				r.flatTools = true
 				r.pin()
 			}
 			return r, err
@@ -330,30 +329,37 @@ func (Responses) ParseResponse(body []byte) (*Response, error) {
 		FinishReason: root.Get("status").String(),
 		Usage:        root.Get("usage"),
 	}
-	var text strings.Builder
+	var items []string
+	r.Calls, r.Content, items = readOutput(out)
+	r.Extra = strings.Join(items, ",")
+	return r, nil
+}
+
+// readOutput reads a response's output: its function calls, the text of
+// its messages, and its items (raw, by output index).
+func readOutput(out gjson.Result) (calls []Call, text string, items []string) {
+	var b strings.Builder
 	out.ForEach(func(_, it gjson.Result) bool {
+		items = append(items, it.Raw)
 		switch it.Get("type").String() {
 		case "function_call":
-			r.Calls = append(r.Calls, Call{
-				ID:        it.Get("call_id").String(),
-				Name:      it.Get("name").String(),
-				Arguments: it.Get("arguments").String(),
-			})
+			calls = append(calls, outputCall(it))
 		case "message":
 			it.Get("content").ForEach(func(_, p gjson.Result) bool {
 				if p.Get("type").String() == "output_text" {
-					text.WriteString(p.Get("text").String())
+					b.WriteString(p.Get("text").String())
 				}
 				return true
 			})
 		}
 		return true
 	})
-	r.Content = text.String()
-	if raw := strings.TrimSpace(out.Raw); len(raw) > 2 {
-		r.Extra = strings.TrimSpace(raw[1 : len(raw)-1])
-	}
-	return r, nil
+	return calls, b.String(), items
+}
+
+// outputCall reads a function_call output item.
+func outputCall(it gjson.Result) Call {
+	return Call{ID: it.Get("call_id").String(), Name: it.Get("name").String(), Arguments: it.Get("arguments").String()}
 }
 
 // ClientResponse implements Dialect: the output without the function
@@ -371,8 +377,7 @@ func (Responses) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	dropped := false
 	root.Get(respOutput).ForEach(func(_, it gjson.Result) bool {
 		if it.Get("type").String() == "function_call" {
-			c := Call{ID: it.Get("call_id").String(), Name: it.Get("name").String(), Arguments: it.Get("arguments").String()}
-			if !turn.Keep(c) {
+			if !turn.Keep(outputCall(it)) {
 				dropped = true
 				return true
 			}

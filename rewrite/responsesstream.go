@@ -38,10 +38,18 @@ type ItemEvent struct {
 	// name, on response.output_item.added and .done.
 	ItemType, Name string
 	// Terminal is true for the events that end a response stream:
-	// response.completed and response.incomplete (Response holds the
-	// response), response.failed and error (Failed is true too).
+	// response.completed and response.incomplete, response.failed and
+	// error (Failed is true too).
 	Terminal, Failed bool
-	Response         gjson.Result
+	// Of a terminal event that is not a failure: the response's id,
+	// creation time and usage, its function calls, the text of its
+	// messages and its output items (raw, by output index).
+	ID      string
+	Created int64
+	Usage   gjson.Result
+	Calls   []Call
+	Text    string
+	Items   []string
 }
 
 var _ ItemEventWriter = Responses{}
@@ -64,7 +72,9 @@ func (Responses) ParseItemEvent(data []byte) (ItemEvent, error) {
 		item := root.Get("item")
 		ev.ItemType, ev.Name = item.Get("type").String(), item.Get("name").String()
 	case "response.completed", "response.incomplete":
-		ev.Terminal, ev.Response = true, root.Get("response")
+		resp := root.Get("response")
+		ev.Terminal, ev.ID, ev.Created, ev.Usage = true, resp.Get("id").String(), resp.Get("created_at").Int(), resp.Get("usage")
+		ev.Calls, ev.Text, ev.Items = readOutput(resp.Get(respOutput))
 	case "response.failed", "error":
 		ev.Terminal, ev.Failed = true, true
 	}

@@ -27,12 +27,19 @@ func TestResponsesItemEventsAreClassified(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got.Response = gjson.Result{}
 			if got.Type != tc.want.Type || got.OutputIndex != tc.want.OutputIndex || got.ItemType != tc.want.ItemType ||
 				got.Name != tc.want.Name || got.Terminal != tc.want.Terminal || got.Failed != tc.want.Failed {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+	ev, err := Responses{}.ParseItemEvent([]byte(`{"type":"response.completed","response":{"id":"resp_2","created_at":7,"output":[{"type":"reasoning","id":"rs"},{"type":"message","content":[{"type":"output_text","text":"On it."}]},{"type":"function_call","call_id":"c1","name":"mail_send","arguments":"{}"}],"usage":{"input_tokens":40}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.ID != "resp_2" || ev.Created != 7 || ev.Usage.Get("input_tokens").Int() != 40 || ev.Text != "On it." || len(ev.Items) != 3 ||
+		len(ev.Calls) != 1 || ev.Calls[0] != (Call{ID: "c1", Name: "mail_send", Arguments: "{}"}) || gjson.Get(ev.Items[2], "call_id").String() != "c1" {
+		t.Errorf("a terminal event read as %+v", ev)
 	}
 	for _, bad := range []string{`{"type":`, `"0"`, `{"delta":"x"}`} {
 		if _, err := (Responses{}).ParseItemEvent([]byte(bad)); err == nil {
