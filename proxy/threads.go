@@ -22,31 +22,34 @@ type thread struct {
 }
 
 // resolveThread points a request that continues an earlier response by
-// its id at the upstream response that holds that turn's context. The
-// tenant is only worked out (a hash of the credential) for such a request.
-func (g *Gateway) resolveThread(in *http.Request, req *rewrite.Request) {
+// its id at the upstream response that holds that turn's context, and
+// returns what the gateway remembers of that id (its session key, for
+// sessionKey), the zero thread when nothing. The tenant is only worked
+// out (a hash of the credential) for such a request.
+func (g *Gateway) resolveThread(in *http.Request, req *rewrite.Request) thread {
 	if req.Previous == "" {
-		return
+		return thread{}
 	}
-	if th, ok := g.threads.Get(threadKey(session.Tenant(credential(in)), req.Previous)); ok {
-		req.PreviousUpstream = th.upstream
-	}
+	th, _ := g.threads.Get(threadKey(session.Tenant(credential(in)), req.Previous))
+	req.PreviousUpstream = th.upstream
+	return th
 }
 
 // sessionKey returns the store key of a request's session: the client's
 // X-Session-ID, or else, for a request that continues an earlier response
 // by its id (the Responses API's previous_response_id, whose input holds
 // only what is new), the session that response's turn belonged to, or
-// else a hash of the conversation's start. A chain whose earlier turns
+// else a hash of the conversation's start. chained is that session, as
+// resolveThread found it ("" when it did not). A chain whose earlier turns
 // the gateway has not seen (another replica answered them, or it
 // restarted) starts a session of its own: its input may hold no user
 // message, and a hash of the instructions alone would share one session
 // among every conversation that has them.
-func (g *Gateway) sessionKey(in *http.Request, tenant string, req *rewrite.Request) string {
+func sessionKey(in *http.Request, tenant string, req *rewrite.Request, chained string) string {
 	explicit := in.Header.Get("X-Session-ID")
 	if explicit == "" && req.Previous != "" {
-		if th, ok := g.threads.Get(threadKey(tenant, req.Previous)); ok {
-			return th.key
+		if chained != "" {
+			return chained
 		}
 		explicit = "previous_response_id:" + req.Previous
 	}

@@ -80,7 +80,10 @@ type turn struct {
 	rep *report // accounting for headers, metrics and the decision log; nil in bare tests
 }
 
-func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Snapshot, req *rewrite.Request, d rewrite.Dialect) (*turn, error) {
+// newTurn starts a turn of dialect d; chained is the session of the
+// response the request continues from, if the gateway knows it
+// (resolveThread).
+func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Snapshot, req *rewrite.Request, d rewrite.Dialect, chained string) (*turn, error) {
 	t := &turn{
 		g: g, d: d, in: in, snap: snap, req: req,
 		pinned:  map[string]bool{},
@@ -121,7 +124,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	t.searchDef = g.searchDefinition(key, t.searchName, len(req.Tools), t.searchLimit(), cat)
 
 	tenant := session.Tenant(credential(in))
-	t.tenant, t.key = tenant, g.sessionKey(in, tenant, req)
+	t.tenant, t.key = tenant, sessionKey(in, tenant, req, chained)
 	t.learned = g.Learned.For(tenant)
 	t.habits = g.Learned.Habits(tenant)
 	st, err := g.Sessions.Get(ctx, t.key)
