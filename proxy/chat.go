@@ -124,6 +124,10 @@ func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request,
 		return "n > 1"
 	case req.HasFunctions:
 		return "legacy functions"
+	case req.Prefill:
+		// The model continues the assistant's words: a round appended
+		// after them would split the answer in two.
+		return "an assistant prefill"
 	case snap.Gateway.PassthroughHistoryTokens > 0 && historyTokens(req) > snap.Gateway.PassthroughHistoryTokens:
 		return "long conversation"
 	case !choosesOwnTools(req):
@@ -136,6 +140,11 @@ func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request,
 	// tool would not reach the client. The reasons are fixed strings,
 	// never the client's type, for they label a metric and fill log lines.
 	switch shape := g.shapeOf(req); {
+	case shape.deferred:
+		// The client runs a tool search of its own (the provider's
+		// tool_search with defer_loading): a second one inside the
+		// gateway would hide what the client means to reveal.
+		return "the client defers its own tools"
 	case shape.kind == "custom":
 		return "a custom tool"
 	case shape.kind != "":
@@ -187,11 +196,12 @@ func searchName(snap *policy.Snapshot, req *rewrite.Request, shape arrayShape) s
 }
 
 // arrayShape is what passthroughReason asks of a tools array beyond its
-// length: the first tool that is not a function (its type), and whether
-// one takes a name of the gateway's search tool.
+// length: the first tool that is not a function (its type), whether one
+// takes a name of the gateway's search tool, and whether the client
+// defers any.
 type arrayShape struct {
-	kind                string
-	searchName, altName bool
+	kind                          string
+	searchName, altName, deferred bool
 }
 
 // shapeOf reads a tools array's shape once per array: agents resend
@@ -210,6 +220,7 @@ func (g *Gateway) shapeOf(req *rewrite.Request) arrayShape {
 		}
 		s.searchName = s.searchName || t.Name == SearchToolName
 		s.altName = s.altName || t.Name == AltSearchToolName
+		s.deferred = s.deferred || t.Deferred
 	}
 	if req.ToolsKey != 0 {
 		g.shapes.Add(req.ToolsKey, s)

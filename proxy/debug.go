@@ -79,7 +79,7 @@ func (g *Gateway) servePprof(w http.ResponseWriter, r *http.Request) {
 //     "<tenant>:ih:<hash>" for an id longer than session.MaxReadableID, or
 //     "<tenant>:fp:<hash>"): looked up as is, no credential needed;
 //   - otherwise an X-Session-ID, namespaced by the tenant of the debug
-//     request's own Authorization (or Api-Key) header, exactly as a chat
+//     request's own Authorization (or Api-Key, or X-Api-Key) header, exactly as a chat
 //     request from that client with that X-Session-ID would be.
 //
 // It answers 404 when no such session is held, 503 when the store is

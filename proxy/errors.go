@@ -93,17 +93,6 @@ func classify(err error) (int, apiError) {
 	}
 }
 
-// itemError is e as the error event of a Responses stream.
-func itemError(e apiError) []byte {
-	b, _ := json.Marshal(struct {
-		Type    string     `json:"type"`
-		Code    string     `json:"code"`
-		Message string     `json:"message"`
-		Param   nullString `json:"param"`
-	}{"error", e.Code, e.Message, e.Param})
-	return b
-}
-
 // errorBody encodes e as {"error": e}.
 func errorBody(e apiError) []byte {
 	b, _ := json.Marshal(struct {
@@ -189,7 +178,17 @@ func writeJSONError(w http.ResponseWriter, status int, e apiError) {
 		h.Set("X-Should-Retry", "false")
 	}
 	w.WriteHeader(status)
-	_, _ = w.Write(errorBody(e))
+	_, _ = w.Write(errorBodyFor(w, e))
+}
+
+// errorBodyFor encodes e as the client at w reads errors: an Anthropic
+// SDK, on the Messages route, looks for {"type":"error","error":{"type",
+// "message"}}; every other client gets OpenAI's shape.
+func errorBodyFor(w http.ResponseWriter, e apiError) []byte {
+	if tr, ok := w.(*tracker); ok && tr.route == routeMessages {
+		return rewrite.AnthropicError(e.Type, e.Message)
+	}
+	return errorBody(e)
 }
 
 // statusError is an upstream non-2xx answer, relayed to the client as is.

@@ -101,6 +101,7 @@ type Gateway struct {
 	noExtras   *lru.Cache[string, struct{}]      // models whose upstream refused its messages' extras
 	chat       rewrite.Dialect                   // the dialect of /chat/completions
 	responses  rewrite.Dialect                   // the dialect of /responses
+	messages   rewrite.Dialect                   // the dialect of /messages (Anthropic's)
 	threads    *lru.Cache[string, thread]        // what the response ids clients were given lead to
 	dlogFails  writeFailures                     // paces the warnings about decision-log writes
 	inflight   inflight                          // request bytes held, against MaxInflightBytes
@@ -117,7 +118,7 @@ func (g *Gateway) init() {
 		g.shapes, _ = lru.New[uint64, arrayShape](256)
 		g.noUsage, _ = lru.New[string, struct{}](256)
 		g.noExtras, _ = lru.New[string, struct{}](256)
-		g.chat, g.responses = rewrite.Chat{}, rewrite.Responses{}
+		g.chat, g.responses, g.messages = rewrite.Chat{}, rewrite.Responses{}, rewrite.Messages{}
 		g.threads, _ = lru.New[string, thread](threadsCacheSize)
 		g.inflight.max = cmp.Or(g.MaxInflightBytes, DefaultMaxInflightBytes)
 		g.Metrics.bind(g)
@@ -227,6 +228,10 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodPost && rest == "/responses" {
 		g.serveTurn(w, r, rest, g.responses, routeResponses)
+		return
+	}
+	if r.Method == http.MethodPost && rest == "/messages" {
+		g.serveTurn(w, r, rest, g.messages, routeMessages)
 		return
 	}
 	tr := g.track(w, routePassthrough)

@@ -119,6 +119,7 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 	sse := t.g.sse.get(flushFirst{r: body, flush: s.flush})
 	defer t.g.sse.put(sse)
 	res := itemRound{shown: map[int]int{}}
+	reader := s.iw.ItemReader()
 	hidden := map[int]bool{}
 	reasoning := map[int]bool{}
 	for {
@@ -135,7 +136,7 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 		if string(data) == "[DONE]" { // not the Responses API's, but some servers add it
 			continue
 		}
-		ev, err := s.iw.ParseItemEvent(data)
+		ev, err := reader.Read(data)
 		if err != nil {
 			return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
 		}
@@ -160,11 +161,11 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 			continue
 		}
 		i := ev.OutputIndex
-		if ev.Type == "response.output_item.added" {
+		if ev.Opens {
 			switch {
-			case ev.ItemType == "function_call" && t.internal(rewrite.Call{Name: ev.Name}):
+			case ev.Call && t.internal(rewrite.Call{Name: ev.Name}):
 				hidden[i] = true
-			case ev.ItemType == "reasoning":
+			case ev.Reasoning:
 				reasoning[i] = true
 			}
 		}
@@ -267,12 +268,17 @@ func (s *itemRelay) end(res itemRound) error {
 			items = append(items, it)
 		}
 	}
-	last, err := s.iw.EndItemEvent(res.last, s.t.id, items, s.t.usage, s.seq)
+	end, err := s.iw.EndItemEvents(rewrite.NamedEvent{Name: res.name, Data: res.last}, s.t.id, items, s.t.usage, s.seq)
 	if err != nil {
 		return err
 	}
-	s.seq++
-	return s.writeNamed(res.name, last)
+	for _, ev := range end {
+		s.seq++
+		if err := s.writeNamed(ev.Name, ev.Data); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fail reports err: before the stream started, as a real status; after,
@@ -297,6 +303,6 @@ func (s *itemRelay) fail(g *Gateway, r *http.Request, err error) {
 		}
 	}
 	_, e := classify(err)
-	out, _ := s.iw.EditItemEvent(itemError(e), s.seq, -1)
-	_ = s.writeNamed("error", out)
+	ev := s.iw.ErrorEvent(e.Type, e.Code, e.Message, string(e.Param), s.seq)
+	_ = s.writeNamed(ev.Name, ev.Data)
 }

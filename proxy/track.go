@@ -9,6 +9,7 @@ import (
 const (
 	routeChat        = "chat"
 	routeResponses   = "responses"
+	routeMessages    = "messages"
 	routePassthrough = "passthrough"
 )
 

@@ -138,12 +138,16 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 }
 
 // credential is what identifies the tenant: the client's Authorization, or
-// the api-key header some clients send instead.
+// the key header some clients send instead (Azure's Api-Key, Anthropic's
+// X-Api-Key).
 func credential(r *http.Request) string {
 	if a := r.Header.Get("Authorization"); a != "" {
 		return a
 	}
-	return r.Header.Get("Api-Key")
+	if a := r.Header.Get("Api-Key"); a != "" {
+		return a
+	}
+	return r.Header.Get("X-Api-Key")
 }
 
 // isVisible applies the policy (deny, allow, risk gating) to one of the

@@ -93,9 +93,16 @@ func roundKey(key string, round int) string {
 }
 
 // setAuth replaces the client's credential with the configured upstream key,
-// when there is one; otherwise the client's Authorization passes through.
+// when there is one; otherwise the client's passes through. A client that
+// sent its key as X-Api-Key (Anthropic's SDKs) has it replaced there: that
+// API reads a bearer token as an OAuth token, not as a key.
 func (g *Gateway) setAuth(h http.Header, in *http.Request) {
-	if key := g.policy().Gateway.UpstreamKey; key != "" {
+	key := g.policy().Gateway.UpstreamKey
+	switch {
+	case key == "":
+	case in.Header.Get("X-Api-Key") != "":
+		h.Set("X-Api-Key", key)
+	default:
 		h.Set("Authorization", "Bearer "+key)
 	}
 }

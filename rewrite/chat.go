@@ -554,22 +554,29 @@ func mergeUsage(acc []byte, u gjson.Result, combine func(prev, v gjson.Result) s
 
 // UsageTokens reads prompt and completion tokens of a usage object:
 // Chat Completions' prompt_tokens and completion_tokens, or the Responses
-// API's input_tokens and output_tokens.
+// and Messages APIs' input_tokens and output_tokens. The Messages API
+// counts the prompt's cache reads and writes apart from its input_tokens;
+// they are the prompt's too.
 func UsageTokens(u gjson.Result) (prompt, completion int64) {
 	if p := u.Get("prompt_tokens"); p.Exists() {
 		return p.Int(), u.Get("completion_tokens").Int()
 	}
-	return u.Get("input_tokens").Int(), u.Get("output_tokens").Int()
+	prompt = u.Get("input_tokens").Int() + u.Get("cache_read_input_tokens").Int() + u.Get("cache_creation_input_tokens").Int()
+	return prompt, u.Get("output_tokens").Int()
 }
 
 // CachedTokens reads how many of a usage object's input tokens were
-// prompt-cache hits (prompt_tokens_details.cached_tokens, or the
-// Responses API's input_tokens_details.cached_tokens); ok is false when
+// prompt-cache hits (prompt_tokens_details.cached_tokens, the Responses
+// API's input_tokens_details.cached_tokens, the Messages API's
+// cache_read_input_tokens); ok is false when
 // it reports none.
 func CachedTokens(u gjson.Result) (cached int64, ok bool) {
 	c := u.Get("prompt_tokens_details.cached_tokens")
 	if !c.Exists() {
 		c = u.Get("input_tokens_details.cached_tokens")
+	}
+	if !c.Exists() {
+		c = u.Get("cache_read_input_tokens")
 	}
 	return c.Int(), c.Type == gjson.Number && c.Int() >= 0 // a counter cannot go down
 }

@@ -298,3 +298,73 @@ func FuzzResponsesParseBuild(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMessagesParseBuild holds the Messages dialect to the same promise:
+// any body is accepted or refused with ErrBadRequest, never a panic; an
+// accepted one rebuilds into valid JSON with the tools asked for (the
+// search tool in the Messages form) and a round as two messages after
+// the client's; and any stream event is read or refused, never a panic.
+func FuzzMessagesParseBuild(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"a","input_schema":{}}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"x"}]},{"role":"assistant","content":[{"type":"tool_use","id":"1","name":"a","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"1","content":"ok"}]}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`,
+		`{"messages":[],"tools":null}`, `{"messages":42}`, `{"messages":[],"tool_choice":{"type":"tool","name":"a"},"system":[{"type":"text","text":"s"}]}`,
+		`{"messages":[{"role":"assistant","content":"{"}],"tools":[{"name":"a","input_schema":{},"defer_loading":true}]}`,
+		`[]`, ``, "{\"messages\":\"\xff\"}",
+		`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"a","input":{}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rd := Messages{}.ItemReader()
+		for _, ev := range [][]byte{body, []byte(`{"type":"message_delta","delta":{},"usage":{}}`)} {
+			if e, err := rd.Read(ev); err == nil && e.Terminal && !e.Failed {
+				for _, it := range e.Items {
+					if !gjson.Valid(it) {
+						t.Fatalf("a stream built the invalid block %q", it)
+					}
+				}
+			}
+		}
+		req, err := Messages{}.ParseRequest(body, nil)
+		if err != nil {
+			if !errors.Is(err, ErrBadRequest) {
+				t.Fatalf("refused with %v, which does not wrap ErrBadRequest", err)
+			}
+			return
+		}
+		before := len(gjson.GetBytes(body, pathMessages).Array())
+		round := []Round{{Calls: []Call{{ID: "s1", Name: "tool_search", Arguments: `{"query":"x"}`}}, Results: []ToolResult{{CallID: "s1", Content: "found \"a\"\n"}}}}
+		for _, tc := range []struct {
+			name   string
+			tools  []string
+			rounds []Round
+		}{
+			{"a new tools array", []string{searchDef}, nil},
+			{"no tools", nil, nil},
+			{"a search round", []string{searchDef}, round},
+		} {
+			out, err := Messages{}.Build(req, tc.tools, tc.rounds)
+			if err != nil {
+				t.Fatalf("%s: Build refused an accepted request: %v", tc.name, err)
+			}
+			root := gjson.ParseBytes(out)
+			if !gjson.ValidBytes(out) || !root.IsObject() {
+				t.Fatalf("%s: Build wrote invalid JSON: %q", tc.name, out)
+			}
+			got := root.Get(pathTools)
+			switch {
+			case tc.tools == nil && len(req.Pinned) == 0 && got.Exists():
+				t.Fatalf("%s: tools remain: %q", tc.name, out)
+			case len(got.Array()) != len(tc.tools)+len(req.Pinned) || (tc.tools != nil && !got.Get("0.input_schema").IsObject()):
+				t.Fatalf("%s: tools upstream %s, want the search tool in the Messages form and the %d pinned: %q", tc.name, got.Raw, len(req.Pinned), out)
+			}
+			if tc.rounds != nil {
+				msgs := root.Get(pathMessages).Array()
+				if len(msgs) != before+2 || msgs[len(msgs)-1].Get("content.0.type").String() != "tool_result" {
+					t.Fatalf("%s: messages %s, want the %d before and the round's 2", tc.name, root.Get(pathMessages).Raw, before)
+				}
+			}
+		}
+	})
+}

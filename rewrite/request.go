@@ -121,6 +121,10 @@ type Request struct {
 	// UserTurn is true when the latest message is from the user: a new turn,
 	// not a tool result coming back.
 	UserTurn bool
+	// Prefill is true when the conversation ends with the assistant's own
+	// words, which the model is to continue (the Messages API's prefill):
+	// a round of the gateway's appended after them would split the answer.
+	Prefill bool
 	// Messages is how many messages the conversation has.
 	Messages int
 	// Recent holds the text of the last few user and assistant messages,
@@ -148,8 +152,8 @@ type Request struct {
 	// tools), raw: Tools leaves them out, and every upstream call carries
 	// them as they are, since the loop neither searches nor answers them.
 	Pinned []string
-	// flatTools is true when ToolsRaw is in the Responses API's form.
-	flatTools bool
+	// form is the shape of ToolsRaw's tools.
+	form toolForm
 	// Background is true when the upstream answers later (the Responses
 	// API's background mode): the answer the gateway gets has no output
 	// yet, and the client fetches it without the gateway's loop.
@@ -240,7 +244,7 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 			return true
 		})
 	}
-	if err := r.readTools(tools, cache, false); err != nil {
+	if err := r.readTools(tools, cache); err != nil {
 		return nil, err
 	}
 	readMessages(r, msgs)
@@ -248,8 +252,8 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 }
 
 // readTools reads the request's tools value, if any, from cache when it
-// holds the array; flat reads the Responses API's form (parseToolsAs).
-func (r *Request) readTools(tools gjson.Result, cache ToolCache, flat bool) error {
+// holds the array, in the form r.form.
+func (r *Request) readTools(tools gjson.Result, cache ToolCache) error {
 	if !tools.Exists() || tools.Type == gjson.Null {
 		return nil
 	}
@@ -262,7 +266,7 @@ func (r *Request) readTools(tools gjson.Result, cache ToolCache, flat bool) erro
 		ok = ok && len(known.Raw) == len(tools.Raw)
 	}
 	if !ok {
-		parsed, err := parseToolsAs(tools, false, flat)
+		parsed, err := parseToolsAs(tools, false, r.form)
 		if err != nil {
 			return WithParam(pathTools, fmt.Errorf("%w: %w", ErrBadRequest, err))
 		}
@@ -456,7 +460,7 @@ func (r *Request) ToolsWithParams() []Tool {
 	if len(r.Tools) == 0 {
 		return r.Tools
 	}
-	full, err := parseToolsAs(r.ToolsRaw, true, r.flatTools)
+	full, err := parseToolsAs(r.ToolsRaw, true, r.form)
 	if err != nil {
 		return r.Tools
 	}

@@ -71,7 +71,7 @@ func parseResponses(body []byte, cache ToolCache) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Request{Body: body, ChainsByID: true, flatTools: true}
+	r := &Request{Body: body, ChainsByID: true, form: formFlat}
 	var input, model, stream, choice, tools, instructions gjson.Result
 	root.ForEach(func(k, v gjson.Result) bool {
 		var dst *gjson.Result
@@ -118,7 +118,7 @@ func parseResponses(body []byte, cache ToolCache) (*Request, error) {
 			return true
 		})
 	}
-	if err := r.readTools(tools, cache, true); err != nil {
+	if err := r.readTools(tools, cache); err != nil {
 		return nil, err
 	}
 

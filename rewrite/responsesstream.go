@@ -2,48 +2,71 @@ package rewrite
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
 
 // ItemEventWriter is the streaming capability of a dialect whose stream
-// speaks of output items, each event naming the item's output_index and
-// carrying a sequence_number (the Responses API). The relay finds it by
-// type assertion, as it finds EventWriter: the two streams share no
-// event, so neither dialect stubs the other's methods.
+// speaks of output items, each event naming the item it belongs to by
+// index: the Responses API's output items, the Messages API's content
+// blocks. The relay finds it by type assertion, as it finds EventWriter:
+// the streams share no event, so no dialect stubs another's methods.
 type ItemEventWriter interface {
-	// ParseItemEvent classifies one event's data.
-	ParseItemEvent(data []byte) (ItemEvent, error)
-	// EditItemEvent returns data with its sequence_number set to seq and,
-	// when index >= 0, its output_index set to index.
+	// ItemReader returns a reader of one upstream stream's events. A
+	// dialect whose events carry deltas only (the Messages API's) builds
+	// each item up in it, to hand the whole items over at the end.
+	ItemReader() ItemReader
+	// EditItemEvent returns data with its sequence_number set to seq
+	// (for a stream that numbers its events) and, when index >= 0, its
+	// item's index set to index.
 	EditItemEvent(data []byte, seq, index int) ([]byte, error)
-	// EndItemEvent returns the event that ends the turn: last (the final
-	// round's terminal event) with the response's id set to id (the one
-	// the stream began with: clients refuse a stream whose response
-	// changes identity), its output replaced by items (raw JSON objects,
-	// in the client's order), its usage by usage (when not nil) and its
-	// sequence_number by seq.
-	EndItemEvent(last []byte, id string, items []string, usage []byte, seq int) ([]byte, error)
+	// EndItemEvents returns the events that end the turn, numbered from
+	// seq: last (the final round's terminal event) with the response's
+	// id set to id (the one the stream began with: clients refuse a
+	// stream whose response changes identity), its output replaced by
+	// items (raw JSON objects, in the client's order) and its usage by
+	// usage (when not nil), then whatever the stream's grammar closes
+	// with.
+	EndItemEvents(last NamedEvent, id string, items []string, usage []byte, seq int) ([]NamedEvent, error)
+	// ErrorEvent is the event that ends a stream in failure, numbered
+	// seq: typ and code classify it as an error body's members do.
+	ErrorEvent(typ, code, message, param string, seq int) NamedEvent
 }
 
-// ItemEvent is what the relay reads of one Responses stream event. It
-// holds a copy of what it reads: the data may be reused.
+// ItemReader reads the events of one upstream item stream, in order.
+type ItemReader interface {
+	// Read classifies one event's data.
+	Read(data []byte) (ItemEvent, error)
+}
+
+// NamedEvent is one server-sent event: its event name and its data.
+type NamedEvent struct {
+	Name string
+	Data []byte
+}
+
+// ItemEvent is what the relay reads of one item stream event. It holds
+// a copy of what it reads: the data may be reused.
 type ItemEvent struct {
 	Type string
-	// OutputIndex is the event's output_index, -1 when it has none (the
-	// response's lifecycle events).
+	// OutputIndex is the index of the item the event belongs to, -1 when
+	// it has none (the response's lifecycle events).
 	OutputIndex int
-	// ItemType and Name are the item's type and, for a function call, its
-	// name, on response.output_item.added and .done.
-	ItemType, Name string
+	// Opens is true for the event that opens an item
+	// (response.output_item.added, content_block_start); Call and
+	// Reasoning then say whether it is a function call, named Name, or
+	// the model's reasoning (which leads the calls it decided on).
+	Opens, Call, Reasoning bool
+	Name                   string
 	// Terminal is true for the events that end a response stream:
-	// response.completed and response.incomplete, response.failed and
-	// error (Failed is true too).
+	// response.completed and response.incomplete, message_delta;
+	// response.failed and error (Failed is true too).
 	Terminal, Failed bool
 	// Of a terminal event that is not a failure: the response's id,
 	// creation time and usage, its function calls, the text of its
-	// messages and its output items (raw, by output index).
+	// messages and its output items (raw, by index).
 	ID      string
 	Created int64
 	Usage   gjson.Result
@@ -54,7 +77,16 @@ type ItemEvent struct {
 
 var _ ItemEventWriter = Responses{}
 
-// ParseItemEvent implements ItemEventWriter.
+// ItemReader implements ItemEventWriter: the Responses API's events are
+// read one by one, its terminal event holding the whole response.
+func (Responses) ItemReader() ItemReader { return responsesReader{} }
+
+type responsesReader struct{}
+
+func (responsesReader) Read(data []byte) (ItemEvent, error) { return Responses{}.ParseItemEvent(data) }
+
+// ParseItemEvent classifies one Responses stream event; the terminal one
+// carries the whole response.
 func (Responses) ParseItemEvent(data []byte) (ItemEvent, error) {
 	if !gjson.ValidBytes(data) {
 		return ItemEvent{}, fmt.Errorf("stream event is not valid JSON: %.80q", data)
@@ -68,9 +100,15 @@ func (Responses) ParseItemEvent(data []byte) (ItemEvent, error) {
 		ev.OutputIndex = int(i.Int())
 	}
 	switch ev.Type {
-	case "response.output_item.added", "response.output_item.done":
+	case "response.output_item.added":
 		item := root.Get("item")
-		ev.ItemType, ev.Name = item.Get("type").String(), item.Get("name").String()
+		switch item.Get("type").String() {
+		case "function_call":
+			ev.Call, ev.Name = true, item.Get("name").String()
+		case "reasoning":
+			ev.Reasoning = true
+		}
+		ev.Opens = true
 	case "response.completed", "response.incomplete":
 		resp := root.Get("response")
 		ev.Terminal, ev.ID, ev.Created, ev.Usage = true, resp.Get("id").String(), resp.Get("created_at").Int(), resp.Get("usage")
@@ -93,8 +131,31 @@ func (Responses) EditItemEvent(data []byte, seq, index int) ([]byte, error) {
 	return out, nil
 }
 
-// EndItemEvent implements ItemEventWriter.
-func (Responses) EndItemEvent(last []byte, id string, items []string, usage []byte, seq int) ([]byte, error) {
+// EndItemEvents implements ItemEventWriter: the terminal event alone.
+func (Responses) EndItemEvents(last NamedEvent, id string, items []string, usage []byte, seq int) ([]NamedEvent, error) {
+	out, err := endResponse(last.Data, id, items, usage, seq)
+	if err != nil {
+		return nil, err
+	}
+	return []NamedEvent{{Name: last.Name, Data: out}}, nil
+}
+
+// ErrorEvent implements ItemEventWriter: the Responses API's error event.
+func (Responses) ErrorEvent(typ, code, message, param string, seq int) NamedEvent {
+	b := []byte(`{"type":"error","code":`)
+	b = appendString(b, code)
+	b = appendString(append(b, `,"message":`...), message)
+	if param == "" {
+		b = append(b, `,"param":null`...)
+	} else {
+		b = appendString(append(b, `,"param":`...), param)
+	}
+	b = append(append(b, `,"sequence_number":`...), strconv.Itoa(seq)...)
+	return NamedEvent{Name: "error", Data: append(b, '}')}
+}
+
+// endResponse is a Responses stream's terminal event as the turn ends it.
+func endResponse(last []byte, id string, items []string, usage []byte, seq int) ([]byte, error) {
 	arr := []byte{'['}
 	for i, it := range items {
 		if i > 0 {

@@ -11,8 +11,12 @@ func TestResponsesItemEventsAreClassified(t *testing.T) {
 		name, data string
 		want       ItemEvent
 	}{
-		{"an item added names its type, name and index", `{"type":"response.output_item.added","sequence_number":3,"output_index":2,"item":{"type":"function_call","name":"tool_search","call_id":"c"}}`,
-			ItemEvent{Type: "response.output_item.added", OutputIndex: 2, ItemType: "function_call", Name: "tool_search"}},
+		{"a call added opens its item and names it", `{"type":"response.output_item.added","sequence_number":3,"output_index":2,"item":{"type":"function_call","name":"tool_search","call_id":"c"}}`,
+			ItemEvent{Type: "response.output_item.added", OutputIndex: 2, Opens: true, Call: true, Name: "tool_search"}},
+		{"a reasoning item added opens it as reasoning", `{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"reasoning","id":"rs"}}`,
+			ItemEvent{Type: "response.output_item.added", OutputIndex: 0, Opens: true, Reasoning: true}},
+		{"an item done opens nothing", `{"type":"response.output_item.done","sequence_number":4,"output_index":2,"item":{"type":"function_call","name":"tool_search","call_id":"c"}}`,
+			ItemEvent{Type: "response.output_item.done", OutputIndex: 2}},
 		{"a text delta has an index and no item", `{"type":"response.output_text.delta","output_index":0,"delta":"Hi"}`,
 			ItemEvent{Type: "response.output_text.delta", OutputIndex: 0}},
 		{"a lifecycle event has no index", `{"type":"response.created","response":{"id":"r"}}`,
@@ -27,7 +31,8 @@ func TestResponsesItemEventsAreClassified(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Type != tc.want.Type || got.OutputIndex != tc.want.OutputIndex || got.ItemType != tc.want.ItemType ||
+			if got.Type != tc.want.Type || got.OutputIndex != tc.want.OutputIndex || got.Opens != tc.want.Opens ||
+				got.Call != tc.want.Call || got.Reasoning != tc.want.Reasoning ||
 				got.Name != tc.want.Name || got.Terminal != tc.want.Terminal || got.Failed != tc.want.Failed {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
@@ -61,10 +66,14 @@ func TestResponsesItemEventsAreRenumberedAndEnded(t *testing.T) {
 		t.Errorf("a lifecycle event renumbered to %s (%v): want no output_index", out, err)
 	}
 	last := `{"type":"response.completed","sequence_number":9,"response":{"id":"resp_3","status":"completed","output":[{"type":"function_call","name":"tool_search"}],"usage":{"input_tokens":5}}}`
-	out, err = Responses{}.EndItemEvent([]byte(last), "resp_1", []string{`{"type":"message","id":"m1"}`, `{"type":"function_call","name":"mail_send"}`}, []byte(`{"input_tokens":50}`), 30)
+	end, err := Responses{}.EndItemEvents(NamedEvent{Name: "response.completed", Data: []byte(last)}, "resp_1", []string{`{"type":"message","id":"m1"}`, `{"type":"function_call","name":"mail_send"}`}, []byte(`{"input_tokens":50}`), 30)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(end) != 1 || end[0].Name != "response.completed" {
+		t.Fatalf("the turn ends with %d events (%+v), want the one response.completed", len(end), end)
+	}
+	out = end[0].Data
 	r := gjson.GetBytes(out, "response")
 	if r.Get("id").String() != "resp_1" || r.Get("output.#").Int() != 2 || r.Get("output.1.name").String() != "mail_send" ||
 		r.Get("usage.input_tokens").Int() != 50 || gjson.GetBytes(out, "sequence_number").Int() != 30 || r.Get("status").String() != "completed" {

@@ -18,6 +18,9 @@ type Tool struct {
 	// description are read from the object named by its type. It is its
 	// own string: callers may keep it.
 	Kind string
+	// Deferred is true for a tool the client marks defer_loading: it runs
+	// a tool search of its own (the provider's, or an SDK's).
+	Deferred bool
 	// Raw is the tool's JSON object as the client sent it; it may alias
 	// the request body. Tools from a ToolCache may carry it without the
 	// whitespace between tokens (the proxy's cache compacts them): the
@@ -51,13 +54,28 @@ func ParseTools(arr gjson.Result) ([]Tool, error) { return parseTools(arr, true)
 // which skips most of the work on a large catalog: the schemas are only
 // indexed when a catalog is compiled, not on every request.
 func parseTools(arr gjson.Result, withParams bool) ([]Tool, error) {
-	return parseToolsAs(arr, withParams, false)
+	return parseToolsAs(arr, withParams, formChat)
 }
 
-// parseToolsAs is parseTools; flat reads the Responses API's form, where
-// every tool is flat ({"type":"custom","name",...}) and a built-in tool
-// ({"type":"web_search"}) may have no name: it is kept, by its Kind.
-func parseToolsAs(arr gjson.Result, withParams, flat bool) ([]Tool, error) {
+// toolForm is the shape of a dialect's tools array.
+type toolForm uint8
+
+const (
+	// formChat is Chat Completions': {"type":"function","function":{...}},
+	// or another type's object named by its type.
+	formChat toolForm = iota
+	// formFlat is the Responses API's: every tool flat
+	// ({"type":"custom","name",...}), and a built-in tool
+	// ({"type":"web_search"}) may have no name: it is kept, by its Kind.
+	formFlat
+	// formAnthropic is the Messages API's: a client tool is
+	// {"name","description","input_schema"} (its type, if any, is
+	// "custom"); any other type is a server tool, kept by its Kind.
+	formAnthropic
+)
+
+// parseToolsAs is parseTools for tools of the given form.
+func parseToolsAs(arr gjson.Result, withParams bool, form toolForm) ([]Tool, error) {
 	if !arr.IsArray() {
 		return nil, ErrToolsNotArray
 	}
@@ -70,15 +88,18 @@ func parseToolsAs(arr gjson.Result, withParams, flat bool) ([]Tool, error) {
 		}
 		kind := it.Get("type").String()
 		var fn gjson.Result
-		if kind == "" || kind == "function" {
+		switch {
+		case form == formAnthropic && (kind == "" || kind == "custom"):
+			kind, fn = "", it
+		case kind == "" || kind == "function":
 			kind = ""
 			if fn = it.Get("function"); !fn.Exists() {
 				fn = it
 			}
-		} else if flat {
+		case form != formChat:
 			fn = it
 			kind = strings.Clone(kind)
-		} else {
+		default:
 			fn = member(it, kind)
 			// Name and Raw alias the body, and caches rebase them; the
 			// type is kept as its own string so nothing else pins it.
@@ -87,20 +108,24 @@ func parseToolsAs(arr gjson.Result, withParams, flat bool) ([]Tool, error) {
 		// One pass over the function object instead of a Get per field,
 		// each of which rescans it; first occurrences win, as with Get.
 		var name, desc, params gjson.Result
+		schema := "parameters"
+		if form == formAnthropic {
+			schema = "input_schema"
+		}
 		fn.ForEach(func(k, v gjson.Result) bool {
 			switch {
 			case k.Str == "name" && !name.Exists():
 				name = v
 			case k.Str == "description" && !desc.Exists():
 				desc = v
-			case k.Str == "parameters" && !params.Exists():
+			case k.Str == schema && !params.Exists():
 				params = v
 			}
 			return true
 		})
 		// A name that is not a JSON string is no name.
 		named := name.Type == gjson.String && name.Str != ""
-		if !named && !(flat && kind != "") {
+		if !named && !(form != formChat && kind != "") {
 			return nil, fmt.Errorf("tools[%d]: %w", i, ErrToolNoName)
 		}
 		if named {
@@ -114,6 +139,10 @@ func parseToolsAs(arr gjson.Result, withParams, flat bool) ([]Tool, error) {
 			Description: desc.String(),
 			Kind:        kind,
 			Raw:         it.Raw,
+			// The scan for the word spares the lookup on the tools
+			// without it, which are all of them but for such a client.
+			Deferred: strings.Contains(it.Raw, "defer_loading") &&
+				(it.Get("defer_loading").Bool() || fn.Get("defer_loading").Bool()),
 		}
 		if !withParams {
 			tools = append(tools, t)

@@ -1,0 +1,212 @@
+package rewrite
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+var _ ItemEventWriter = Messages{}
+
+// ItemReader implements ItemEventWriter. A Messages stream sends each
+// content block as a start, deltas and a stop, and ends with a
+// message_delta (the stop reason and the output's usage) and a
+// message_stop; the reader builds the blocks up from the deltas, so the
+// message_delta, read as the terminal event, hands them over whole.
+func (Messages) ItemReader() ItemReader { return &messagesReader{} }
+
+// messagesReader is the state of one upstream Messages stream.
+type messagesReader struct {
+	id     string
+	usage  []byte // message_start's usage, which message_delta's updates
+	blocks []blockBuild
+}
+
+// blockBuild is one content block as its events build it: the block its
+// content_block_start gave, and what the deltas added to its members.
+type blockBuild struct {
+	start               string
+	text, thinking, sig strings.Builder
+	json                strings.Builder // input_json_delta's partial_json
+	citations           []string
+	started             bool
+}
+
+// Read implements ItemReader.
+func (m *messagesReader) Read(data []byte) (ItemEvent, error) {
+	if !gjson.ValidBytes(data) {
+		return ItemEvent{}, fmt.Errorf("stream event is not valid JSON: %.80q", data)
+	}
+	root := gjson.ParseBytes(data)
+	ev := ItemEvent{Type: root.Get("type").String(), OutputIndex: -1}
+	if !root.IsObject() || ev.Type == "" {
+		return ItemEvent{}, fmt.Errorf("stream event has no type: %.80q", data)
+	}
+	switch ev.Type {
+	case "message_start":
+		msg := root.Get("message")
+		m.id = msg.Get("id").String()
+		m.usage = LatestUsage(nil, msg.Get("usage"))
+	case "content_block_start", "content_block_delta", "content_block_stop":
+		i := root.Get("index")
+		if i.Type != gjson.Number || i.Int() < 0 || i.Int() > maxBlocks {
+			return ItemEvent{}, fmt.Errorf("stream event %s has no index in range: %.80q", ev.Type, data)
+		}
+		ev.OutputIndex = int(i.Int())
+		for len(m.blocks) <= ev.OutputIndex {
+			m.blocks = append(m.blocks, blockBuild{})
+		}
+		b := &m.blocks[ev.OutputIndex]
+		switch ev.Type {
+		case "content_block_start":
+			cb := root.Get("content_block")
+			b.start, b.started, ev.Opens = cb.Raw, true, true
+			switch cb.Get("type").String() {
+			case "tool_use":
+				ev.Call, ev.Name = true, cb.Get("name").String()
+			case "thinking", "redacted_thinking":
+				ev.Reasoning = true
+			}
+		case "content_block_delta":
+			d := root.Get("delta")
+			switch d.Get("type").String() {
+			case "text_delta":
+				b.text.WriteString(d.Get("text").String())
+			case "input_json_delta":
+				b.json.WriteString(d.Get("partial_json").String())
+			case "thinking_delta":
+				b.thinking.WriteString(d.Get("thinking").String())
+			case "signature_delta":
+				b.sig.WriteString(d.Get("signature").String())
+			case "citations_delta":
+				b.citations = append(b.citations, d.Get("citation").Raw)
+			}
+		}
+	case "message_delta":
+		ev.Terminal, ev.ID = true, m.id
+		u := LatestUsage(m.usage, root.Get("usage"))
+		ev.Usage = gjson.ParseBytes(u)
+		var err error
+		if ev.Items, err = m.built(); err != nil {
+			return ItemEvent{}, err
+		}
+		ev.Calls, ev.Text, _ = readBlocks(gjson.Parse("[" + strings.Join(ev.Items, ",") + "]"))
+	case "error":
+		ev.Terminal, ev.Failed = true, true
+	}
+	return ev, nil
+}
+
+// maxBlocks bounds a stream's block index: an upstream's index sizes a
+// slice.
+const maxBlocks = 4096
+
+// built returns the stream's blocks, whole.
+func (m *messagesReader) built() ([]string, error) {
+	out := make([]string, 0, len(m.blocks))
+	for i := range m.blocks {
+		b := &m.blocks[i]
+		if !b.started {
+			continue
+		}
+		raw := []byte(b.start)
+		var err error
+		set := func(path, v string) {
+			if err == nil {
+				raw, err = sjson.SetBytes(raw, path, v)
+			}
+		}
+		if b.text.Len() > 0 {
+			set("text", gjson.GetBytes(raw, "text").String()+b.text.String())
+		}
+		if b.thinking.Len() > 0 {
+			set("thinking", gjson.GetBytes(raw, "thinking").String()+b.thinking.String())
+		}
+		if b.sig.Len() > 0 {
+			set("signature", b.sig.String())
+		}
+		if b.json.Len() > 0 {
+			in := b.json.String()
+			if !gjson.Valid(in) {
+				return nil, fmt.Errorf("stream's block %d: its input is not valid JSON: %.80q", i, in)
+			}
+			if err == nil {
+				raw, err = sjson.SetRawBytes(raw, "input", []byte(in))
+			}
+		}
+		if len(b.citations) > 0 && err == nil {
+			prior := gjson.GetBytes(raw, "citations")
+			var all []string
+			prior.ForEach(func(_, c gjson.Result) bool {
+				all = append(all, c.Raw)
+				return true
+			})
+			raw, err = sjson.SetRawBytes(raw, "citations", joinArray(append(all, b.citations...)))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("building the stream's block %d: %w", i, err)
+		}
+		out = append(out, string(raw))
+	}
+	return out, nil
+}
+
+// EditItemEvent implements ItemEventWriter: a Messages stream numbers
+// its blocks, not its events, so seq is not written.
+func (Messages) EditItemEvent(data []byte, _, index int) ([]byte, error) {
+	if index < 0 {
+		return data, nil
+	}
+	out, err := sjson.SetBytes(data, "index", index)
+	if err != nil {
+		return nil, fmt.Errorf("renumbering stream event: %w", err)
+	}
+	return out, nil
+}
+
+// EndItemEvents implements ItemEventWriter: the last round's
+// message_delta with the turn's usage (a stop reason of tool_use
+// becomes end_turn when no call of the client's is left), and the
+// message_stop.
+func (Messages) EndItemEvents(last NamedEvent, _ string, items []string, usage []byte, _ int) ([]NamedEvent, error) {
+	out := last.Data
+	var err error
+	if usage != nil {
+		out, err = sjson.SetRawBytes(out, "usage", usage)
+	}
+	if err == nil && gjson.GetBytes(out, "delta.stop_reason").String() == "tool_use" && !anyCall(items) {
+		out, err = sjson.SetBytes(out, "delta.stop_reason", "end_turn")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("writing the turn's last event: %w", err)
+	}
+	return []NamedEvent{
+		{Name: last.Name, Data: out},
+		{Name: "message_stop", Data: []byte(`{"type":"message_stop"}`)},
+	}, nil
+}
+
+// anyCall reports whether one of blocks is a tool_use.
+func anyCall(blocks []string) bool {
+	for _, b := range blocks {
+		if gjson.Get(b, "type").String() == "tool_use" {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrorEvent implements ItemEventWriter: the Messages API's error event,
+// {"type":"error","error":{"type","message"}}.
+func (Messages) ErrorEvent(typ, _, message, _ string, _ int) NamedEvent {
+	return NamedEvent{Name: "error", Data: AnthropicError(typ, message)}
+}
+
+// AnthropicError is the Messages API's error body.
+func AnthropicError(typ, message string) []byte {
+	b := appendString([]byte(`{"type":"error","error":{"type":`), typ)
+	b = appendString(append(b, `,"message":`...), message)
+	return append(b, "}}"...)
+}
