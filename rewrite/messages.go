@@ -303,19 +303,23 @@ func blockCall(bl gjson.Result) Call {
 }
 
 // ClientResponse implements Dialect: the content without the tool_use
-// blocks turn.Keep rejects, led by a text block with what the gateway's
-// own rounds said (turn.Text); a message left without calls ends its turn
+// blocks turn.Keep rejects, with a text block of what the gateway's own
+// rounds said (turn.Text) after its thinking; a message left without
+// calls ends its turn
 // (stop_reason end_turn, where it said tool_use); the turn's usage and
 // first id.
 func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	root := gjson.ParseBytes(r.Body)
 	var blocks []string
-	if turn.Text != "" {
-		blocks = append(blocks, TextBlock(turn.Text))
-	}
-	dropped, calls := false, 0
+	dropped, calls, said := false, 0, turn.Text == ""
 	root.Get(msgContent).ForEach(func(_, bl gjson.Result) bool {
-		if bl.Get("type").String() == "tool_use" {
+		typ := bl.Get("type").String()
+		if !said && typ != "thinking" && typ != "redacted_thinking" {
+			// After the thinking: a message with thinking on must start
+			// with it when the client sends it back with its calls.
+			blocks, said = append(blocks, TextBlock(turn.Text)), true
+		}
+		if typ == "tool_use" {
 			if !turn.Keep(blockCall(bl)) {
 				dropped = true
 				return true
@@ -325,6 +329,9 @@ func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 		blocks = append(blocks, bl.Raw)
 		return true
 	})
+	if !said {
+		blocks = append(blocks, TextBlock(turn.Text))
+	}
 	body := append([]byte(nil), r.Body...)
 	var err error
 	if dropped || turn.Text != "" {

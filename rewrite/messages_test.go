@@ -207,8 +207,13 @@ func TestMessagesClientResponse(t *testing.T) {
 				body.Get("usage.input_tokens").Int() != 300 {
 				t.Errorf("client got %s", out)
 			}
-			if first := body.Get("content.0"); tc.text != "" && (first.Get("type").String() != "text" || first.Get("text").String() != tc.text) {
-				t.Errorf("content starts with %s", first.Raw)
+			// The thinking stays first: the API refuses a message with
+			// calls sent back otherwise.
+			if body.Get("content.0.type").String() != "thinking" {
+				t.Errorf("content starts with %s, want the thinking", body.Get("content.0").Raw)
+			}
+			if said := body.Get("content.1"); tc.text != "" && (said.Get("type").String() != "text" || said.Get("text").String() != tc.text) {
+				t.Errorf("content after the thinking is %s, want the earlier text", said.Raw)
 			}
 		})
 	}

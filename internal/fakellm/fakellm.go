@@ -1,11 +1,11 @@
-// Package fakellm is a scripted OpenAI-compatible upstream (Chat
-// Completions and the Responses API) that behaves like
-// a tool-calling model: given tasks (a prompt and the tool steps it needs),
+// Package fakellm is a scripted upstream speaking OpenAI's Chat Completions
+// and Responses APIs and Anthropic's Messages API that behaves like a
+// tool-calling model: given tasks (a prompt and the tool steps it needs),
 // it calls each step's tool when that tool is in the request, calls
 // tool_search with the step's keywords when it is not, and answers in text
-// when the steps are done. It refuses more than MaxTools tools, as OpenAI
-// does. Tests, `gateway demo` and `gateway bench` use it; it must never be
-// wired into serve.
+// when the steps are done. It refuses more than MaxTools tools on every
+// route, as OpenAI does. Tests, `gateway demo` and `gateway bench` use it;
+// it must never be wired into serve.
 package fakellm
 
 import (
@@ -67,10 +67,13 @@ type Model struct {
 	// does not offer it, as real models sometimes do.
 	Reckless bool
 	// Reasoning makes Responses API replies lead with a reasoning item
-	// that must come back with the call it led to (responses.go).
+	// that must come back with the call it led to (responses.go), and
+	// Messages API replies with a signed thinking block that must come
+	// back at the head of the calls it led to (messages.go).
 	Reasoning bool
 	// Narrate is what the model says before each search, as a message
-	// item of its Responses API reply ("Let me look that up.").
+	// item of its Responses API reply or a text block of its Messages API
+	// reply ("Let me look that up.").
 	Narrate string
 
 	seq     atomic.Int64
@@ -82,6 +85,9 @@ type Model struct {
 	stored   map[string][]gjson.Result
 	reasoned map[string]bool
 	follows  map[string]string // reasoning item id -> the type of the item after it
+	// signed maps each Messages API thinking signature to the thinking
+	// it came with, so an edited or forged thinking block is refused.
+	signed map[string]string
 }
 
 // Records returns what the model saw, in order.
@@ -98,8 +104,8 @@ func (m *Model) Reset() {
 	m.mu.Unlock()
 }
 
-// ServeHTTP answers POST /chat/completions and POST /responses (under any
-// prefix) and GET /models.
+// ServeHTTP answers POST /chat/completions, POST /responses and POST
+// /messages (under any prefix) and GET /models.
 func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models"):
@@ -109,6 +115,8 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.chat(w, r)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/responses"):
 		m.responses(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):
+		m.messages(w, r)
 	default:
 		writeErr(w, http.StatusNotFound, "unknown path "+r.URL.Path, "not_found")
 	}
@@ -121,26 +129,29 @@ func writeErr(w http.ResponseWriter, status int, msg, code string) {
 	_, _ = w.Write(b)
 }
 
-// readRequest reads a request's body and tools, or answers the error
-// OpenAI would (ok false): a body that is not JSON, more than MaxTools
+// refusal writes an error in the shape of a route's API.
+type refusal func(w http.ResponseWriter, status int, msg, code string)
+
+// readRequest reads a request's body and tools, or refuses it as the
+// upstream would (ok false): a body that is not JSON, more than MaxTools
 // tools.
-func (m *Model) readRequest(w http.ResponseWriter, r *http.Request) (body []byte, req gjson.Result, tools []gjson.Result, ok bool) {
+func (m *Model) readRequest(w http.ResponseWriter, r *http.Request, refuse refusal) (body []byte, req gjson.Result, tools []gjson.Result, ok bool) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil || !gjson.ValidBytes(body) {
-		writeErr(w, http.StatusBadRequest, "We could not parse the JSON body of your request.", "invalid_json")
+		refuse(w, http.StatusBadRequest, "We could not parse the JSON body of your request.", "invalid_json")
 		return nil, req, nil, false
 	}
 	req = gjson.ParseBytes(body)
 	tools = req.Get("tools").Array()
 	if max := cmp.Or(m.MaxTools, 128); len(tools) > max {
-		writeErr(w, http.StatusBadRequest, fmt.Sprintf("Invalid 'tools': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", max, len(tools)), "array_above_max_length")
+		refuse(w, http.StatusBadRequest, fmt.Sprintf("Invalid 'tools': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", max, len(tools)), "array_above_max_length")
 		return nil, req, nil, false
 	}
 	return body, req, tools, true
 }
 
 func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
-	body, req, tools, ok := m.readRequest(w, r)
+	body, req, tools, ok := m.readRequest(w, r, writeErr)
 	if !ok {
 		return
 	}

@@ -45,6 +45,23 @@ func (r reply) json(m *Model) []byte {
 // id returns a fresh id: ids only need to differ between replies.
 func (m *Model) id(prefix string) string { return fmt.Sprintf("%s%d", prefix, m.seq.Add(1)) }
 
+// paced sends a streamed chunk on its way, unless Whole holds the stream
+// back for one write, and waits ChunkDelay; false when the client left.
+func (m *Model) paced(r *http.Request, rc *http.ResponseController) bool {
+	if m.Whole {
+		return true
+	}
+	_ = rc.Flush()
+	if m.ChunkDelay > 0 {
+		select {
+		case <-r.Context().Done():
+			return false
+		case <-time.After(m.ChunkDelay):
+		}
+	}
+	return true
+}
+
 // stream writes the reply as OpenAI does: a role chunk, content or tool-call
 // fragments, a finish chunk, a usage chunk when asked, and [DONE].
 func (m *Model) stream(w http.ResponseWriter, r *http.Request, rep reply, usage bool) {
@@ -63,18 +80,7 @@ func (m *Model) stream(w http.ResponseWriter, r *http.Request, rep reply, usage 
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
 			return false
 		}
-		if m.Whole {
-			return true
-		}
-		_ = rc.Flush()
-		if m.ChunkDelay > 0 {
-			select {
-			case <-r.Context().Done():
-				return false
-			case <-time.After(m.ChunkDelay):
-			}
-		}
-		return true
+		return m.paced(r, rc)
 	}
 	delta := func(d map[string]any, finish any) []any {
 		return []any{map[string]any{"index": 0, "delta": d, "logprobs": nil, "finish_reason": finish}}

@@ -21,7 +21,7 @@ import (
 // function call sent back without the reasoning item that came with it
 // is refused, as OpenAI refuses it for reasoning models.
 func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
-	body, req, tools, ok := m.readRequest(w, r)
+	body, req, tools, ok := m.readRequest(w, r, writeErr)
 	if !ok {
 		return
 	}

@@ -1,0 +1,364 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
+	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/internal/fakellm"
+)
+
+// anthropicClient is Anthropic's official Go client pointed at the
+// gateway whose API base is base (ending in /v1), with its retries off so
+// a test sees each failure.
+func anthropicClient(base string) anthropic.Client {
+	return anthropic.NewClient(aoption.WithBaseURL(strings.TrimSuffix(base, "/v1")+"/"), aoption.WithAPIKey("sk-ant-test"), aoption.WithMaxRetries(0))
+}
+
+// anthropicTools is testCatalog(n) as the Anthropic SDK's tool params.
+func anthropicTools(n int) []anthropic.ToolUnionParam {
+	var tools []anthropic.ToolUnionParam
+	for _, tool := range testCatalog(n) {
+		fn := tool["function"].(map[string]any)
+		params := fn["parameters"].(map[string]any)
+		tools = append(tools, anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{
+			Name:        fn["name"].(string),
+			Description: anthropic.String(fn["description"].(string)),
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: params["properties"]},
+		}})
+	}
+	return tools
+}
+
+// TestTheAnthropicSDKsAgentWorksUnchanged drives the gateway's Messages
+// route with Anthropic's official Go client against a scripted model that
+// thinks before it calls (and refuses a tool_use sent back without its
+// signed thinking): the agent sends its 40 tools and gets only its own
+// calls back, streamed or not, with or without text before a search.
+func TestTheAnthropicSDKsAgentWorksUnchanged(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stream  bool
+		narrate string
+	}{
+		{"an agent completes a two-step task", false, ""},
+		{"an agent whose model speaks before its search completes a two-step task", false, "Let me look that up. "},
+		{"a streaming agent completes a two-step task", true, ""},
+		{"a streaming agent whose model speaks before its search completes a two-step task", true, "Let me look that up. "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Reasoning: true, Keep: true, Narrate: tc.narrate}
+			client := anthropicClient(newTestGateway(t, model))
+			ctx := context.Background()
+			params := anthropic.MessageNewParams{
+				Model:     "claude-test",
+				MaxTokens: 1024,
+				System:    []anthropic.TextBlockParam{{Text: "You are an agent."}},
+				Tools:     anthropicTools(40),
+				Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(twoStepTask.Prompt))},
+			}
+			var called []string
+			var billed int64
+			answer := ""
+			requests, narrated := 0, 0
+			for turn := 0; turn < 8 && answer == ""; turn++ {
+				requests++
+				var msg *anthropic.Message
+				var err error
+				if tc.stream {
+					msg, err = streamedMessage(t, client.Messages.NewStreaming(ctx, params))
+				} else {
+					msg, err = client.Messages.New(ctx, params)
+				}
+				if err != nil {
+					t.Fatalf("turn %d: %v", turn, err)
+				}
+				billed += msg.Usage.InputTokens
+				var results []anthropic.ContentBlockParamUnion
+				text := ""
+				for _, b := range msg.Content {
+					switch b.Type {
+					case "tool_use":
+						called = append(called, b.Name)
+						results = append(results, anthropic.NewToolResultBlock(b.ID, `{"ok":true}`, false))
+					case "text":
+						text += b.Text
+					}
+				}
+				if tc.narrate != "" && strings.HasPrefix(text, tc.narrate) {
+					narrated++
+				}
+				switch {
+				case len(results) == 0:
+					answer = text
+					if msg.StopReason != anthropic.StopReasonEndTurn {
+						t.Errorf("an answer without calls stopped for %q, want end_turn", msg.StopReason)
+					}
+				case msg.StopReason != anthropic.StopReasonToolUse:
+					t.Errorf("a message with calls stopped for %q, want tool_use", msg.StopReason)
+				}
+				params.Messages = append(params.Messages, msg.ToParam())
+				if len(results) > 0 {
+					params.Messages = append(params.Messages, anthropic.NewUserMessage(results...))
+				}
+			}
+			if answer != twoStepTask.Answer {
+				t.Errorf("answer = %q, want %q", answer, twoStepTask.Answer)
+			}
+			if tc.narrate != "" && narrated == 0 {
+				t.Errorf("no message carried what the model said before its search")
+			}
+			if want := []string{"repo_create_issue", "chat_post_message"}; !slices.Equal(called, want) {
+				t.Errorf("SDK saw calls %v, want %v", called, want)
+			}
+			recs := model.Records()
+			if len(recs) <= requests {
+				t.Errorf("the upstream got %d requests for the agent's %d: no search round was tested", len(recs), requests)
+			}
+			var upstream int64
+			for i, r := range recs {
+				upstream += int64(r.BodyBytes / 4)
+				if r.Tools >= 20 || !slices.Contains(r.Names, SearchToolName) {
+					t.Errorf("upstream request %d carried %d tools %v, want tool_search and under half the client's 40", i, r.Tools, r.Names)
+				}
+			}
+			if billed != upstream {
+				t.Errorf("SDK was billed %d input tokens, upstream counted %d", billed, upstream)
+			}
+		})
+	}
+}
+
+// streamedMessage reads a Messages stream as the SDK's accumulator does
+// and returns the message, after checking what a client relies on: one
+// message_start first, blocks started at indices 0, 1, 2, ..., events
+// only of started blocks, no block of the gateway's tool_search, one
+// message_delta and one message_stop, last.
+func streamedMessage(t *testing.T, stream *ssestream.Stream[anthropic.MessageStreamEventUnion]) (*anthropic.Message, error) {
+	t.Helper()
+	var msg anthropic.Message
+	var types []string
+	started := int64(0)
+	for stream.Next() {
+		ev := stream.Current()
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case "content_block_start":
+			if ev.Index != started {
+				t.Errorf("a block started at index %d, want %d", ev.Index, started)
+			}
+			started++
+			if ev.ContentBlock.Type == "tool_use" && ev.ContentBlock.Name == SearchToolName {
+				t.Errorf("the client saw the gateway's %s call", SearchToolName)
+			}
+		case "content_block_delta", "content_block_stop":
+			if ev.Index >= started {
+				t.Errorf("%s of block %d, which never started", ev.Type, ev.Index)
+			}
+		}
+		if err := msg.Accumulate(ev); err != nil {
+			t.Errorf("the SDK's accumulator refused %s: %v", ev.Type, err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	count := func(typ string) int {
+		n := 0
+		for _, x := range types {
+			if x == typ {
+				n++
+			}
+		}
+		return n
+	}
+	if len(types) < 3 || types[0] != "message_start" || count("message_start") != 1 || count("message_delta") != 1 ||
+		types[len(types)-1] != "message_stop" || types[len(types)-2] != "message_delta" {
+		t.Errorf("stream events %v, want one message_start first and one message_delta then message_stop last", types)
+	}
+	return &msg, nil
+}
+
+// TestMessagesRequestsTheLoopDoesNotTakePassThrough checks the Messages
+// route's reasons to leave a request alone: each goes upstream with every
+// tool, as the client wrote it.
+func TestMessagesRequestsTheLoopDoesNotTakePassThrough(t *testing.T) {
+	tools, _ := json.Marshal(anthropicTools(40))
+	deferred, _ := json.Marshal(append(anthropicTools(39), anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{
+		Name: "late_tool", InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{}}, DeferLoading: anthropic.Bool(true),
+	}}))
+	for _, tc := range []struct {
+		name, body string
+		tools      int
+	}{
+		{"a conversation the client prefilled", `{"model":"claude","max_tokens":50,"tools":` + string(tools) + `,"messages":[{"role":"user","content":"` + twoStepTask.Prompt + `"},{"role":"assistant","content":"I will"}]}`, 40},
+		{"a client that defers tools of its own", `{"model":"claude","max_tokens":50,"tools":` + string(deferred) + `,"messages":[{"role":"user","content":"` + twoStepTask.Prompt + `"}]}`, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true, MaxTools: 200}
+			base := newTestGateway(t, model)
+			resp := postPath(t, base+"/messages", []byte(tc.body))
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			recs := model.Records()
+			if len(recs) != 1 || recs[0].Tools != tc.tools || !bytes.Equal(recs[0].Body, []byte(tc.body)) {
+				t.Fatalf("the upstream got %d requests; want the client's body once, with its %d tools; the client got %d %s", len(recs), tc.tools, resp.StatusCode, body)
+			}
+		})
+	}
+}
+
+// TestBadMessagesRequestsGetAnthropicShapedErrors checks that a refusal
+// on the Messages route reads as the Anthropic SDK expects an error to.
+func TestBadMessagesRequestsGetAnthropicShapedErrors(t *testing.T) {
+	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+	base := newTestGateway(t, model)
+	for _, tc := range []struct{ name, body, want string }{
+		{"a body that is not JSON", `{"model":`, "not valid JSON"},
+		{"messages that are not an array", `{"model":"claude","max_tokens":5,"messages":{}}`, "'messages' must be an array"},
+		{"two tools of one name", `{"model":"claude","max_tokens":5,"messages":[],"tools":[{"name":"a","input_schema":{}},{"name":"a","input_schema":{}}]}`, "duplicate tool name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := postPath(t, base+"/messages", []byte(tc.body))
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			e := gjson.ParseBytes(body)
+			if resp.StatusCode != http.StatusBadRequest || e.Get("type").String() != "error" || e.Get("error.type").String() != "invalid_request_error" ||
+				!strings.Contains(e.Get("error.message").String(), tc.want) {
+				t.Errorf("%d %s, want 400 with an Anthropic error saying %q", resp.StatusCode, body, tc.want)
+			}
+		})
+	}
+	t.Run("the SDK reads the refusal as its own error", func(t *testing.T) {
+		client := anthropicClient(base)
+		_, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{
+			Model: "claude", MaxTokens: 5,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("x"))},
+			Tools: []anthropic.ToolUnionParam{
+				{OfTool: &anthropic.ToolParam{Name: "a", InputSchema: anthropic.ToolInputSchemaParam{}}},
+				{OfTool: &anthropic.ToolParam{Name: "a", InputSchema: anthropic.ToolInputSchemaParam{}}},
+			},
+		})
+		var apiErr *anthropic.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Error(), "duplicate tool name") {
+			t.Errorf("the SDK got %v", err)
+		}
+	})
+}
+
+// TestMessagesServerToolsRideAlong checks that the Messages API's server
+// tools (web search here) go upstream in every call, beside the searched
+// client tools, and that the turn still completes.
+func TestMessagesServerToolsRideAlong(t *testing.T) {
+	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true}
+	client := anthropicClient(newTestGateway(t, model))
+	tools := append(anthropicTools(40), anthropic.ToolUnionParam{OfWebSearchTool20250305: &anthropic.WebSearchTool20250305Param{MaxUses: anthropic.Int(2)}})
+	msg, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{
+		Model: "claude", MaxTokens: 100, Tools: tools,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(twoStepTask.Prompt))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) == 0 || msg.Content[len(msg.Content)-1].Name != "repo_create_issue" {
+		t.Errorf("the client got %+v, want its first call", msg.Content)
+	}
+	recs := model.Records()
+	if len(recs) < 2 {
+		t.Fatalf("%d upstream requests, want a search round and the call", len(recs))
+	}
+	for i, r := range recs {
+		found := false
+		gjson.GetBytes(r.Body, "tools").ForEach(func(_, tl gjson.Result) bool {
+			found = found || (tl.Get("type").String() == "web_search_20250305" && tl.Get("max_uses").Int() == 2)
+			return !found
+		})
+		if !found {
+			t.Errorf("upstream request %d went without the web search tool", i)
+		}
+	}
+}
+
+// TestAStreamedMessagesTurnThatFailsSaysSo checks a Messages stream that
+// fails after it began: the client gets the upstream's error event, and
+// never a message_stop that would read as a whole answer.
+func TestAStreamedMessagesTurnThatFailsSaysSo(t *testing.T) {
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"+
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\n"+
+			"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
+	})
+	client := anthropicClient(newTestGateway(t, upstream))
+	stream := client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{
+		Model: "claude", MaxTokens: 100, Tools: anthropicTools(40),
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(twoStepTask.Prompt))},
+	})
+	var types []string
+	for stream.Next() {
+		types = append(types, stream.Current().Type)
+	}
+	err := stream.Err()
+	if err == nil || !strings.Contains(err.Error(), "Overloaded") || slices.Contains(types, "message_stop") {
+		t.Errorf("events %v, error %v; want the upstream's overloaded error and no message_stop", types, err)
+	}
+}
+
+// TestMessagesTurnsAreRecordedAndCounted checks that a Messages turn
+// reaches the decision log, the metrics and the X-Toolgate headers under
+// its own route, its input tokens counted from Anthropic's usage.
+func TestMessagesTurnsAreRecordedAndCounted(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		name := map[bool]string{false: "a whole Messages turn is recorded under its route", true: "a streamed Messages turn is recorded under its route"}[stream]
+		t.Run(name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+			var buf syncBuffer
+			base := newTestGateway(t, model, func(g *Gateway) {
+				g.Metrics = NewMetrics()
+				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+			})
+			tools, _ := json.Marshal(anthropicTools(40))
+			body := `{"model":"claude","max_tokens":100,"stream":` + strconv.FormatBool(stream) + `,"tools":` + string(tools) + `,"messages":[{"role":"user","content":"` + twoStepTask.Prompt + `"}]}`
+			resp := postPath(t, base+"/messages", []byte(body))
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			rounds := resp.Trailer.Get("X-Toolgate-Rounds")
+			if rounds == "" {
+				rounds = resp.Header.Get("X-Toolgate-Rounds")
+			}
+			if want := strconv.Itoa(len(model.Records())); rounds != want || rounds == "1" {
+				t.Errorf("X-Toolgate-Rounds %q, want the %s upstream calls, a search among them", rounds, want)
+			}
+			recs := buf.waitLines(t, 1)
+			if len(recs) != 1 {
+				t.Fatalf("%d decision records, want 1", len(recs))
+			}
+			rec := recs[0]
+			if rec.Get("route").String() != "messages" || rec.Get("searches.#").Int() == 0 || rec.Get("input_tokens").Int() <= 0 {
+				t.Errorf("record %s: want route messages, its searches and its input tokens", rec.Raw)
+			}
+			series := `toolgate_requests_total{mode="hybrid",route="messages",status="200"}`
+			text := scrapeUntil(t, base, func(text string) bool { return metricValue(t, text, series) == 1 })
+			if got := metricValue(t, text, series); got != 1 {
+				t.Errorf("%s = %v, want 1", series, got)
+			}
+		})
+	}
+}
