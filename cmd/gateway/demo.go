@@ -22,7 +22,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	stream := fs.Bool("stream", false, "replay every request streamed")
-	api := fs.String("api", "chat", "the API the agent speaks: chat (Chat Completions) or responses (the Responses API)")
+	api := fs.String("api", "chat", "the API the agent speaks: chat (Chat Completions), responses (the Responses API) or messages (Anthropic's Messages API)")
 	oneSession := fs.Bool("one-session", false, "replay the tasks as successive user turns of one conversation (an agent working through a list)")
 	catalog := fs.String("catalog", "", "JSON array of tools to use instead of the bundled catalog")
 	tasks := fs.String("tasks", "", "JSON array of scripted tasks to use instead of the bundled ones")
@@ -64,10 +64,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if !(*cacheRate > 0 && *cacheRate <= 1) { // so NaN fails too
 		return fmt.Errorf("%w: --cache-rate %v: want a share of the input price, above 0 and at most 1", errUsage, *cacheRate)
 	}
-	if *api != "chat" && *api != "responses" {
-		return fmt.Errorf("%w: --api %q: want chat or responses", errUsage, *api)
+	if *api != "chat" && *api != "responses" && *api != "messages" {
+		return fmt.Errorf("%w: --api %q: want chat, responses or messages", errUsage, *api)
 	}
-	o := demo.Options{Stream: *stream, Responses: *api == "responses", Model: *model, OneSession: *oneSession, CacheRate: *cacheRate}
+	o := demo.Options{Stream: *stream, API: demo.API(*api), Model: *model, OneSession: *oneSession, CacheRate: *cacheRate}
 	var (
 		qf   *queryFile
 		defs map[string][]rewrite.Tool

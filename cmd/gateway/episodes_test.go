@@ -257,7 +257,7 @@ func TestDemoRefusesFlagsItWouldIgnore(t *testing.T) {
 		{"the bundled step query given without --queries is a usage error too", []string{"demo", "--step-query=name"}},
 		{"an argument after the flags is a usage error, not ignored", []string{"demo", "--stream", "tasks.json"}},
 		{"an argument before the flags is a usage error, not ignored", []string{"demo", "extra", "--stream"}},
-		{"an API the demo cannot speak is a usage error", []string{"demo", "--api", "messages"}},
+		{"an API the demo cannot speak is a usage error", []string{"demo", "--api", "completions"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer

@@ -39,6 +39,16 @@ import (
 // compare costs, and keeps 128 for the run through the gateway.
 const DirectMaxTools = 1000
 
+// API is an API the demo's agent speaks.
+type API string
+
+// The APIs the agent speaks.
+const (
+	APIChat      API = "chat"
+	APIResponses API = "responses"
+	APIMessages  API = "messages"
+)
+
 // Options configures a run. The zero value replays the bundled tasks over
 // the bundled catalog, non-streamed, with the default policy.
 type Options struct {
@@ -50,10 +60,11 @@ type Options struct {
 	Tasks []byte
 	// Stream replays every request with stream: true.
 	Stream bool
-	// Responses makes the agent speak the Responses API (POST /responses:
-	// flat tools, input items, function_call_output) instead of Chat
-	// Completions.
-	Responses bool
+	// API is the API the agent speaks: Chat Completions ("" or APIChat),
+	// the Responses API (APIResponses: flat tools, input items,
+	// function_call_output) or Anthropic's Messages API (APIMessages:
+	// input_schema tools, content blocks, tool_result).
+	API API
 	// OneSession replays the tasks as successive user turns of one
 	// conversation (an agent working through a list), instead of one
 	// conversation per task.
@@ -82,7 +93,7 @@ type Result struct {
 	Tasks        int
 	Steps        int
 	Stream       bool
-	Responses    bool
+	API          API
 	OneSession   bool
 	CacheRate    float64
 	Direct       Side
@@ -121,14 +132,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := checkSteps(catalog, tasks); err != nil {
 		return nil, err
 	}
-	if o.Responses {
+	if o.API == "" {
+		o.API = APIChat
+	}
+	convert := map[API]func(string) (string, error){APIResponses: rewrite.FlatTool, APIMessages: rewrite.AnthropicTool}[o.API]
+	switch {
+	case convert != nil:
 		for i, t := range tools {
-			flat, err := rewrite.FlatTool(string(t))
+			out, err := convert(string(t))
 			if err != nil {
 				return nil, fmt.Errorf("catalog tool %d: %w", i, err)
 			}
-			tools[i] = json.RawMessage(flat)
+			tools[i] = json.RawMessage(out)
 		}
+	case o.API != APIChat:
+		return nil, fmt.Errorf("API %q: want %s, %s or %s", o.API, APIChat, APIResponses, APIMessages)
 	}
 	codec, err := tokenizer.Get(tokenizer.O200kBase)
 	if err != nil {
@@ -143,7 +161,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if !(o.CacheRate >= 0 && o.CacheRate <= 1) { // so NaN fails too
 		return nil, fmt.Errorf("cache rate %v: want a share of the input price, 0..1", o.CacheRate)
 	}
-	res := &Result{CatalogTools: len(tools), Tasks: len(tasks), Stream: o.Stream, Responses: o.Responses, OneSession: o.OneSession, CacheRate: o.CacheRate}
+	res := &Result{CatalogTools: len(tools), Tasks: len(tasks), Stream: o.Stream, API: o.API, OneSession: o.OneSession, CacheRate: o.CacheRate}
 	for _, t := range tasks {
 		res.Steps += len(t.Steps)
 	}
@@ -158,7 +176,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	direct := newMeter(&fakellm.Model{Tasks: tasks, MaxTools: DirectMaxTools}, codec)
 	upDirect := httptest.NewServer(direct)
 	defer upDirect.Close()
-	a := agent{base: upDirect.URL + "/v1", tools: tools, model: o.Model, stream: o.Stream, oneSession: o.OneSession, responses: o.Responses}
+	a := agent{base: upDirect.URL + "/v1", tools: tools, model: o.Model, stream: o.Stream, oneSession: o.OneSession, api: o.API}
 	res.Direct, err = a.replay(ctx, tasks, func(i int) { progress(i) })
 	if err != nil {
 		return nil, fmt.Errorf("direct run: %w", err)
@@ -256,7 +274,7 @@ type agent struct {
 	model      string
 	stream     bool
 	oneSession bool
-	responses  bool // speaks the Responses API
+	api        API
 	client     http.Client
 }
 
@@ -304,7 +322,7 @@ func (a *agent) replay(ctx context.Context, tasks []fakellm.Task, done func(int)
 // answer, the requests made and the conversation including the answer.
 func (a *agent) run(ctx context.Context, task fakellm.Task, history []any) (steps int, answered bool, reqs int, msgs []any, err error) {
 	msgs = history
-	if msgs == nil && !a.responses { // the Responses API takes them as instructions
+	if msgs == nil && a.api == APIChat { // the other APIs take them apart
 		msgs = []any{map[string]any{"role": "system", "content": agentSystem}}
 	}
 	msgs = append(msgs, map[string]any{"role": "user", "content": task.Prompt})
@@ -318,16 +336,23 @@ func (a *agent) run(ctx context.Context, task fakellm.Task, history []any) (step
 		if len(rep.calls) == 0 {
 			return steps, rep.text == task.Answer, reqs, msgs, nil
 		}
+		var results []any // the Messages API's, which one user message carries
 		for _, c := range rep.calls {
 			if steps < len(task.Steps) && c.name == task.Steps[steps].Tool {
 				steps++
 			}
 			out := "ok: " + c.name + " done"
-			if a.responses {
+			switch a.api {
+			case APIResponses:
 				msgs = append(msgs, map[string]any{"type": "function_call_output", "call_id": c.id, "output": out})
-			} else {
+			case APIMessages:
+				results = append(results, map[string]any{"type": "tool_result", "tool_use_id": c.id, "content": out})
+			default:
 				msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": c.id, "content": out})
 			}
+		}
+		if results != nil {
+			msgs = append(msgs, map[string]any{"role": "user", "content": results})
 		}
 	}
 	return steps, false, reqs, msgs, nil
@@ -338,8 +363,11 @@ func (a *agent) run(ctx context.Context, task fakellm.Task, history []any) (step
 func (a *agent) send(ctx context.Context, msgs []any) (turnReply, error) {
 	path := "/chat/completions"
 	fields := map[string]any{"model": a.model, "messages": msgs, "tools": a.tools, "stream": a.stream}
-	if a.responses {
+	switch a.api {
+	case APIResponses:
 		path, fields = "/responses", map[string]any{"model": a.model, "instructions": agentSystem, "input": msgs, "tools": a.tools, "stream": a.stream}
+	case APIMessages:
+		path, fields = "/messages", map[string]any{"model": a.model, "max_tokens": 1024, "system": agentSystem, "messages": msgs, "tools": a.tools, "stream": a.stream}
 	}
 	body, err := json.Marshal(fields)
 	if err != nil {
@@ -349,11 +377,17 @@ func (a *agent) send(ctx context.Context, msgs []any) (turnReply, error) {
 	if err != nil {
 		return turnReply{}, err
 	}
-	if a.responses {
+	switch a.api {
+	case APIResponses:
 		if a.stream {
 			return completedReply(raw)
 		}
 		return outputReply(gjson.GetBytes(raw, "output")), nil
+	case APIMessages:
+		if a.stream {
+			return streamedBlocks(raw)
+		}
+		return blocksReply(gjson.GetBytes(raw, "content").Array()), nil
 	}
 	msg := gjson.GetBytes(raw, "choices.0.message")
 	if a.stream {
@@ -403,6 +437,51 @@ func completedReply(raw []byte) (turnReply, error) {
 		}
 	}
 	return turnReply{}, errors.New("the stream ended without response.completed")
+}
+
+// blocksReply reads a Messages answer's content: it goes back into the
+// conversation as one assistant message, as it came (thinking included),
+// calls by their tool_use ids.
+func blocksReply(blocks []gjson.Result) turnReply {
+	raws := make([]json.RawMessage, 0, len(blocks))
+	var rep turnReply
+	for _, b := range blocks {
+		raws = append(raws, json.RawMessage(b.Raw))
+		switch b.Get("type").String() {
+		case "tool_use":
+			rep.calls = append(rep.calls, toolCall{id: b.Get("id").String(), name: b.Get("name").String()})
+		case "text":
+			rep.text += b.Get("text").String()
+		}
+	}
+	rep.items = []any{map[string]any{"role": "assistant", "content": raws}}
+	return rep
+}
+
+// streamedBlocks reads a Messages stream's answer, its blocks built up
+// from their deltas by the gateway's own reader of such streams.
+func streamedBlocks(raw []byte) (turnReply, error) {
+	rd := rewrite.Messages{}.ItemReader()
+	for _, line := range bytes.Split(raw, []byte("\n")) {
+		data, ok := bytes.CutPrefix(line, []byte("data: "))
+		if !ok {
+			continue
+		}
+		ev, err := rd.Read(data)
+		switch {
+		case err != nil:
+			return turnReply{}, fmt.Errorf("reading the stream: %w", err)
+		case ev.Failed:
+			return turnReply{}, fmt.Errorf("stream error: %s", data)
+		case ev.Terminal:
+			blocks := make([]gjson.Result, len(ev.Items))
+			for i, it := range ev.Items {
+				blocks[i] = gjson.Parse(it)
+			}
+			return blocksReply(blocks), nil
+		}
+	}
+	return turnReply{}, errors.New("the stream ended without message_delta")
 }
 
 // post sends body to path and returns the response body of a 200.

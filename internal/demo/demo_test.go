@@ -29,8 +29,10 @@ func TestDemoSavesTokensWithoutLosingSteps(t *testing.T) {
 	}{
 		{"the non-streamed replay cuts input tokens and completes the steps", Options{}},
 		{"the streamed replay cuts input tokens and completes the steps", Options{Stream: true}},
-		{"the Responses API replay cuts input tokens and completes the steps", Options{Responses: true}},
-		{"the streamed Responses API replay cuts input tokens and completes the steps", Options{Responses: true, Stream: true}},
+		{"the Responses API replay cuts input tokens and completes the steps", Options{API: APIResponses}},
+		{"the streamed Responses API replay cuts input tokens and completes the steps", Options{API: APIResponses, Stream: true}},
+		{"the Messages API replay cuts input tokens and completes the steps", Options{API: APIMessages}},
+		{"the streamed Messages API replay cuts input tokens and completes the steps", Options{API: APIMessages, Stream: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := Run(context.Background(), tc.o)

@@ -102,6 +102,9 @@ func (m *meter) promptItems(body []byte) ([]promptItem, error) {
 		return true
 	}
 	gjson.GetBytes(body, "tools").ForEach(add)
+	if sys := gjson.GetBytes(body, "system"); err == nil && sys.Exists() { // the Messages API's, between the two
+		add(gjson.Result{}, sys)
+	}
 	if err == nil {
 		gjson.GetBytes(body, "messages").ForEach(add)
 	}

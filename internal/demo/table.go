@@ -48,8 +48,11 @@ func (r *Result) mode() string {
 	if r.Stream {
 		mode = "streamed"
 	}
-	if r.Responses {
+	switch r.API {
+	case APIResponses:
 		mode += ", Responses API"
+	case APIMessages:
+		mode += ", Messages API"
 	}
 	if r.OneSession {
 		mode += ", one conversation"
