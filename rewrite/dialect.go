@@ -4,8 +4,8 @@ package rewrite
 // tools and the conversation, write the upstream request, read the calls in
 // a response, and strip the gateway's traces from what the client gets. The
 // loop in proxy talks only to this interface; Chat is the OpenAI Chat
-// Completions dialect, Responses the Responses API's, and Anthropic
-// Messages is meant to fit the same methods without changing the loop.
+// Completions dialect, Responses the Responses API's and Messages
+// Anthropic's Messages API's, all three behind the same loop.
 // Streaming is a capability of its own (EventWriter).
 type Dialect interface {
 	// ParseRequest validates a request body and reads its tools and
