@@ -411,52 +411,67 @@ func TestResponsesBuiltInToolsRideAlong(t *testing.T) {
 	}
 }
 
-// TestResponsesTurnsAreRecordedAndCounted: a Responses turn gets a
-// decision record and metrics under its own route, with its searches and
-// the input tokens of every round, as a chat turn does.
-func TestResponsesTurnsAreRecordedAndCounted(t *testing.T) {
-	for _, stream := range []bool{false, true} {
-		name := map[bool]string{false: "a whole Responses turn is recorded under its route", true: "a streamed Responses turn is recorded under its route"}[stream]
-		t.Run(name, func(t *testing.T) {
-			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
-			var buf syncBuffer
-			base := newTestGateway(t, model, func(g *Gateway) {
-				g.Metrics = NewMetrics()
-				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+// TestTurnsOfEachAPIAreRecordedAndCounted checks that a Responses or a
+// Messages turn reaches the decision log, the metrics and the
+// X-Toolgate headers under its own route, with its input tokens read
+// from that API's usage.
+func TestTurnsOfEachAPIAreRecordedAndCounted(t *testing.T) {
+	var flat []map[string]any
+	for _, tool := range testCatalog(40) {
+		fn := tool["function"].(map[string]any)
+		flat = append(flat, map[string]any{"type": "function", "name": fn["name"], "description": fn["description"], "parameters": fn["parameters"], "strict": false})
+	}
+	anthropic, _ := json.Marshal(anthropicTools(40))
+	for _, api := range []struct {
+		route string
+		body  func(stream bool) []byte
+	}{
+		{"responses", func(stream bool) []byte {
+			b, _ := json.Marshal(map[string]any{"model": "gpt-test", "input": twoStepTask.Prompt, "tools": flat, "stream": stream})
+			return b
+		}},
+		{"messages", func(stream bool) []byte {
+			return []byte(`{"model":"claude","max_tokens":100,"stream":` + strconv.FormatBool(stream) + `,"tools":` + string(anthropic) +
+				`,"messages":[{"role":"user","content":"` + twoStepTask.Prompt + `"}]}`)
+		}},
+	} {
+		for _, stream := range []bool{false, true} {
+			name := map[bool]string{false: "a whole " + api.route + " turn is recorded under its route", true: "a streamed " + api.route + " turn is recorded under its route"}[stream]
+			t.Run(name, func(t *testing.T) {
+				model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+				var buf syncBuffer
+				base := newTestGateway(t, model, func(g *Gateway) {
+					g.Metrics = NewMetrics()
+					g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+				})
+				resp := postPath(t, base+"/"+api.route, api.body(stream))
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("status %d: %s", resp.StatusCode, b)
+				}
+				rounds := resp.Trailer.Get("X-Toolgate-Rounds")
+				if rounds == "" {
+					rounds = resp.Header.Get("X-Toolgate-Rounds")
+				}
+				if want := strconv.Itoa(len(model.Records())); rounds != want || rounds == "1" {
+					t.Errorf("X-Toolgate-Rounds %q (trailer %q), want the %s upstream calls, a search among them", rounds, resp.Trailer.Get("X-Toolgate-Rounds"), want)
+				}
+				recs := buf.waitLines(t, 1)
+				if len(recs) != 1 {
+					t.Fatalf("%d decision records, want 1", len(recs))
+				}
+				rec := recs[0]
+				if rec.Get("route").String() != api.route || rec.Get("searches.#").Int() == 0 || rec.Get("input_tokens").Int() <= 0 {
+					t.Errorf("record %s: want route %s, its searches and its input tokens", rec.Raw, api.route)
+				}
+				series := `toolgate_requests_total{mode="hybrid",route="` + api.route + `",status="200"}`
+				text := scrapeUntil(t, base, func(text string) bool { return metricValue(t, text, series) == 1 })
+				if got := metricValue(t, text, series); got != 1 {
+					t.Errorf("%s = %v, want 1", series, got)
+				}
 			})
-			var tools []map[string]any
-			for _, tool := range testCatalog(40) {
-				fn := tool["function"].(map[string]any)
-				tools = append(tools, map[string]any{"type": "function", "name": fn["name"], "description": fn["description"], "parameters": fn["parameters"], "strict": false})
-			}
-			body, _ := json.Marshal(map[string]any{"model": "gpt-test", "input": twoStepTask.Prompt, "tools": tools, "stream": stream})
-			resp := postPath(t, base+"/responses", body)
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d: %s", resp.StatusCode, b)
-			}
-			rounds := resp.Trailer.Get("X-Toolgate-Rounds")
-			if rounds == "" {
-				rounds = resp.Header.Get("X-Toolgate-Rounds")
-			}
-			if want := strconv.Itoa(len(model.Records())); rounds != want {
-				t.Errorf("X-Toolgate-Rounds %q (trailer %q), want the %s upstream calls", rounds, resp.Trailer.Get("X-Toolgate-Rounds"), want)
-			}
-			recs := buf.waitLines(t, 1)
-			if len(recs) != 1 {
-				t.Fatalf("%d decision records, want 1", len(recs))
-			}
-			rec := recs[0]
-			if rec.Get("route").String() != "responses" || rec.Get("searches.#").Int() == 0 || rec.Get("input_tokens").Int() <= 0 {
-				t.Errorf("record %s: want route responses, its searches and its input tokens", rec.Raw)
-			}
-			series := `toolgate_requests_total{mode="hybrid",route="responses",status="200"}`
-			text := scrapeUntil(t, base, func(text string) bool { return metricValue(t, text, series) == 1 })
-			if got := metricValue(t, text, series); got != 1 {
-				t.Errorf("%s = %v, want 1", series, got)
-			}
-		})
+		}
 	}
 }
 

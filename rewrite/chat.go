@@ -203,14 +203,23 @@ func appendRounds(body []byte, rounds []Round, noExtras bool) ([]byte, error) {
 			extra = append(append(extra, ','), b...)
 		}
 	}
-	end := msgs.Index + len(msgs.Raw) - 1 // the closing ']'
-	if len(msgs.Array()) == 0 {
-		extra = extra[1:]
+	if len(extra) == 0 {
+		return body, nil
 	}
-	out := make([]byte, 0, len(body)+len(extra))
+	return appendToArray(body, msgs, extra[1:]), nil
+}
+
+// appendToArray returns body with items (comma-separated JSON values)
+// added at the end of arr, an array that stands in body.
+func appendToArray(body []byte, arr gjson.Result, items []byte) []byte {
+	end := arr.Index + len(arr.Raw) - 1 // the closing ']'
+	out := make([]byte, 0, len(body)+len(items)+1)
 	out = append(out, body[:end]...)
-	out = append(out, extra...)
-	return append(out, body[end:]...), nil
+	if len(arr.Array()) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, items...)
+	return append(out, body[end:]...)
 }
 
 type wireCall struct {

@@ -264,38 +264,10 @@ func FuzzResponsesParseBuild(f *testing.F) {
 		if in.Type == gjson.String {
 			before = 1
 		}
-		round := []Round{{Calls: []Call{{ID: "s1", Name: "tool_search", Arguments: `{"query":"x"}`}}, Results: []ToolResult{{CallID: "s1", Content: "found \"a\"\n"}}}}
-		for _, tc := range []struct {
-			name   string
-			tools  []string
-			rounds []Round
-		}{
-			{"a new tools array", []string{searchDef}, nil},
-			{"no tools", nil, nil},
-			{"a search round", []string{searchDef}, round},
-		} {
-			out, err := Responses{}.Build(req, tc.tools, tc.rounds)
-			if err != nil {
-				t.Fatalf("%s: Build refused an accepted request: %v", tc.name, err)
-			}
-			root := gjson.ParseBytes(out)
-			if !gjson.ValidBytes(out) || !root.IsObject() {
-				t.Fatalf("%s: Build wrote invalid JSON: %q", tc.name, out)
-			}
-			got := root.Get(pathTools)
-			switch {
-			case tc.tools == nil && len(req.Pinned) == 0 && got.Exists():
-				t.Fatalf("%s: tools remain: %q", tc.name, out)
-			case len(got.Array()) != len(tc.tools)+len(req.Pinned) || (tc.tools != nil && got.Get("0.strict").Type != gjson.False):
-				t.Fatalf("%s: tools upstream %s, want the flat search tool and the %d pinned: %q", tc.name, got.Raw, len(req.Pinned), out)
-			}
-			if tc.rounds != nil {
-				items := root.Get(respInput).Array()
-				if len(items) != before+2 || items[len(items)-1].Get("type").String() != "function_call_output" {
-					t.Fatalf("%s: input %s, want the %d items before and the round's 2", tc.name, root.Get(respInput).Raw, before)
-				}
-			}
-		}
+		checkBuilds(t, Responses{}, req, func(got gjson.Result) bool { return got.Get("0.strict").Type == gjson.False }, func(root gjson.Result) bool {
+			items := root.Get(respInput).Array()
+			return len(items) == before+2 && items[len(items)-1].Get("type").String() == "function_call_output"
+		})
 	})
 }
 
@@ -334,37 +306,46 @@ func FuzzMessagesParseBuild(f *testing.F) {
 			return
 		}
 		before := len(gjson.GetBytes(body, pathMessages).Array())
-		round := []Round{{Calls: []Call{{ID: "s1", Name: "tool_search", Arguments: `{"query":"x"}`}}, Results: []ToolResult{{CallID: "s1", Content: "found \"a\"\n"}}}}
-		for _, tc := range []struct {
-			name   string
-			tools  []string
-			rounds []Round
-		}{
-			{"a new tools array", []string{searchDef}, nil},
-			{"no tools", nil, nil},
-			{"a search round", []string{searchDef}, round},
-		} {
-			out, err := Messages{}.Build(req, tc.tools, tc.rounds)
-			if err != nil {
-				t.Fatalf("%s: Build refused an accepted request: %v", tc.name, err)
-			}
-			root := gjson.ParseBytes(out)
-			if !gjson.ValidBytes(out) || !root.IsObject() {
-				t.Fatalf("%s: Build wrote invalid JSON: %q", tc.name, out)
-			}
-			got := root.Get(pathTools)
-			switch {
-			case tc.tools == nil && len(req.Pinned) == 0 && got.Exists():
-				t.Fatalf("%s: tools remain: %q", tc.name, out)
-			case len(got.Array()) != len(tc.tools)+len(req.Pinned) || (tc.tools != nil && !got.Get("0.input_schema").IsObject()):
-				t.Fatalf("%s: tools upstream %s, want the search tool in the Messages form and the %d pinned: %q", tc.name, got.Raw, len(req.Pinned), out)
-			}
-			if tc.rounds != nil {
-				msgs := root.Get(pathMessages).Array()
-				if len(msgs) != before+2 || msgs[len(msgs)-1].Get("content.0.type").String() != "tool_result" {
-					t.Fatalf("%s: messages %s, want the %d before and the round's 2", tc.name, root.Get(pathMessages).Raw, before)
-				}
-			}
-		}
+		checkBuilds(t, Messages{}, req, func(got gjson.Result) bool { return got.Get("0.input_schema").IsObject() }, func(root gjson.Result) bool {
+			msgs := root.Get(pathMessages).Array()
+			return len(msgs) == before+2 && msgs[len(msgs)-1].Get("content.0.type").String() == "tool_result"
+		})
 	})
+}
+
+// checkBuilds holds d's Build of an accepted request to valid JSON with
+// the tools asked for (the first of them as searchOK says the dialect
+// writes the search tool) and the request's pinned ones, and a search
+// round where roundOK finds it.
+func checkBuilds(t *testing.T, d Dialect, req *Request, searchOK, roundOK func(gjson.Result) bool) {
+	t.Helper()
+	round := []Round{{Calls: []Call{{ID: "s1", Name: "tool_search", Arguments: `{"query":"x"}`}}, Results: []ToolResult{{CallID: "s1", Content: "found \"a\"\n"}}}}
+	for _, tc := range []struct {
+		name   string
+		tools  []string
+		rounds []Round
+	}{
+		{"a new tools array", []string{searchDef}, nil},
+		{"no tools", nil, nil},
+		{"a search round", []string{searchDef}, round},
+	} {
+		out, err := d.Build(req, tc.tools, tc.rounds)
+		if err != nil {
+			t.Fatalf("%s: Build refused an accepted request: %v", tc.name, err)
+		}
+		root := gjson.ParseBytes(out)
+		if !gjson.ValidBytes(out) || !root.IsObject() {
+			t.Fatalf("%s: Build wrote invalid JSON: %q", tc.name, out)
+		}
+		got := root.Get(pathTools)
+		switch {
+		case tc.tools == nil && len(req.Pinned) == 0 && got.Exists():
+			t.Fatalf("%s: tools remain: %q", tc.name, out)
+		case len(got.Array()) != len(tc.tools)+len(req.Pinned) || (tc.tools != nil && !searchOK(got)):
+			t.Fatalf("%s: tools upstream %s, want the search tool in the dialect's form and the %d pinned: %q", tc.name, got.Raw, len(req.Pinned), out)
+		}
+		if tc.rounds != nil && !roundOK(root) {
+			t.Fatalf("%s: %q, want the round after the client's conversation", tc.name, out)
+		}
+	}
 }

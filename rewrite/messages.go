@@ -32,22 +32,8 @@ var _ Dialect = Messages{}
 
 // ParseRequest implements Dialect.
 func (Messages) ParseRequest(body []byte, cache ToolCache) (*Request, error) {
-	if cache != nil {
-		if r, ok, err := parseKnownTools(body, cache, knownToolsMin, parseMessagesBody); ok {
-			if err == nil {
-				r.pin()
-			}
-			return r, err
-		}
-	}
-	r, err := parseMessages(body, cache)
-	if err == nil {
-		r.pin()
-	}
-	return r, err
+	return parsePinned(body, cache, parseMessages)
 }
-
-func parseMessagesBody(body []byte) (*Request, error) { return parseMessages(body, nil) }
 
 // parseMessages validates a Messages request body and reads what the
 // gateway needs, with the same refusals as the other dialects' parse.
@@ -151,23 +137,9 @@ func hasBlock(content gjson.Result, typ string) bool {
 // rounds appended to messages: each an assistant message of the blocks
 // the model wrote, then a user message of one tool_result per answer.
 func (Messages) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
-	body := req.Body
-	var err error
-	tools = append(tools[:len(tools):len(tools)], req.Pinned...)
-	if len(tools) == 0 {
-		for _, p := range []string{pathTools, pathToolChoice} {
-			if body, err = sjson.DeleteBytes(body, p); err != nil {
-				return nil, fmt.Errorf("removing %s: %w", p, err)
-			}
-		}
-	} else {
-		conv := make([]string, len(tools))
-		for i, t := range tools {
-			if conv[i], err = AnthropicTool(t); err != nil {
-				return nil, err
-			}
-		}
-		body = replaceTools(body, req.span.at, req.span.n, conv, 0)
+	body, err := setTools(req.Body, req, tools, AnthropicTool, pathTools, pathToolChoice)
+	if err != nil {
+		return nil, err
 	}
 	if len(rounds) == 0 {
 		return body, nil
@@ -180,14 +152,7 @@ func (Messages) Build(req *Request, tools []string, rounds []Round) ([]byte, err
 	for _, r := range rounds {
 		extra = appendBlockRound(append(extra, ','), r)
 	}
-	if len(msgs.Array()) == 0 {
-		extra = extra[1:]
-	}
-	end := msgs.Index + len(msgs.Raw) - 1 // the closing ']'
-	out := make([]byte, 0, len(body)+len(extra))
-	out = append(out, body[:end]...)
-	out = append(out, extra...)
-	return append(out, body[end:]...), nil
+	return appendToArray(body, msgs, extra[1:]), nil
 }
 
 // appendBlockRound appends round r as two messages: the assistant's

@@ -36,13 +36,9 @@ type blockBuild struct {
 
 // Read implements ItemReader.
 func (m *messagesReader) Read(data []byte) (ItemEvent, error) {
-	if !gjson.ValidBytes(data) {
-		return ItemEvent{}, fmt.Errorf("stream event is not valid JSON: %.80q", data)
-	}
-	root := gjson.ParseBytes(data)
-	ev := ItemEvent{Type: root.Get("type").String(), OutputIndex: -1}
-	if !root.IsObject() || ev.Type == "" {
-		return ItemEvent{}, fmt.Errorf("stream event has no type: %.80q", data)
+	root, ev, err := readItemEvent(data)
+	if err != nil {
+		return ev, err
 	}
 	switch ev.Type {
 	case "message_start":

@@ -35,19 +35,25 @@ var _ Dialect = Responses{}
 
 // ParseRequest implements Dialect.
 func (Responses) ParseRequest(body []byte, cache ToolCache) (*Request, error) {
+	return parsePinned(body, cache, parseResponses)
+}
+
+// parsePinned is the ParseRequest of a dialect whose tools may be other
+// than functions: a resent array found in cache first (parse then reads
+// the rest of the body), and the tools that are not functions pinned.
+func parsePinned(body []byte, cache ToolCache, parse func([]byte, ToolCache) (*Request, error)) (*Request, error) {
+	r, ok, err := (*Request)(nil), false, error(nil)
 	if cache != nil {
-		if r, ok, err := parseKnownTools(body, cache, knownToolsMin, parseResponsesBody); ok {
-			if err == nil {
-				r.pin()
-			}
-			return r, err
-		}
+		r, ok, err = parseKnownTools(body, cache, knownToolsMin, func(rest []byte) (*Request, error) { return parse(rest, nil) })
 	}
-	r, err := parseResponses(body, cache)
-	if err == nil {
-		r.pin()
+	if !ok {
+		r, err = parse(body, cache)
 	}
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	r.pin()
+	return r, nil
 }
 
 // pin moves the tools that are not functions from Tools to Pinned.
@@ -61,8 +67,6 @@ func (r *Request) pin() {
 		r.Tools = functionsOnly(r.Tools)
 	}
 }
-
-func parseResponsesBody(body []byte) (*Request, error) { return parseResponses(body, nil) }
 
 // parseResponses validates a Responses request body and reads what the
 // gateway needs, with the same refusals as the Chat dialect's parse.
@@ -199,21 +203,8 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 			return nil, err
 		}
 	}
-	tools = append(tools[:len(tools):len(tools)], req.Pinned...)
-	if len(tools) == 0 {
-		for _, p := range []string{pathTools, pathToolChoice, "parallel_tool_calls"} {
-			if body, err = sjson.DeleteBytes(body, p); err != nil {
-				return nil, fmt.Errorf("removing %s: %w", p, err)
-			}
-		}
-	} else {
-		flat := make([]string, len(tools))
-		for i, t := range tools {
-			if flat[i], err = FlatTool(t); err != nil {
-				return nil, err
-			}
-		}
-		body = replaceTools(body, req.span.at, req.span.n, flat, 0)
+	if body, err = setTools(body, req, tools, FlatTool, pathTools, pathToolChoice, "parallel_tool_calls"); err != nil {
+		return nil, err
 	}
 	if len(rounds) == 0 {
 		return body, nil
@@ -225,14 +216,7 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 	in := gjson.GetBytes(body, respInput)
 	switch {
 	case in.IsArray():
-		end := in.Index + len(in.Raw) - 1 // the closing ']'
-		if len(in.Array()) > 0 {
-			items = append([]byte{','}, items...)
-		}
-		out := make([]byte, 0, len(body)+len(items))
-		out = append(out, body[:end]...)
-		out = append(out, items...)
-		return append(out, body[end:]...), nil
+		return appendToArray(body, in, items), nil
 	case in.Type == gjson.String:
 		// A string input is one user message; the rounds need a list.
 		user, _ := json.Marshal(struct {
@@ -244,6 +228,30 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 	default:
 		return sjson.SetRawBytes(body, respInput, append(append([]byte{'['}, items...), ']'))
 	}
+}
+
+// setTools returns body with its tools array replaced by tools and the
+// request's pinned tools, each written by form (the gateway's own
+// definitions are Chat Completions'), or, when there are none, without
+// the members drop names.
+func setTools(body []byte, req *Request, tools []string, form func(string) (string, error), drop ...string) ([]byte, error) {
+	tools = append(tools[:len(tools):len(tools)], req.Pinned...)
+	var err error
+	if len(tools) == 0 {
+		for _, p := range drop {
+			if body, err = sjson.DeleteBytes(body, p); err != nil {
+				return nil, fmt.Errorf("removing %s: %w", p, err)
+			}
+		}
+		return body, nil
+	}
+	out := make([]string, len(tools))
+	for i, t := range tools {
+		if out[i], err = form(t); err != nil {
+			return nil, err
+		}
+	}
+	return replaceTools(body, req.span.at, req.span.n, out, 0), nil
 }
 
 // SetPrevious returns a Responses request body continuing from response

@@ -88,13 +88,9 @@ func (responsesReader) Read(data []byte) (ItemEvent, error) { return Responses{}
 // ParseItemEvent classifies one Responses stream event; the terminal one
 // carries the whole response.
 func (Responses) ParseItemEvent(data []byte) (ItemEvent, error) {
-	if !gjson.ValidBytes(data) {
-		return ItemEvent{}, fmt.Errorf("stream event is not valid JSON: %.80q", data)
-	}
-	root := gjson.ParseBytes(data)
-	ev := ItemEvent{Type: root.Get("type").String(), OutputIndex: -1}
-	if !root.IsObject() || ev.Type == "" {
-		return ItemEvent{}, fmt.Errorf("stream event has no type: %.80q", data)
+	root, ev, err := readItemEvent(data)
+	if err != nil {
+		return ev, err
 	}
 	if i := root.Get("output_index"); i.Type == gjson.Number {
 		ev.OutputIndex = int(i.Int())
@@ -117,6 +113,20 @@ func (Responses) ParseItemEvent(data []byte) (ItemEvent, error) {
 		ev.Terminal, ev.Failed = true, true
 	}
 	return ev, nil
+}
+
+// readItemEvent parses one item stream event's data, an object with a
+// type, into its root and an event of that type with no index yet.
+func readItemEvent(data []byte) (gjson.Result, ItemEvent, error) {
+	if !gjson.ValidBytes(data) {
+		return gjson.Result{}, ItemEvent{}, fmt.Errorf("stream event is not valid JSON: %.80q", data)
+	}
+	root := gjson.ParseBytes(data)
+	ev := ItemEvent{Type: root.Get("type").String(), OutputIndex: -1}
+	if !root.IsObject() || ev.Type == "" {
+		return gjson.Result{}, ItemEvent{}, fmt.Errorf("stream event has no type: %.80q", data)
+	}
+	return root, ev, nil
 }
 
 // EditItemEvent implements ItemEventWriter.
