@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/toolgate/toolgate/rewrite"
 )
@@ -52,7 +51,7 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 		if more {
 			closeStream(resp.Body, false, cancel)
 			s.waiting = s.waiting[:0] // reasoning that led only to the gateway's calls
-			t.rounds = append(t.rounds, rewrite.Round{Content: res.text, Extra: strings.Join(res.output, ","), Calls: internal, Results: results})
+			t.rounds = append(t.rounds, rewrite.Round{Content: res.text, Extra: rewrite.JoinItems(res.output), Calls: internal, Results: results})
 			continue
 		}
 		if err := s.end(res); err != nil {

@@ -315,3 +315,32 @@ func TestAStreamedMessagesTurnThatFailsSaysSo(t *testing.T) {
 		t.Errorf("events %v, error %v; want the upstream's overloaded error and no message_stop", types, err)
 	}
 }
+
+// TestAMessagesStreamThatSkipsIndicesKeepsItsCalls checks a stream whose
+// upstream numbers its blocks from 10: the client gets them from 0, and
+// the call among them still ends the message as a call (tool_use).
+func TestAMessagesStreamThatSkipsIndicesKeepsItsCalls(t *testing.T) {
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"+
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":10,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":10,\"delta\":{\"type\":\"text_delta\",\"text\":\"Filing.\"}}\n\n"+
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":10}\n\n"+
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":11,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"repo_create_issue\",\"input\":{}}}\n\n"+
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":11,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n"+
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":11}\n\n"+
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":9}}\n\n"+
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	})
+	client := anthropicClient(newTestGateway(t, upstream))
+	msg, err := streamedMessage(t, client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{
+		Model: "claude", MaxTokens: 100, Tools: anthropicTools(40),
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(twoStepTask.Prompt))},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 2 || msg.Content[1].Name != "repo_create_issue" || msg.StopReason != anthropic.StopReasonToolUse {
+		t.Errorf("the client got %+v stopping for %q, want the text and the call, stopping for tool_use", msg.Content, msg.StopReason)
+	}
+}

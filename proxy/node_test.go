@@ -14,10 +14,11 @@ import (
 	"github.com/toolgate/toolgate/internal/fakellm"
 )
 
-// TestNodeClientsWorkUnchanged runs agents on the official `openai` and `ai`
-// npm packages (testdata/e2e/agent.mjs) against the gateway, streamed and
-// not. It skips when node or the packages are missing; .ci/run installs
-// them with `npm ci --prefix testdata/e2e`.
+// TestNodeClientsWorkUnchanged runs agents on the official `openai`,
+// `@anthropic-ai/sdk` and `ai` npm packages (the last with its OpenAI and
+// Anthropic providers; testdata/e2e/agent.mjs) against the gateway,
+// streamed and not. It skips when node or the packages are missing;
+// .ci/run installs them with `npm ci --prefix testdata/e2e`.
 func TestNodeClientsWorkUnchanged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("node end-to-end tests are slow; skipped in -short")
@@ -27,8 +28,10 @@ func TestNodeClientsWorkUnchanged(t *testing.T) {
 		t.Skip("node not installed")
 	}
 	dir := filepath.Join("..", "testdata", "e2e")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
-		t.Skip("npm packages not installed; run: npm ci --prefix testdata/e2e")
+	for _, pkg := range []string{"openai", "ai", "@ai-sdk/openai", "@anthropic-ai/sdk", "@ai-sdk/anthropic"} {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg)); err != nil {
+			t.Skip("npm packages not installed; run: npm ci --prefix testdata/e2e")
+		}
 	}
 	tasks := loadTasks(t)
 	var tools []map[string]any
@@ -49,18 +52,25 @@ func TestNodeClientsWorkUnchanged(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, client, stream string
+		// reasoning makes the upstream think before each call, and refuse
+		// a call sent back without its signed thinking block.
+		reasoning bool
 	}{
-		{"an agent on the openai package sees what a plain HTTP agent sees, without streaming", "openai", "0"},
-		{"an agent on the openai package sees what a plain HTTP agent sees, with streaming", "openai", "1"},
-		{"an agent on the ai package sees what a plain HTTP agent sees, without streaming", "ai", "0"},
-		{"an agent on the ai package sees what a plain HTTP agent sees, with streaming", "ai", "1"},
-		{"an agent on the openai package's Responses API sees what a plain HTTP agent sees, without streaming", "openai-responses", "0"},
-		{"an agent on the openai package's Responses API sees what a plain HTTP agent sees, with streaming", "openai-responses", "1"},
-		{"an agent on the ai package's Responses API sees what a plain HTTP agent sees, without streaming", "ai-responses", "0"},
-		{"an agent on the ai package's Responses API sees what a plain HTTP agent sees, with streaming", "ai-responses", "1"},
+		{"an agent on the openai package sees what a plain HTTP agent sees, without streaming", "openai", "0", false},
+		{"an agent on the openai package sees what a plain HTTP agent sees, with streaming", "openai", "1", false},
+		{"an agent on the ai package sees what a plain HTTP agent sees, without streaming", "ai", "0", false},
+		{"an agent on the ai package sees what a plain HTTP agent sees, with streaming", "ai", "1", false},
+		{"an agent on the openai package's Responses API sees what a plain HTTP agent sees, without streaming", "openai-responses", "0", false},
+		{"an agent on the openai package's Responses API sees what a plain HTTP agent sees, with streaming", "openai-responses", "1", false},
+		{"an agent on the ai package's Responses API sees what a plain HTTP agent sees, without streaming", "ai-responses", "0", false},
+		{"an agent on the ai package's Responses API sees what a plain HTTP agent sees, with streaming", "ai-responses", "1", false},
+		{"an agent on Anthropic's own SDK package sees what a plain HTTP agent sees, without streaming", "anthropic", "0", true},
+		{"an agent on Anthropic's own SDK package sees what a plain HTTP agent sees, with streaming", "anthropic", "1", true},
+		{"an agent on the ai package's Anthropic provider sees what a plain HTTP agent sees, without streaming", "ai-anthropic", "0", true},
+		{"an agent on the ai package's Anthropic provider sees what a plain HTTP agent sees, with streaming", "ai-anthropic", "1", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			model := &fakellm.Model{Tasks: tasks}
+			model := &fakellm.Model{Tasks: tasks, Reasoning: tc.reasoning}
 			base := newTestGateway(t, model)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()

@@ -333,3 +333,27 @@ func TestMessagesStreamsEnd(t *testing.T) {
 		t.Errorf("error event %q %s", ev.Name, ev.Data)
 	}
 }
+
+func TestMessagesStreamBlocksKeepTheirIndices(t *testing.T) {
+	rd := Messages{}.ItemReader()
+	var last ItemEvent
+	for _, d := range []string{
+		anthropicStream[0],
+		`{"type":"content_block_start","index":2,"content_block":{"type":"text","text":""}}`,
+		`{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"Filing."}}`,
+		`{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"t2","name":"issue_create","input":{}}}`,
+		anthropicStream[len(anthropicStream)-1],
+	} {
+		ev, err := rd.Read([]byte(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ev
+	}
+	if len(last.Items) != 4 || last.Items[0] != "" || gjson.Get(last.Items[3], "id").String() != "t2" || last.Text != "Filing." || len(last.Calls) != 1 {
+		t.Errorf("blocks of a stream that skipped indices 0 and 1 read as %q (calls %+v)", last.Items, last.Calls)
+	}
+	if got := JoinItems(last.Items); !gjson.Valid("["+got+"]") || len(gjson.Parse("["+got+"]").Array()) != 2 {
+		t.Errorf("joined as %s", got)
+	}
+}

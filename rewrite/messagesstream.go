@@ -88,7 +88,7 @@ func (m *messagesReader) Read(data []byte) (ItemEvent, error) {
 		if ev.Items, err = m.built(); err != nil {
 			return ItemEvent{}, err
 		}
-		ev.Calls, ev.Text, _ = readBlocks(gjson.Parse("[" + strings.Join(ev.Items, ",") + "]"))
+		ev.Calls, ev.Text, _ = readBlocks(gjson.Parse("[" + JoinItems(ev.Items) + "]"))
 	case "error":
 		ev.Terminal, ev.Failed = true, true
 	}
@@ -99,9 +99,11 @@ func (m *messagesReader) Read(data []byte) (ItemEvent, error) {
 // slice.
 const maxBlocks = 4096
 
-// built returns the stream's blocks, whole.
+// built returns the stream's blocks, whole, by index: "" stands where
+// no block started (an upstream that skipped an index), so the relay
+// finds each block where its events said it was.
 func (m *messagesReader) built() ([]string, error) {
-	out := make([]string, 0, len(m.blocks))
+	out := make([]string, len(m.blocks))
 	for i := range m.blocks {
 		b := &m.blocks[i]
 		if !b.started {
@@ -144,9 +146,25 @@ func (m *messagesReader) built() ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("building the stream's block %d: %w", i, err)
 		}
-		out = append(out, string(raw))
+		out[i] = string(raw)
 	}
 	return out, nil
+}
+
+// JoinItems joins a stream's items (ItemEvent.Items) with commas, leaving
+// out the indices no item took.
+func JoinItems(items []string) string {
+	var b strings.Builder
+	for _, it := range items {
+		if it == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(it)
+	}
+	return b.String()
 }
 
 // EditItemEvent implements ItemEventWriter: a Messages stream numbers

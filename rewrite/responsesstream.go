@@ -66,7 +66,8 @@ type ItemEvent struct {
 	Terminal, Failed bool
 	// Of a terminal event that is not a failure: the response's id,
 	// creation time and usage, its function calls, the text of its
-	// messages and its output items (raw, by index).
+	// messages and its output items (raw, by index; "" where an
+	// upstream's stream skipped an index: JoinItems joins them).
 	ID      string
 	Created int64
 	Usage   gjson.Result
