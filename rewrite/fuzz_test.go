@@ -292,7 +292,7 @@ func FuzzMessagesParseBuild(f *testing.F) {
 		for _, ev := range [][]byte{body, []byte(`{"type":"message_delta","delta":{},"usage":{}}`)} {
 			if e, err := rd.Read(ev); err == nil && e.Terminal && !e.Failed {
 				for _, it := range e.Items {
-					if !gjson.Valid(it) {
+					if it != "" && !gjson.Valid(it) { // "" holds an index no block took
 						t.Fatalf("a stream built the invalid block %q", it)
 					}
 				}

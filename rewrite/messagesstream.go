@@ -58,6 +58,9 @@ func (m *messagesReader) Read(data []byte) (ItemEvent, error) {
 		switch ev.Type {
 		case "content_block_start":
 			cb := root.Get("content_block")
+			if !cb.IsObject() {
+				return ItemEvent{}, fmt.Errorf("stream event content_block_start has no block: %.80q", data)
+			}
 			b.start, b.started, ev.Opens = cb.Raw, true, true
 			switch cb.Get("type").String() {
 			case "tool_use":
