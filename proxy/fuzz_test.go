@@ -393,3 +393,137 @@ func checkItemStream(out string) error {
 	}
 	return nil
 }
+
+// FuzzBlockRelay feeds the Messages relay upstream streams made of event
+// templates in any order (blocks of every kind, deltas and stops of
+// blocks never started, two message_deltas, an error, a cut) and holds
+// what the client gets to what Anthropic's SDKs require: either an error
+// status, or named events with one message_start first, blocks started
+// at indices 0, 1, 2, ..., events only of started blocks, nothing after
+// the message_stop or the error, and no block of the gateway's search.
+func FuzzBlockRelay(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 9}, "")    // text
+	f.Add([]byte{0, 4, 6, 9}, "")       // thinking, then a search
+	f.Add([]byte{0, 4, 1, 5, 9}, "")    // thinking, text, a client call
+	f.Add([]byte{0, 6, 5, 7, 9}, "")    // a search and a client call
+	f.Add([]byte{0, 2, 8, 9, 9}, "")    // a delta of no block, an error, two ends
+	f.Add([]byte{0, 1, 2}, "data: {\"") // cut
+	u, _ := url.Parse("http://upstream.invalid/v1")
+	snap := policy.Default()
+	tools, _ := json.Marshal(anthropicTools(30))
+	body := []byte(`{"model":"m","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"File a bug and tell the team."}],"tools":` + string(tools) + `}`)
+	sessions, catalogs := session.NewMemory(100, 0), selector.NewCache(2)
+	f.Fuzz(func(t *testing.T, ops []byte, tail string) {
+		if len(ops) > 64 || len(tail) > 1024 {
+			return
+		}
+		first := blockOps(ops, tail)
+		g := &Gateway{Upstream: u, Policy: func() *policy.Snapshot { return snap }, Sessions: sessions, Catalogs: catalogs, Logger: testLogger(),
+			Transport: streamsThen(first, blockOps([]byte{0, 1, 2, 3, 9}, ""))}
+		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/messages", bytes.NewReader(body))
+		rec := httptest.NewRecorder()
+		g.ServeHTTP(rec, req)
+		out := rec.Body.String()
+		if rec.Code != http.StatusOK {
+			if rec.Code != http.StatusBadGateway && rec.Code != http.StatusGatewayTimeout || gjson.Get(out, "type").String() != "error" || !gjson.Get(out, "error.message").Exists() {
+				t.Fatalf("status %d with %q", rec.Code, out)
+			}
+			return
+		}
+		if err := checkBlockStream(out); err != nil {
+			t.Fatalf("%v\nupstream:\n%s\nclient:\n%s", err, first, out)
+		}
+	})
+}
+
+// blockOps builds a Messages stream from op codes: 0 message_start, 1 a
+// text block started, 2 a text delta, 3 a block stopped, 4 a thinking
+// block (started, thought, signed, stopped), 5 a client call (started,
+// its input, stopped), 6 a search call (the same), 7 an input delta, 8
+// an error event, 9 message_delta and message_stop; op/10 picks the
+// block index for deltas and stops. tail ends the stream raw.
+func blockOps(ops []byte, tail string) string {
+	var b strings.Builder
+	n := 0
+	ev := func(typ string, fields map[string]any) {
+		fields["type"] = typ
+		data, _ := json.Marshal(fields)
+		b.WriteString("event: " + typ + "\ndata: " + string(data) + "\n\n")
+	}
+	start := func(block map[string]any) int {
+		ev("content_block_start", map[string]any{"index": n, "content_block": block})
+		n++
+		return n - 1
+	}
+	for _, op := range ops {
+		at := int(op/10) % 4
+		switch op % 10 {
+		case 0:
+			ev("message_start", map[string]any{"message": map[string]any{"id": "msg_up", "type": "message", "role": "assistant", "content": []any{},
+				"usage": map[string]any{"input_tokens": 10, "output_tokens": 1}}})
+		case 1:
+			start(map[string]any{"type": "text", "text": ""})
+		case 2:
+			ev("content_block_delta", map[string]any{"index": at, "delta": map[string]any{"type": "text_delta", "text": "Hi"}})
+		case 3:
+			ev("content_block_stop", map[string]any{"index": at})
+		case 4:
+			i := start(map[string]any{"type": "thinking", "thinking": "", "signature": ""})
+			ev("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "thinking_delta", "thinking": "hmm"}})
+			ev("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "signature_delta", "signature": "sig"}})
+			ev("content_block_stop", map[string]any{"index": i})
+		case 5, 6:
+			name := map[byte]string{5: "repo_create_issue", 6: "tool_search"}[op%10]
+			i := start(map[string]any{"type": "tool_use", "id": "t" + strconv.Itoa(n), "name": name, "input": map[string]any{}})
+			ev("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": `{"query":"send message"}`}})
+			ev("content_block_stop", map[string]any{"index": i})
+		case 7:
+			ev("content_block_delta", map[string]any{"index": at, "delta": map[string]any{"type": "input_json_delta", "partial_json": "{}"}})
+		case 8:
+			ev("error", map[string]any{"error": map[string]any{"type": "overloaded_error", "message": "Overloaded"}})
+		case 9:
+			ev("message_delta", map[string]any{"delta": map[string]any{"stop_reason": "end_turn"}, "usage": map[string]any{"output_tokens": 2}})
+			ev("message_stop", map[string]any{})
+		}
+	}
+	b.WriteString(tail)
+	return b.String()
+}
+
+// checkBlockStream checks a Messages stream as a client reads it.
+func checkBlockStream(out string) error {
+	n, started, ended := 0, int64(0), false
+	for _, block := range strings.Split(strings.TrimSpace(out), "\n\n") {
+		lines := strings.Split(block, "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "event: ") || !strings.HasPrefix(lines[1], "data: ") {
+			return fmt.Errorf("event %d is not one named data line: %q", n, block)
+		}
+		if ended {
+			return fmt.Errorf("event %d follows the end", n)
+		}
+		name, data := strings.TrimPrefix(lines[0], "event: "), strings.TrimPrefix(lines[1], "data: ")
+		if !gjson.Valid(data) || gjson.Get(data, "type").String() != name {
+			return fmt.Errorf("event %d: name %s, data %s", n, name, data)
+		}
+		if (n == 0) != (name == "message_start") && name != "error" {
+			return fmt.Errorf("event %d is %s: want one message_start, first", n, name)
+		}
+		switch i := gjson.Get(data, "index").Int(); name {
+		case "content_block_start":
+			if i != started {
+				return fmt.Errorf("event %d starts block %d, want %d", n, i, started)
+			}
+			started++
+		case "content_block_delta", "content_block_stop":
+			if i >= started {
+				return fmt.Errorf("event %d is of block %d, which never started", n, i)
+			}
+		}
+		if strings.Contains(data, SearchToolName) {
+			return fmt.Errorf("event %d shows the gateway's search: %s", n, data)
+		}
+		ended = name == "message_stop" || name == "error"
+		n++
+	}
+	return nil
+}

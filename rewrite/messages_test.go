@@ -297,7 +297,16 @@ func TestMessagesStreamsAreReadBlockByBlock(t *testing.T) {
 		}
 	})
 	t.Run("an index out of range is refused", func(t *testing.T) {
-		if _, err := (Messages{}).ItemReader().Read([]byte(`{"type":"content_block_stop","index":99999999}`)); err == nil {
+		rd := Messages{}.ItemReader()
+		if _, err := rd.Read([]byte(anthropicStream[0])); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rd.Read([]byte(`{"type":"content_block_start","index":99999999,"content_block":{"type":"text","text":""}}`)); err == nil {
+			t.Error("accepted")
+		}
+	})
+	t.Run("a stream that does not begin with message_start is refused", func(t *testing.T) {
+		if _, err := (Messages{}).ItemReader().Read([]byte(anthropicStream[2])); err == nil {
 			t.Error("accepted")
 		}
 	})
@@ -355,5 +364,47 @@ func TestMessagesStreamBlocksKeepTheirIndices(t *testing.T) {
 	}
 	if got := JoinItems(last.Items); !gjson.Valid("["+got+"]") || len(gjson.Parse("["+got+"]").Array()) != 2 {
 		t.Errorf("joined as %s", got)
+	}
+}
+
+func TestMessagesStreamBlocksInterleaved(t *testing.T) {
+	t.Run("a block that goes on after the next one started keeps its deltas", func(t *testing.T) {
+		rd := Messages{}.ItemReader()
+		var last ItemEvent
+		for _, d := range []string{
+			anthropicStream[0],
+			`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"One "}}`,
+			`{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`,
+			`{"type":"content_block_start","index":2,"content_block":{"type":"text","text":""}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"two."}}`,
+			anthropicStream[len(anthropicStream)-1],
+		} {
+			ev, err := rd.Read([]byte(d))
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = ev
+		}
+		if got := gjson.Get(last.Items[0], "text").String(); got != "One two." {
+			t.Errorf("block 0 built as %q", got)
+		}
+	})
+	for _, tc := range []struct{ name, event string }{
+		{"a delta of a block that never started is refused", `{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"}}`},
+		{"a stop of a block that never started is refused", `{"type":"content_block_stop","index":1}`},
+		{"a block started twice is refused", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rd := Messages{}.ItemReader()
+			for _, d := range []string{anthropicStream[0], `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`} {
+				if _, err := rd.Read([]byte(d)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := rd.Read([]byte(tc.event)); err == nil {
+				t.Error("accepted")
+			}
+		})
 	}
 }

@@ -19,6 +19,7 @@ func (Messages) ItemReader() ItemReader { return &messagesReader{} }
 
 // messagesReader is the state of one upstream Messages stream.
 type messagesReader struct {
+	began  bool // message_start came
 	id     string
 	usage  []byte // message_start's usage, which message_delta's updates
 	blocks []blockBuild
@@ -28,8 +29,8 @@ type messagesReader struct {
 // content_block_start gave, and what the deltas added to its members.
 type blockBuild struct {
 	start               string
-	text, thinking, sig strings.Builder
-	json                strings.Builder // input_json_delta's partial_json
+	text, thinking, sig []byte // byte slices, not Builders: blocks is a slice that grows
+	json                []byte // input_json_delta's partial_json
 	citations           []string
 	started             bool
 }
@@ -41,10 +42,22 @@ func (m *messagesReader) Read(data []byte) (ItemEvent, error) {
 		return ev, err
 	}
 	switch ev.Type {
+	case "ping", "error":
 	case "message_start":
+		if m.began {
+			return ItemEvent{}, fmt.Errorf("stream sent a second message_start: %.80q", data)
+		}
 		msg := root.Get("message")
-		m.id = msg.Get("id").String()
+		m.id, m.began = msg.Get("id").String(), true
 		m.usage = LatestUsage(nil, msg.Get("usage"))
+	default:
+		// The client's accumulator starts from message_start, and the
+		// relay passes on the first round's lifecycle as the client's.
+		if !m.began {
+			return ItemEvent{}, fmt.Errorf("stream event %s came before message_start", ev.Type)
+		}
+	}
+	switch ev.Type {
 	case "content_block_start", "content_block_delta", "content_block_stop":
 		i := root.Get("index")
 		if i.Type != gjson.Number || i.Int() < 0 || i.Int() > maxBlocks {
@@ -58,8 +71,8 @@ func (m *messagesReader) Read(data []byte) (ItemEvent, error) {
 		switch ev.Type {
 		case "content_block_start":
 			cb := root.Get("content_block")
-			if !cb.IsObject() {
-				return ItemEvent{}, fmt.Errorf("stream event content_block_start has no block: %.80q", data)
+			if !cb.IsObject() || b.started {
+				return ItemEvent{}, fmt.Errorf("stream event content_block_start has no block, or one already started: %.80q", data)
 			}
 			b.start, b.started, ev.Opens = cb.Raw, true, true
 			switch cb.Get("type").String() {
@@ -68,17 +81,24 @@ func (m *messagesReader) Read(data []byte) (ItemEvent, error) {
 			case "thinking", "redacted_thinking":
 				ev.Reasoning = true
 			}
-		case "content_block_delta":
+		case "content_block_delta", "content_block_stop":
+			// A client's accumulator refuses an event of a block that
+			// never started, and its text would go nowhere.
+			if !b.started {
+				return ItemEvent{}, fmt.Errorf("stream event %s of block %d, which never started", ev.Type, ev.OutputIndex)
+			}
+		}
+		if ev.Type == "content_block_delta" {
 			d := root.Get("delta")
 			switch d.Get("type").String() {
 			case "text_delta":
-				b.text.WriteString(d.Get("text").String())
+				b.text = append(b.text, d.Get("text").String()...)
 			case "input_json_delta":
-				b.json.WriteString(d.Get("partial_json").String())
+				b.json = append(b.json, d.Get("partial_json").String()...)
 			case "thinking_delta":
-				b.thinking.WriteString(d.Get("thinking").String())
+				b.thinking = append(b.thinking, d.Get("thinking").String()...)
 			case "signature_delta":
-				b.sig.WriteString(d.Get("signature").String())
+				b.sig = append(b.sig, d.Get("signature").String()...)
 			case "citations_delta":
 				b.citations = append(b.citations, d.Get("citation").Raw)
 			}
@@ -119,17 +139,17 @@ func (m *messagesReader) built() ([]string, error) {
 				raw, err = sjson.SetBytes(raw, path, v)
 			}
 		}
-		if b.text.Len() > 0 {
-			set("text", gjson.GetBytes(raw, "text").String()+b.text.String())
+		if len(b.text) > 0 {
+			set("text", gjson.GetBytes(raw, "text").String()+string(b.text))
 		}
-		if b.thinking.Len() > 0 {
-			set("thinking", gjson.GetBytes(raw, "thinking").String()+b.thinking.String())
+		if len(b.thinking) > 0 {
+			set("thinking", gjson.GetBytes(raw, "thinking").String()+string(b.thinking))
 		}
-		if b.sig.Len() > 0 {
-			set("signature", b.sig.String())
+		if len(b.sig) > 0 {
+			set("signature", string(b.sig))
 		}
-		if b.json.Len() > 0 {
-			in := b.json.String()
+		if len(b.json) > 0 {
+			in := string(b.json)
 			if !gjson.Valid(in) {
 				return nil, fmt.Errorf("stream's block %d: its input is not valid JSON: %.80q", i, in)
 			}
