@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -342,5 +343,34 @@ func TestAMessagesStreamThatSkipsIndicesKeepsItsCalls(t *testing.T) {
 	}
 	if len(msg.Content) != 2 || msg.Content[1].Name != "repo_create_issue" || msg.StopReason != anthropic.StopReasonToolUse {
 		t.Errorf("the client got %+v stopping for %q, want the text and the call, stopping for tool_use", msg.Content, msg.StopReason)
+	}
+}
+
+// TestAPassedThroughMessagesStreamIsCounted checks that a Messages
+// request the loop leaves alone still counts its input tokens, read from
+// the stream's message_start (the cache reads among them) when its
+// message_delta has none.
+func TestAPassedThroughMessagesStreamIsCounted(t *testing.T) {
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":4000,\"cache_read_input_tokens\":1000,\"output_tokens\":1}}}\n\n"+
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"+
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":9}}\n\n"+
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	})
+	var buf syncBuffer
+	base := newTestGateway(t, upstream, func(g *Gateway) {
+		g.Metrics = NewMetrics()
+		g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+	})
+	tools, _ := json.Marshal(anthropicTools(40))
+	resp := postPath(t, base+"/messages", []byte(`{"model":"claude","max_tokens":50,"stream":true,"tools":`+string(tools)+`,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Well,"}]}`))
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	recs := buf.waitLines(t, 1)
+	if len(recs) != 1 || recs[0].Get("mode").String() != "passthrough" || recs[0].Get("input_tokens").Int() != 5000 || recs[0].Get("input_tokens_cached").Int() != 1000 {
+		t.Errorf("want one record of a request passed through with 5000 input tokens, 1000 cached:\n%s", buf.String())
 	}
 }

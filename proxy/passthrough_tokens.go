@@ -93,7 +93,8 @@ func (u *usageTap) tokens() (prompt, cached int64) {
 
 // usage returns the answer's usage object: a whole answer's, or a
 // stream's last data line that carries input tokens (a Responses stream
-// carries them in its response.completed event's response).
+// carries them in its response.completed event's response; a Messages
+// stream in its message_delta, or else in its message_start's message).
 func (u *usageTap) usage() gjson.Result {
 	if !u.on {
 		return gjson.Result{}
@@ -111,7 +112,7 @@ func (u *usageTap) usage() gjson.Result {
 			continue
 		}
 		data = bytes.TrimSpace(data)
-		for _, path := range [...]string{"usage", "response.usage"} {
+		for _, path := range [...]string{"usage", "response.usage", "message.usage"} {
 			if usage := gjson.GetBytes(data, path); rewrite.HasInputTokens(usage) {
 				return usage
 			}
