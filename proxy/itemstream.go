@@ -50,7 +50,7 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 		results := t.answer(ctx, res.calls, round)
 		if more {
 			closeStream(resp.Body, false, cancel)
-			s.waiting = s.waiting[:0] // reasoning that led only to the gateway's calls
+			s.carry(res) // reasoning that led only to the gateway's calls
 			t.rounds = append(t.rounds, rewrite.Round{Content: res.text, Extra: rewrite.JoinItems(res.output), Calls: internal, Results: results})
 			continue
 		}
@@ -86,10 +86,22 @@ type itemRelay struct {
 	items  []string // every item the client saw, by its index, as the rounds' responses gave them
 	// waiting are the events of a round's reasoning items, kept until an
 	// item the client sees follows them in the round (they go first) or
-	// the round turns out to be the gateway's (they go nowhere):
-	// reasoning leads the calls it decided on, and a client that resends
-	// a reasoning item without them is refused.
+	// the round turns out to be the gateway's (they go nowhere, or to
+	// carried): reasoning leads the calls it decided on, and a client
+	// that resends a reasoning item without them is refused.
 	waiting []heldEvent
+	// carried are the reasoning items of the gateway's own rounds, for a
+	// dialect that carries them (CarriesReasoning): they lead the turn's
+	// first item the client sees when its round has none of its own.
+	carried []carriedItem
+}
+
+// carriedItem is one reasoning item of a round of the gateway's: its
+// events and the item, whole.
+type carriedItem struct {
+	round  int
+	events []heldEvent
+	raw    string
 }
 
 // heldEvent is one event of a held item.
@@ -101,6 +113,7 @@ type heldEvent struct {
 
 // itemRound is what one upstream stream said.
 type itemRound struct {
+	round  int
 	id     string
 	calls  []rewrite.Call
 	text   string   // what the round's messages said
@@ -117,7 +130,7 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 	defer body.stop()
 	sse := t.g.sse.get(flushFirst{r: body, flush: s.flush})
 	defer t.g.sse.put(sse)
-	res := itemRound{shown: map[int]int{}}
+	res := itemRound{round: round, shown: map[int]int{}}
 	reader := s.iw.ItemReader()
 	hidden := map[int]bool{}
 	reasoning := map[int]bool{}
@@ -195,9 +208,51 @@ func (s *itemRelay) show() int {
 	return s.next - 1
 }
 
+// carry takes the held reasoning of a round of the gateway's (res) off
+// the wait: to carried when the dialect carries it, else nowhere.
+func (s *itemRelay) carry(res itemRound) {
+	if s.iw.CarriesReasoning() {
+		for _, h := range s.waiting {
+			if n := len(s.carried); n > 0 && s.carried[n-1].events[0].index == h.index && s.carried[n-1].round == res.round {
+				s.carried[n-1].events = append(s.carried[n-1].events, h)
+				continue
+			}
+			raw := ""
+			if h.index < len(res.output) {
+				raw = res.output[h.index]
+			}
+			s.carried = append(s.carried, carriedItem{round: res.round, events: []heldEvent{h}, raw: raw})
+		}
+	}
+	s.waiting = s.waiting[:0]
+}
+
+// lead sends the carried reasoning as the turn's first items, when the
+// round about to show its first item has none of its own.
+func (s *itemRelay) lead() error {
+	carried := s.carried
+	s.carried = nil
+	if s.next > 0 || len(s.waiting) > 0 {
+		return nil
+	}
+	for _, c := range carried {
+		at := s.show()
+		for _, h := range c.events {
+			if err := s.pass(h.name, h.data, at); err != nil {
+				return err
+			}
+		}
+		s.record(at, c.raw)
+	}
+	return nil
+}
+
 // release sends the held reasoning items, in order, before an item the
 // client sees: what they led to is the client's.
 func (s *itemRelay) release(res *itemRound) error {
+	if err := s.lead(); err != nil {
+		return err
+	}
 	for _, h := range s.waiting {
 		if _, ok := res.shown[h.index]; !ok {
 			res.shown[h.index] = s.show()

@@ -67,7 +67,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		turn := rewrite.Turn{
 			Keep:  func(c rewrite.Call) bool { return !t.internal(c) },
 			Usage: t.usage, ID: t.id, Created: t.created,
-			PromptFilter: t.promptFilter,
+			PromptFilter: t.promptFilter, Rounds: t.rounds,
 		}
 		if !t.req.JSONOutput {
 			turn.Text, turn.Logprobs = t.roundsText()

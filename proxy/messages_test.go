@@ -45,21 +45,25 @@ func anthropicTools(n int) []anthropic.ToolUnionParam {
 // TestTheAnthropicSDKsAgentWorksUnchanged drives the gateway's Messages
 // route with Anthropic's official Go client against a scripted model that
 // thinks before it calls (and refuses a tool_use sent back without its
-// signed thinking): the agent sends its 40 tools and gets only its own
-// calls back, streamed or not, with or without text before a search.
+// signed thinking), before each call or, as Claude's models do without
+// interleaved thinking, once a turn: the agent sends its 40 tools and
+// gets only its own calls back, streamed or not, with or without text
+// before a search.
 func TestTheAnthropicSDKsAgentWorksUnchanged(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		stream  bool
-		narrate string
+		name              string
+		stream, thinkOnce bool
+		narrate           string
 	}{
-		{"an agent completes a two-step task", false, ""},
-		{"an agent whose model speaks before its search completes a two-step task", false, "Let me look that up. "},
-		{"a streaming agent completes a two-step task", true, ""},
-		{"a streaming agent whose model speaks before its search completes a two-step task", true, "Let me look that up. "},
+		{"an agent completes a two-step task", false, false, ""},
+		{"an agent whose model speaks before its search completes a two-step task", false, false, "Let me look that up. "},
+		{"an agent whose model thinks once a turn completes a two-step task", false, true, ""},
+		{"a streaming agent completes a two-step task", true, false, ""},
+		{"a streaming agent whose model speaks before its search completes a two-step task", true, false, "Let me look that up. "},
+		{"a streaming agent whose model thinks once a turn completes a two-step task", true, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Reasoning: true, Keep: true, Narrate: tc.narrate}
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Reasoning: true, ThinkOnce: tc.thinkOnce, Keep: true, Narrate: tc.narrate}
 			client := anthropicClient(newTestGateway(t, model))
 			ctx := context.Background()
 			params := anthropic.MessageNewParams{

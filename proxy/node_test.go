@@ -52,25 +52,27 @@ func TestNodeClientsWorkUnchanged(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, client, stream string
-		// reasoning makes the upstream think before each call, and refuse
-		// a call sent back without its signed thinking block.
-		reasoning bool
+		// reasoning makes the upstream think before each call (or, with
+		// thinkOnce, once a turn, as Claude's models do without
+		// interleaved thinking), and refuse a call sent back without its
+		// signed thinking block.
+		reasoning, thinkOnce bool
 	}{
-		{"an agent on the openai package sees what a plain HTTP agent sees, without streaming", "openai", "0", false},
-		{"an agent on the openai package sees what a plain HTTP agent sees, with streaming", "openai", "1", false},
-		{"an agent on the ai package sees what a plain HTTP agent sees, without streaming", "ai", "0", false},
-		{"an agent on the ai package sees what a plain HTTP agent sees, with streaming", "ai", "1", false},
-		{"an agent on the openai package's Responses API sees what a plain HTTP agent sees, without streaming", "openai-responses", "0", false},
-		{"an agent on the openai package's Responses API sees what a plain HTTP agent sees, with streaming", "openai-responses", "1", false},
-		{"an agent on the ai package's Responses API sees what a plain HTTP agent sees, without streaming", "ai-responses", "0", false},
-		{"an agent on the ai package's Responses API sees what a plain HTTP agent sees, with streaming", "ai-responses", "1", false},
-		{"an agent on Anthropic's own SDK package sees what a plain HTTP agent sees, without streaming", "anthropic", "0", true},
-		{"an agent on Anthropic's own SDK package sees what a plain HTTP agent sees, with streaming", "anthropic", "1", true},
-		{"an agent on the ai package's Anthropic provider sees what a plain HTTP agent sees, without streaming", "ai-anthropic", "0", true},
-		{"an agent on the ai package's Anthropic provider sees what a plain HTTP agent sees, with streaming", "ai-anthropic", "1", true},
+		{"an agent on the openai package sees what a plain HTTP agent sees, without streaming", "openai", "0", false, false},
+		{"an agent on the openai package sees what a plain HTTP agent sees, with streaming", "openai", "1", false, false},
+		{"an agent on the ai package sees what a plain HTTP agent sees, without streaming", "ai", "0", false, false},
+		{"an agent on the ai package sees what a plain HTTP agent sees, with streaming", "ai", "1", false, false},
+		{"an agent on the openai package's Responses API sees what a plain HTTP agent sees, without streaming", "openai-responses", "0", false, false},
+		{"an agent on the openai package's Responses API sees what a plain HTTP agent sees, with streaming", "openai-responses", "1", false, false},
+		{"an agent on the ai package's Responses API sees what a plain HTTP agent sees, without streaming", "ai-responses", "0", false, false},
+		{"an agent on the ai package's Responses API sees what a plain HTTP agent sees, with streaming", "ai-responses", "1", false, false},
+		{"an agent on Anthropic's own SDK package sees what a plain HTTP agent sees, without streaming", "anthropic", "0", true, false},
+		{"an agent on Anthropic's own SDK package sees what a plain HTTP agent sees, with streaming", "anthropic", "1", true, false},
+		{"an agent on the ai package's Anthropic provider sees what a plain HTTP agent sees, without streaming", "ai-anthropic", "0", true, true},
+		{"an agent on the ai package's Anthropic provider sees what a plain HTTP agent sees, with streaming", "ai-anthropic", "1", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			model := &fakellm.Model{Tasks: tasks, Reasoning: tc.reasoning}
+			model := &fakellm.Model{Tasks: tasks, Reasoning: tc.reasoning, ThinkOnce: tc.thinkOnce}
 			base := newTestGateway(t, model)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()

@@ -356,6 +356,10 @@ type Turn struct {
 	// JSON arrays, in order): they lead the answer's, as Text leads its
 	// content, so the tokens and their logprobs stay one to one.
 	Logprobs []string
+	// Rounds are the rounds the gateway answered itself: a dialect whose
+	// API requires the reasoning that began a turn back with its calls
+	// (Messages) takes it from them when the last round has none.
+	Rounds []Round
 	// PromptFilter, when not empty, replaces the round's
 	// prompt_filter_results: the first round's, whose prompt is the
 	// client's (a later round's judges the gateway's search too), as a

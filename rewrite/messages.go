@@ -279,7 +279,7 @@ func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	dropped, calls, said := false, 0, turn.Text == ""
 	root.Get(msgContent).ForEach(func(_, bl gjson.Result) bool {
 		typ := bl.Get("type").String()
-		if !said && typ != "thinking" && typ != "redacted_thinking" {
+		if !said && !isThinking(typ) {
 			// After the thinking: a message with thinking on must start
 			// with it when the client sends it back with its calls.
 			blocks, said = append(blocks, TextBlock(turn.Text)), true
@@ -296,6 +296,14 @@ func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	})
 	if !said {
 		blocks = append(blocks, TextBlock(turn.Text))
+	}
+	if len(blocks) == 0 || !isThinking(gjson.Get(blocks[0], "type").String()) {
+		// The model thought in a round of the gateway's and not since (it
+		// thinks once a turn without interleaved thinking): the client
+		// gets that thinking, which the API requires back with its calls.
+		if carried := roundsThinking(turn.Rounds); len(carried) > 0 {
+			blocks, dropped = append(carried, blocks...), true
+		}
 	}
 	body := append([]byte(nil), r.Body...)
 	var err error
@@ -320,6 +328,23 @@ func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 		}
 	}
 	return body, nil
+}
+
+// isThinking reports whether a block type is the model's reasoning.
+func isThinking(typ string) bool { return typ == "thinking" || typ == "redacted_thinking" }
+
+// roundsThinking returns the thinking blocks of rounds, in order.
+func roundsThinking(rounds []Round) []string {
+	var out []string
+	for _, r := range rounds {
+		gjson.Parse("[" + r.Extra + "]").ForEach(func(_, b gjson.Result) bool {
+			if isThinking(b.Get("type").String()) {
+				out = append(out, b.Raw)
+			}
+			return true
+		})
+	}
+	return out
 }
 
 // TextBlock is text as a Messages content block.

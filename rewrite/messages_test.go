@@ -408,3 +408,34 @@ func TestMessagesStreamBlocksInterleaved(t *testing.T) {
 		})
 	}
 }
+
+func TestMessagesClientResponseCarriesTheTurnsThinking(t *testing.T) {
+	r, err := Messages{}.ParseResponse([]byte(`{"id":"msg_2","type":"message","role":"assistant","content":[{"type":"tool_use","id":"t2","name":"issue_create","input":{}}],"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds := []Round{{Extra: `{"type":"thinking","thinking":"need a tool","signature":"s1"},{"type":"tool_use","id":"t1","name":"tool_search","input":{}}`}}
+	for _, tc := range []struct {
+		name   string
+		rounds []Round
+		want   string
+	}{
+		{"a last round without thinking gets the search round's", rounds, "thinking,tool_use"},
+		{"with no thinking anywhere nothing is added", []Round{{Extra: `{"type":"tool_use","id":"t1","name":"tool_search","input":{}}`}}, "tool_use"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := Messages{}.ClientResponse(r, Turn{Keep: func(Call) bool { return true }, Rounds: tc.rounds})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var types []string
+			gjson.GetBytes(out, "content").ForEach(func(_, b gjson.Result) bool {
+				types = append(types, b.Get("type").String())
+				return true
+			})
+			if got := strings.Join(types, ","); got != tc.want {
+				t.Errorf("content %s, want blocks %s", gjson.GetBytes(out, "content").Raw, tc.want)
+			}
+		})
+	}
+}

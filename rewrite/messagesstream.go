@@ -225,6 +225,9 @@ func (Messages) EndItemEvents(last NamedEvent, _ string, items []string, usage [
 	}, nil
 }
 
+// CarriesReasoning implements ItemEventWriter.
+func (Messages) CarriesReasoning() bool { return true }
+
 // anyCall reports whether one of blocks is a tool_use.
 func anyCall(blocks []string) bool {
 	for _, b := range blocks {

@@ -33,6 +33,13 @@ type ItemEventWriter interface {
 	// ErrorEvent is the event that ends a stream in failure, numbered
 	// seq: typ and code classify it as an error body's members do.
 	ErrorEvent(typ, code, message, param string, seq int) NamedEvent
+	// CarriesReasoning reports whether the reasoning of the gateway's own
+	// rounds leads the first item the client sees when that item's round
+	// has no reasoning of its own: the Messages API requires the thinking
+	// that began a turn back with its calls, and its models without
+	// interleaved thinking think once a turn. The Responses API refuses a
+	// reasoning item sent back without the item that followed it.
+	CarriesReasoning() bool
 }
 
 // ItemReader reads the events of one upstream item stream, in order.
@@ -164,6 +171,9 @@ func (Responses) ErrorEvent(typ, code, message, param string, seq int) NamedEven
 	b = append(append(b, `,"sequence_number":`...), strconv.Itoa(seq)...)
 	return NamedEvent{Name: "error", Data: append(b, '}')}
 }
+
+// CarriesReasoning implements ItemEventWriter.
+func (Responses) CarriesReasoning() bool { return false }
 
 // endResponse is a Responses stream's terminal event as the turn ends it.
 func endResponse(last []byte, id string, items []string, usage []byte, seq int) ([]byte, error) {

@@ -71,6 +71,13 @@ type Model struct {
 	// Messages API replies with a signed thinking block that must come
 	// back at the head of the calls it led to (messages.go).
 	Reasoning bool
+	// ThinkOnce makes Messages API reasoning that of Claude's models
+	// without interleaved thinking: a thinking block leads only the reply
+	// to a user's own message, none the replies to tool results (the
+	// assistant's turn goes on from the thinking it began with), and the
+	// turn's first assistant message with calls, not its last, must start
+	// with it.
+	ThinkOnce bool
 	// Narrate is what the model says before each search, as a message
 	// item of its Responses API reply or a text block of its Messages API
 	// reply ("Let me look that up.").

@@ -74,7 +74,7 @@ func (m *Model) messages(w http.ResponseWriter, r *http.Request) {
 		stop = "tool_use"
 	}
 	msg := map[string]any{"id": m.id("msg_"), "type": "message", "role": "assistant", "model": req.Get("model").String(),
-		"content": m.contentBlocks(rep), "stop_reason": stop, "stop_sequence": nil, "usage": anthropicUsage(rep.promptTokens, rep.completionTokens())}
+		"content": m.contentBlocks(rep, !m.ThinkOnce || turnStart(msgs)), "stop_reason": stop, "stop_sequence": nil, "usage": anthropicUsage(rep.promptTokens, rep.completionTokens())}
 	if rec.Stream {
 		m.streamMessage(w, r, msg, rep)
 		return
@@ -98,9 +98,9 @@ func anthropicUsage(in, out int64) map[string]any {
 // contentBlocks renders a reply as Messages API content blocks: thinking
 // first when the model reasons, then a narration before a search, then the
 // call or the answer.
-func (m *Model) contentBlocks(rep reply) []map[string]any {
+func (m *Model) contentBlocks(rep reply, think bool) []map[string]any {
 	var out []map[string]any
-	if m.Reasoning {
+	if m.Reasoning && think {
 		thought := "The steps are done; time to answer."
 		if rep.call != nil {
 			thought = "The next step needs " + rep.call.name + "."
@@ -255,13 +255,17 @@ func unanswered(msgs []gjson.Result) string {
 
 // unthought returns why a request that goes on with a tool-use loop is
 // refused while the model reasons: the last assistant message, whose
-// calls the request answers, must start with a thinking block this model
+// calls the request answers (with ThinkOnce, the first of the turn since
+// the user's own message), must start with a thinking block this model
 // signed, its thinking unchanged, as Anthropic requires with thinking on.
 func (m *Model) unthought(msgs []gjson.Result) string {
 	last := -1
 	for i, msg := range msgs {
-		if msg.Get("role").String() == "assistant" {
+		switch role := msg.Get("role").String(); {
+		case role == "assistant" && (!m.ThinkOnce || last < 0):
 			last = i
+		case role == "user" && m.ThinkOnce && len(blockIDs(msg, "tool_result", "tool_use_id")) == 0:
+			last = -1 // a user's own message starts a new turn
 		}
 	}
 	if last < 0 || len(blockIDs(msgs[last], "tool_use", "id")) == 0 {
@@ -278,6 +282,16 @@ func (m *Model) unthought(msgs []gjson.Result) string {
 		return fmt.Sprintf("messages.%d.content.0: invalid signature in thinking block: with thinking on, an assistant message whose tool_use blocks are answered must start with a thinking block the model gave, unchanged", last)
 	}
 	return ""
+}
+
+// turnStart reports whether a request's last message is the user's own,
+// not tool results: a reply to it starts the assistant's turn.
+func turnStart(msgs []gjson.Result) bool {
+	if len(msgs) == 0 {
+		return true
+	}
+	last := msgs[len(msgs)-1]
+	return last.Get("role").String() == "user" && len(blockIDs(last, "tool_result", "tool_use_id")) == 0
 }
 
 // chatMessages turns Messages API messages into the Chat Completions

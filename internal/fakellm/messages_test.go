@@ -511,3 +511,37 @@ func TestMessagesReasoningNeedsTheThinkingBack(t *testing.T) {
 		})
 	}
 }
+
+func TestMessagesThinkingOnceATurn(t *testing.T) {
+	tools := anthropicTools("tool_search", "repo_create_issue", "chat_post_message")
+	m := &Model{Tasks: []Task{issueThenChat}, Reasoning: true, ThinkOnce: true}
+	_, _, out := postMessages(t, m, messagesBody(tools, userSays(issueThenChat.Prompt)))
+	first := gjson.GetBytes(out, "content").Array()
+	if len(first) != 2 || first[0].Get("type").String() != "thinking" {
+		t.Fatalf("the reply to the user's message is %s, want thinking, then the call", gjson.GetBytes(out, "content").Raw)
+	}
+	firstMsg := assistantSays(json.RawMessage(first[0].Raw), json.RawMessage(first[1].Raw))
+	_, _, out = postMessages(t, m, messagesBody(tools, userSays(issueThenChat.Prompt), firstMsg, userSays([]any{toolResult(first[1].Get("id").String())})))
+	second := gjson.GetBytes(out, "content").Array()
+	if len(second) != 1 || second[0].Get("type").String() != "tool_use" {
+		t.Fatalf("the reply to tool results is %s, want the call alone, no thinking", gjson.GetBytes(out, "content").Raw)
+	}
+	secondMsg := assistantSays(json.RawMessage(second[0].Raw))
+	for _, tc := range []struct {
+		name   string
+		msgs   []any
+		status int
+	}{
+		{"a turn whose first message leads with the thinking goes on", []any{userSays(issueThenChat.Prompt), firstMsg, userSays([]any{toolResult(first[1].Get("id").String())}),
+			secondMsg, userSays([]any{toolResult(second[0].Get("id").String())})}, http.StatusOK},
+		{"a turn whose first message lost its thinking is refused", []any{userSays(issueThenChat.Prompt), assistantSays(json.RawMessage(first[1].Raw)),
+			userSays([]any{toolResult(first[1].Get("id").String())}), secondMsg, userSays([]any{toolResult(second[0].Get("id").String())})}, http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, _, out := postMessages(t, m, messagesBody(tools, tc.msgs...))
+			if resp.StatusCode != tc.status {
+				t.Errorf("status %d %s, want %d", resp.StatusCode, out, tc.status)
+			}
+		})
+	}
+}
