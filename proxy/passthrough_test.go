@@ -60,6 +60,8 @@ func TestRequestsThatDoNotPayPassThroughUnchanged(t *testing.T) {
 		{"a request without tools reaches the upstream byte for byte", chatRequest(t, msgs, nil, false, nil)},
 		{"a request with n=2 reaches the upstream byte for byte", chatRequest(t, msgs, testCatalog(40), false, map[string]any{"n": 2})},
 		{"a request with legacy functions reaches the upstream byte for byte", chatRequest(t, msgs, nil, false, map[string]any{"functions": []any{map[string]any{"name": "f"}}})},
+		{"a request that defers tools for the provider's own tool search reaches the upstream byte for byte", chatRequest(t, msgs, append(testCatalog(40),
+			map[string]any{"type": "function", "defer_loading": true, "function": map[string]any{"name": "late_tool", "parameters": map[string]any{"type": "object"}}}), false, nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &recorder{answer: plainAnswer}

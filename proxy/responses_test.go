@@ -231,6 +231,9 @@ func TestResponsesRequestsTheLoopDoesNotTakePassThrough(t *testing.T) {
 	}{
 		{"a request that appends to a conversation kept upstream passes through", map[string]any{"conversation": "conv_1", "tools": tools()}, "a conversation kept upstream"},
 		{"a background request passes through", map[string]any{"background": true, "tools": tools()}, "a background response"},
+		{"a request whose client defers tools for the API's own tool search passes through", map[string]any{"tools": tools(
+			map[string]any{"type": "function", "name": "late_tool", "parameters": map[string]any{"type": "object"}, "defer_loading": true},
+			map[string]any{"type": "tool_search"})}, "the client defers its own tools"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []byte
