@@ -39,6 +39,13 @@ func (r *Result) Print(w io.Writer) error {
 		"provider's prefix cache; --cache-rate sets what a hit costs). The scripted model accepts up to\n"+
 		"%d tools in the direct run; a real OpenAI model refuses more than 128. Took %s.\n",
 		group(cacheMinTokens), cacheStep, DirectMaxTools, r.Elapsed.Round(1e6))
+	if r.API == APIMessages {
+		// Anthropic's cache is not automatic: the estimate would claim hits
+		// its API gives only to a client that asks for them.
+		fmt.Fprint(w, "Anthropic caches a prompt only up to the cache_control breakpoints a client sets (a write\n"+
+			"costs 1.25x an input token, a hit 0.1x): the hits above are what an agent that marks its latest\n"+
+			"message could get; this demo's agent marks none.\n")
+	}
 	return nil
 }
 
