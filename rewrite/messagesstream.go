@@ -148,14 +148,11 @@ func (m *messagesReader) built() ([]string, error) {
 		if len(b.sig) > 0 {
 			set("signature", string(b.sig))
 		}
-		if len(b.json) > 0 {
-			in := string(b.json)
-			if !gjson.Valid(in) {
-				return nil, fmt.Errorf("stream's block %d: its input is not valid JSON: %.80q", i, in)
-			}
-			if err == nil {
-				raw, err = sjson.SetRawBytes(raw, "input", []byte(in))
-			}
+		// An input cut short (a round that ran out of max_tokens) keeps
+		// the block's own, {}, as Anthropic's SDKs keep it: the client
+		// got the same deltas, and reads the call as they do.
+		if len(b.json) > 0 && gjson.ValidBytes(b.json) && err == nil {
+			raw, err = sjson.SetRawBytes(raw, "input", b.json)
 		}
 		if len(b.citations) > 0 && err == nil {
 			prior := gjson.GetBytes(raw, "citations")
