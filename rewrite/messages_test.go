@@ -287,7 +287,7 @@ func TestMessagesStreamsAreReadBlockByBlock(t *testing.T) {
 			}
 		}
 		ev, err := rd.Read([]byte(anthropicStream[len(anthropicStream)-1]))
-		if err != nil || len(ev.Calls) != 1 || ev.Calls[0].Arguments != "{}" || !gjson.Valid(ev.Items[0]) {
+		if err != nil || len(ev.Calls) != 1 || ev.Calls[0].Arguments != "{}" || !gjson.Valid(ev.Items[2]) {
 			t.Errorf("read %+v (%v)", ev, err)
 		}
 	})
