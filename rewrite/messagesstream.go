@@ -2,7 +2,6 @@ package rewrite
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -169,22 +168,6 @@ func (m *messagesReader) built() ([]string, error) {
 		out[i] = string(raw)
 	}
 	return out, nil
-}
-
-// JoinItems joins a stream's items (ItemEvent.Items) with commas, leaving
-// out the indices no item took.
-func JoinItems(items []string) string {
-	var b strings.Builder
-	for _, it := range items {
-		if it == "" {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(it)
-	}
-	return b.String()
 }
 
 // EditItemEvent implements ItemEventWriter: a Messages stream numbers

@@ -1,0 +1,113 @@
+package rewrite
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// ItemEventWriter is the streaming capability of a dialect whose stream
+// speaks of output items, each event naming the item it belongs to by
+// index: the Responses API's output items, the Messages API's content
+// blocks. The relay finds it by type assertion, as it finds EventWriter:
+// the streams share no event, so no dialect stubs another's methods.
+type ItemEventWriter interface {
+	// ItemReader returns a reader of one upstream stream's events. A
+	// dialect whose events carry deltas only (the Messages API's) builds
+	// each item up in it, to hand the whole items over at the end.
+	ItemReader() ItemReader
+	// EditItemEvent returns data with its sequence_number set to seq
+	// (for a stream that numbers its events) and, when index >= 0, its
+	// item's index set to index.
+	EditItemEvent(data []byte, seq, index int) ([]byte, error)
+	// EndItemEvents returns the events that end the turn, numbered from
+	// seq: last (the final round's terminal event) with the response's
+	// id set to id (the one the stream began with: clients refuse a
+	// stream whose response changes identity), its output replaced by
+	// items (raw JSON objects, in the client's order) and its usage by
+	// usage (when not nil), then whatever the stream's grammar closes
+	// with.
+	EndItemEvents(last NamedEvent, id string, items []string, usage []byte, seq int) ([]NamedEvent, error)
+	// ErrorEvent is the event that ends a stream in failure, numbered
+	// seq: typ and code classify it as an error body's members do.
+	ErrorEvent(typ, code, message, param string, seq int) NamedEvent
+	// CarriesReasoning reports whether the reasoning of the gateway's own
+	// rounds leads the first item the client sees when that item's round
+	// has no reasoning of its own: the Messages API requires the thinking
+	// that began a turn back with its calls, and its models without
+	// interleaved thinking think once a turn. The Responses API refuses a
+	// reasoning item sent back without the item that followed it.
+	CarriesReasoning() bool
+}
+
+// ItemReader reads the events of one upstream item stream, in order.
+type ItemReader interface {
+	// Read classifies one event's data.
+	Read(data []byte) (ItemEvent, error)
+}
+
+// NamedEvent is one server-sent event: its event name and its data.
+type NamedEvent struct {
+	Name string
+	Data []byte
+}
+
+// ItemEvent is what the relay reads of one item stream event. It holds
+// a copy of what it reads: the data may be reused.
+type ItemEvent struct {
+	Type string
+	// OutputIndex is the index of the item the event belongs to, -1 when
+	// it has none (the response's lifecycle events).
+	OutputIndex int
+	// Opens is true for the event that opens an item
+	// (response.output_item.added, content_block_start); Call and
+	// Reasoning then say whether it is a function call, named Name, or
+	// the model's reasoning (which leads the calls it decided on).
+	Opens, Call, Reasoning bool
+	Name                   string
+	// Terminal is true for the events that end a response stream:
+	// response.completed and response.incomplete, message_delta;
+	// response.failed and error (Failed is true too).
+	Terminal, Failed bool
+	// Of a terminal event that is not a failure: the response's id,
+	// creation time and usage, its function calls, the text of its
+	// messages and its output items (raw, by index; "" where an
+	// upstream's stream skipped an index: JoinItems joins them).
+	ID      string
+	Created int64
+	Usage   gjson.Result
+	Calls   []Call
+	Text    string
+	Items   []string
+}
+
+// readItemEvent parses one item stream event's data, an object with a
+// type, into its root and an event of that type with no index yet.
+func readItemEvent(data []byte) (gjson.Result, ItemEvent, error) {
+	if !gjson.ValidBytes(data) {
+		return gjson.Result{}, ItemEvent{}, fmt.Errorf("stream event is not valid JSON: %.80q", data)
+	}
+	root := gjson.ParseBytes(data)
+	ev := ItemEvent{Type: root.Get("type").String(), OutputIndex: -1}
+	if !root.IsObject() || ev.Type == "" {
+		return gjson.Result{}, ItemEvent{}, fmt.Errorf("stream event has no type: %.80q", data)
+	}
+	return root, ev, nil
+}
+
+// JoinItems joins a stream's items (ItemEvent.Items) with commas, leaving
+// out the indices no item took.
+func JoinItems(items []string) string {
+	var b strings.Builder
+	for _, it := range items {
+		if it == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(it)
+	}
+	return b.String()
+}
