@@ -363,33 +363,46 @@ func itemOps(ops []byte, tail string) string {
 
 // checkItemStream checks a Responses stream as a client reads it.
 func checkItemStream(out string) error {
-	n, id, ended := 0, "", false
-	for _, block := range strings.Split(strings.TrimSpace(out), "\n\n") {
+	id := ""
+	return eachNamedEvent(out, func(n int, name, data string) (bool, error) {
+		if got := gjson.Get(data, "sequence_number").Int(); got != int64(n) {
+			return false, fmt.Errorf("event %d has sequence_number %d", n, got)
+		}
+		if rid := gjson.Get(data, "response.id").String(); rid != "" {
+			if id != "" && rid != id {
+				return false, fmt.Errorf("event %d names response %s after %s", n, rid, id)
+			}
+			id = rid
+		}
+		if raw, _ := sjson.Delete(data, "response.tools"); strings.Contains(raw, SearchToolName) {
+			return false, fmt.Errorf("event %d shows the gateway's search: %s", n, raw)
+		}
+		return name == "response.completed" || name == "response.incomplete" || name == "error" || name == "response.failed", nil
+	})
+}
+
+// eachNamedEvent calls check with each event of an item stream, numbered
+// from 0, after checking that it is one named data line whose data is
+// JSON of the named type and that no event follows the one check said
+// ends the stream.
+func eachNamedEvent(out string, check func(n int, name, data string) (end bool, err error)) error {
+	ended := false
+	for n, block := range strings.Split(strings.TrimSpace(out), "\n\n") {
 		lines := strings.Split(block, "\n")
 		if len(lines) != 2 || !strings.HasPrefix(lines[0], "event: ") || !strings.HasPrefix(lines[1], "data: ") {
 			return fmt.Errorf("event %d is not one named data line: %q", n, block)
 		}
 		if ended {
-			return fmt.Errorf("event %d follows the terminal event", n)
+			return fmt.Errorf("event %d follows the end", n)
 		}
 		name, data := strings.TrimPrefix(lines[0], "event: "), strings.TrimPrefix(lines[1], "data: ")
 		if !gjson.Valid(data) || gjson.Get(data, "type").String() != name {
 			return fmt.Errorf("event %d: name %s, data %s", n, name, data)
 		}
-		if got := gjson.Get(data, "sequence_number").Int(); got != int64(n) {
-			return fmt.Errorf("event %d has sequence_number %d", n, got)
+		var err error
+		if ended, err = check(n, name, data); err != nil {
+			return err
 		}
-		if rid := gjson.Get(data, "response.id").String(); rid != "" {
-			if id != "" && rid != id {
-				return fmt.Errorf("event %d names response %s after %s", n, rid, id)
-			}
-			id = rid
-		}
-		if raw, _ := sjson.Delete(data, "response.tools"); strings.Contains(raw, SearchToolName) {
-			return fmt.Errorf("event %d shows the gateway's search: %s", n, raw)
-		}
-		ended = name == "response.completed" || name == "response.incomplete" || name == "error" || name == "response.failed"
-		n++
 	}
 	return nil
 }
@@ -492,38 +505,25 @@ func blockOps(ops []byte, tail string) string {
 
 // checkBlockStream checks a Messages stream as a client reads it.
 func checkBlockStream(out string) error {
-	n, started, ended := 0, int64(0), false
-	for _, block := range strings.Split(strings.TrimSpace(out), "\n\n") {
-		lines := strings.Split(block, "\n")
-		if len(lines) != 2 || !strings.HasPrefix(lines[0], "event: ") || !strings.HasPrefix(lines[1], "data: ") {
-			return fmt.Errorf("event %d is not one named data line: %q", n, block)
-		}
-		if ended {
-			return fmt.Errorf("event %d follows the end", n)
-		}
-		name, data := strings.TrimPrefix(lines[0], "event: "), strings.TrimPrefix(lines[1], "data: ")
-		if !gjson.Valid(data) || gjson.Get(data, "type").String() != name {
-			return fmt.Errorf("event %d: name %s, data %s", n, name, data)
-		}
+	started := int64(0)
+	return eachNamedEvent(out, func(n int, name, data string) (bool, error) {
 		if (n == 0) != (name == "message_start") && name != "error" {
-			return fmt.Errorf("event %d is %s: want one message_start, first", n, name)
+			return false, fmt.Errorf("event %d is %s: want one message_start, first", n, name)
 		}
 		switch i := gjson.Get(data, "index").Int(); name {
 		case "content_block_start":
 			if i != started {
-				return fmt.Errorf("event %d starts block %d, want %d", n, i, started)
+				return false, fmt.Errorf("event %d starts block %d, want %d", n, i, started)
 			}
 			started++
 		case "content_block_delta", "content_block_stop":
 			if i >= started {
-				return fmt.Errorf("event %d is of block %d, which never started", n, i)
+				return false, fmt.Errorf("event %d is of block %d, which never started", n, i)
 			}
 		}
 		if strings.Contains(data, SearchToolName) {
-			return fmt.Errorf("event %d shows the gateway's search: %s", n, data)
+			return false, fmt.Errorf("event %d shows the gateway's search: %s", n, data)
 		}
-		ended = name == "message_stop" || name == "error"
-		n++
-	}
-	return nil
+		return name == "message_stop" || name == "error", nil
+	})
 }
