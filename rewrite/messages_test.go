@@ -440,3 +440,24 @@ func TestMessagesClientResponseCarriesTheTurnsThinking(t *testing.T) {
 		})
 	}
 }
+
+func TestMessagesStreamLeavesOutEmptyTextBlocks(t *testing.T) {
+	rd := Messages{}.ItemReader()
+	var last ItemEvent
+	for _, d := range []string{
+		anthropicStream[0],
+		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+		`{"type":"content_block_stop","index":0}`,
+		`{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t1","name":"tool_search","input":{}}}`,
+		anthropicStream[len(anthropicStream)-1],
+	} {
+		ev, err := rd.Read([]byte(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ev
+	}
+	if got := JoinItems(last.Items); strings.Contains(got, `"text"`) || !strings.Contains(got, "tool_search") {
+		t.Errorf("the round's blocks to send back are %s, want the call without the empty text block", got)
+	}
+}

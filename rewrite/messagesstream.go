@@ -123,12 +123,16 @@ const maxBlocks = 4096
 
 // built returns the stream's blocks, whole, by index: "" stands where
 // no block started (an upstream that skipped an index), so the relay
-// finds each block where its events said it was.
+// finds each block where its events said it was, and where a text block
+// said nothing: the API refuses an empty text block sent back.
 func (m *messagesReader) built() ([]string, error) {
 	out := make([]string, len(m.blocks))
 	for i := range m.blocks {
 		b := &m.blocks[i]
 		if !b.started {
+			continue
+		}
+		if len(b.text) == 0 && gjson.Get(b.start, "type").String() == "text" && gjson.Get(b.start, "text").String() == "" {
 			continue
 		}
 		raw := []byte(b.start)
