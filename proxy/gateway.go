@@ -207,8 +207,9 @@ func (g *Gateway) recoverPanics(c *gin.Context) {
 	c.Next()
 }
 
-// dispatch routes what gin's static routes do not: chat completions under
-// any accepted prefix, and the passthrough.
+// dispatch routes what gin's static routes do not: the turns of the three
+// APIs (chat completions, responses, messages) under any accepted prefix,
+// and the passthrough.
 func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	rest, ok := g.apiPath(r.URL.Path)
 	if ok && hasDotSegment(r.URL.Path) {

@@ -10,15 +10,17 @@ import (
 )
 
 // streamItemsTurn runs the search loop for a streamed request of a dialect
-// whose stream speaks of output items (the Responses API). The client
-// gets one response stream: the first round's lifecycle events, every
-// item of every round but the gateway's own calls (and the reasoning that
-// led only to them), renumbered so output indices and sequence numbers
-// run on across rounds, and one terminal event whose response holds the
+// whose stream speaks of output items (the Responses API's items, the
+// Messages API's content blocks). The client gets one response stream:
+// the first round's lifecycle events, every item of every round but the
+// gateway's own calls (and the reasoning that led only to them, unless
+// the dialect carries it to the turn's first item), renumbered so item
+// indices (and sequence numbers, where the stream has them) run on
+// across rounds, and the terminal events the dialect writes with the
 // items the client saw and the usage of every round. The response keeps
-// the first round's id throughout (the openai SDKs refuse a stream whose
-// response changes identity); a request that continues from it is sent
-// on from the last round's, which holds the turn (threads.go).
+// the first round's id throughout (the SDKs refuse a stream whose
+// response changes identity); a Responses request that continues from
+// it is sent on from the last round's, which holds the turn (threads.go).
 func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest string, t *turn, iw rewrite.ItemEventWriter) {
 	ctx := r.Context()
 	saved := false
@@ -145,7 +147,7 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 			}
 			return res, fmt.Errorf("%w: stream ended before the response did: %w", ErrUpstreamBadResponse, err)
 		}
-		if string(data) == "[DONE]" { // not the Responses API's, but some servers add it
+		if string(data) == "[DONE]" { // neither API's, but some servers add it
 			continue
 		}
 		ev, err := reader.Read(data)
@@ -336,7 +338,7 @@ func (s *itemRelay) end(res itemRound) error {
 }
 
 // fail reports err: before the stream started, as a real status; after,
-// as an error event, which ends a Responses stream.
+// as the dialect's error event, which ends its stream.
 func (s *itemRelay) fail(g *Gateway, r *http.Request, err error) {
 	if !s.started && !s.pending {
 		s.relay.fail(g, r, err)

@@ -447,7 +447,7 @@ func (s *relay) emit(resp *http.Response, data []byte, hasRole bool) error {
 func (s *relay) write(data []byte) error { return s.writeNamed("", data) }
 
 // writeNamed is write with the event's name (an "event:" line) when name
-// is not empty, as the Responses API names every event.
+// is not empty, as the Responses and Messages APIs name every event.
 func (s *relay) writeNamed(name string, data []byte) error {
 	s.pending = true
 	if !s.started {
