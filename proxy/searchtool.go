@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
 )
 
@@ -63,16 +65,19 @@ func searchTool(name string, total, limit int, areas []string) string {
 }
 
 // searchDefinition returns the tool_search definition for a compiled
-// catalog, built once per catalog and limit: it is the same bytes on every
-// turn that resends the catalog.
-func (g *Gateway) searchDefinition(catKey, name string, total, limit int, cat *selector.Catalog) string {
-	key := catKey + "/" + strconv.Itoa(limit) + "/" + name
+// catalog in dialect d's form, built once per catalog, limit and dialect:
+// it is the same bytes on every turn that resends the catalog.
+func (g *Gateway) searchDefinition(catKey, name string, total, limit int, cat *selector.Catalog, d rewrite.Dialect) (string, error) {
+	key := catKey + "/" + strconv.Itoa(limit) + "/" + name + "/" + reflect.TypeOf(d).Name()
 	if def, ok := g.searchDefs.Get(key); ok {
-		return def
+		return def, nil
 	}
-	def := searchTool(name, total, limit, cat.Areas(8))
+	def, err := d.OwnTool(searchTool(name, total, limit, cat.Areas(8)))
+	if err != nil {
+		return "", fmt.Errorf("writing the %s definition: %w", name, err)
+	}
 	g.searchDefs.Add(key, def)
-	return def
+	return def, nil
 }
 
 // searchArgs are a tool_search call's arguments.

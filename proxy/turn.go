@@ -121,7 +121,9 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	t.policy = rules.table.For(req.LastUser)
 	t.shown = rules.shownFor(t.policy)
 	t.searchName = searchName(snap, req, g.shapeOf(req))
-	t.searchDef = g.searchDefinition(key, t.searchName, len(req.Tools), t.searchLimit(), cat)
+	if t.searchDef, err = g.searchDefinition(key, t.searchName, len(req.Tools), t.searchLimit(), cat, d); err != nil {
+		return nil, err
+	}
 
 	tenant := session.Tenant(credential(in))
 	t.tenant, t.key = tenant, sessionKey(in, tenant, req, chained)

@@ -13,8 +13,14 @@ type Dialect interface {
 	// parsed). Errors wrap ErrBadRequest.
 	ParseRequest(body []byte, cache ToolCache) (*Request, error)
 	// Build returns the upstream body: tools replaced by tools (raw JSON
-	// objects; none removes them) and the gateway's rounds appended.
+	// objects in the dialect's form; none removes them) and the gateway's
+	// rounds appended.
 	Build(req *Request, tools []string, rounds []Round) ([]byte, error)
+	// OwnTool returns one of the gateway's own tool definitions, which it
+	// writes in the Chat Completions form, in the dialect's form: the
+	// client's tools already are, and converting them per request cost a
+	// scan of each.
+	OwnTool(def string) (string, error)
 	// ParseResponse reads the text, calls and usage of a non-streamed
 	// response.
 	ParseResponse(body []byte) (*Response, error)
@@ -59,6 +65,9 @@ func (Chat) ParseRequest(body []byte, cache ToolCache) (*Request, error) {
 func (Chat) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 	return Build(req, tools, rounds)
 }
+
+// OwnTool implements Dialect: the gateway writes its own in this form.
+func (Chat) OwnTool(def string) (string, error) { return def, nil }
 
 // ParseResponse implements Dialect.
 func (Chat) ParseResponse(body []byte) (*Response, error) { return ParseResponse(body) }

@@ -319,15 +319,19 @@ func FuzzMessagesParseBuild(f *testing.F) {
 // round where roundOK finds it.
 func checkBuilds(t *testing.T, d Dialect, req *Request, searchOK, roundOK func(gjson.Result) bool) {
 	t.Helper()
+	own, err := d.OwnTool(searchDef)
+	if err != nil {
+		t.Fatalf("the search definition in the dialect's form: %v", err)
+	}
 	round := []Round{{Calls: []Call{{ID: "s1", Name: "tool_search", Arguments: `{"query":"x"}`}}, Results: []ToolResult{{CallID: "s1", Content: "found \"a\"\n"}}}}
 	for _, tc := range []struct {
 		name   string
 		tools  []string
 		rounds []Round
 	}{
-		{"a new tools array", []string{searchDef}, nil},
+		{"a new tools array", []string{own}, nil},
 		{"no tools", nil, nil},
-		{"a search round", []string{searchDef}, round},
+		{"a search round", []string{own}, round},
 	} {
 		out, err := d.Build(req, tc.tools, tc.rounds)
 		if err != nil {

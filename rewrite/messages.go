@@ -131,13 +131,13 @@ func hasBlock(content gjson.Result, typ string) bool {
 	return found
 }
 
-// Build implements Dialect: the tools array replaced by tools (the
-// gateway's own definitions, written for Chat Completions, converted) and
-// the request's pinned tools (none removes tools and tool_choice), and the
+// Build implements Dialect: the tools array replaced by tools (in the
+// Messages form) and the request's pinned tools (none removes tools and
+// tool_choice), and the
 // rounds appended to messages: each an assistant message of the blocks
 // the model wrote, then a user message of one tool_result per answer.
 func (Messages) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
-	body, err := setTools(req.Body, req, tools, AnthropicTool, pathTools, pathToolChoice)
+	body, err := setTools(req.Body, req, tools, pathTools, pathToolChoice)
 	if err != nil {
 		return nil, err
 	}
@@ -195,13 +195,16 @@ func appendBlockRound(b []byte, r Round) []byte {
 	return append(b, "]}"...)
 }
 
+// OwnTool implements Dialect with AnthropicTool.
+func (Messages) OwnTool(def string) (string, error) { return AnthropicTool(def) }
+
 // AnthropicTool returns a tool definition in the Messages API's form: a
 // Chat Completions definition ({"type":"function","function":{...}}, as
 // the gateway writes its own) becomes {"name","description",
 // "input_schema"}; anything else is returned as it is.
 func AnthropicTool(raw string) (string, error) {
-	fn := gjson.Get(raw, "function")
-	if !fn.IsObject() {
+	fn, ok := chatFunction(raw)
+	if !ok {
 		return raw, nil
 	}
 	b := appendString([]byte(`{"name":`), fn.Get("name").String())

@@ -105,7 +105,11 @@ func TestMessagesBuildSendsRoundsAsBlocks(t *testing.T) {
 			Calls: []Call{{ID: "t1", Name: "tool_search", Arguments: `{"query":"repo"}`}}, Results: []ToolResult{{CallID: "t1", Content: "repo_search: Search repositories"}}},
 		{Content: "Looking again.", Calls: []Call{{ID: "t2", Name: "tool_search", Arguments: `not json`}}, Results: []ToolResult{{CallID: "t2", Content: "none"}}},
 	}
-	out, err := Messages{}.Build(req, []string{search, gjson.Get(anthropicTools, "0").Raw}, rounds)
+	own, err := Messages{}.OwnTool(search)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Messages{}.Build(req, []string{own, gjson.Get(anthropicTools, "0").Raw}, rounds)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -189,12 +189,10 @@ func readItems(r *Request, input gjson.Result) {
 	r.UserTurn = last == "user"
 }
 
-// Build implements Dialect: the tools array replaced by tools (the
-// gateway's own definitions, written for Chat Completions, flattened) and
+// Build implements Dialect: the tools array replaced by tools (flat) and
 // the request's pinned tools (none removes tools, tool_choice and
-// parallel_tool_calls), the rounds
-// appended to the input as items, and previous_response_id set to
-// PreviousUpstream when that is another id.
+// parallel_tool_calls), the rounds appended to the input as items, and
+// previous_response_id set to PreviousUpstream when that is another id.
 func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 	body := req.Body
 	var err error
@@ -203,7 +201,7 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 			return nil, err
 		}
 	}
-	if body, err = setTools(body, req, tools, FlatTool, pathTools, pathToolChoice, "parallel_tool_calls"); err != nil {
+	if body, err = setTools(body, req, tools, pathTools, pathToolChoice, "parallel_tool_calls"); err != nil {
 		return nil, err
 	}
 	if len(rounds) == 0 {
@@ -231,13 +229,12 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 }
 
 // setTools returns body with its tools array replaced by tools and the
-// request's pinned tools, each written by form (the gateway's own
-// definitions are Chat Completions'), or, when there are none, without
-// the members drop names.
-func setTools(body []byte, req *Request, tools []string, form func(string) (string, error), drop ...string) ([]byte, error) {
+// request's pinned tools, or, when there are none, without the members
+// drop names.
+func setTools(body []byte, req *Request, tools []string, drop ...string) ([]byte, error) {
 	tools = append(tools[:len(tools):len(tools)], req.Pinned...)
-	var err error
 	if len(tools) == 0 {
+		var err error
 		for _, p := range drop {
 			if body, err = sjson.DeleteBytes(body, p); err != nil {
 				return nil, fmt.Errorf("removing %s: %w", p, err)
@@ -245,13 +242,7 @@ func setTools(body []byte, req *Request, tools []string, form func(string) (stri
 		}
 		return body, nil
 	}
-	out := make([]string, len(tools))
-	for i, t := range tools {
-		if out[i], err = form(t); err != nil {
-			return nil, err
-		}
-	}
-	return replaceTools(body, req.span.at, req.span.n, out, 0), nil
+	return replaceTools(body, req.span.at, req.span.n, tools, 0), nil
 }
 
 // SetPrevious returns a Responses request body continuing from response
@@ -293,6 +284,9 @@ func appendRoundItems(b []byte, r Round) []byte {
 	return b
 }
 
+// OwnTool implements Dialect with FlatTool.
+func (Responses) OwnTool(def string) (string, error) { return FlatTool(def) }
+
 // FlatTool returns a tool definition in the Responses API's flat form: a
 // Chat Completions definition ({"type":"function","function":{...}}, as
 // the gateway writes its own) is flattened with "strict": false, since
@@ -300,8 +294,8 @@ func appendRoundItems(b []byte, r Round) []byte {
 // strict schema must require every property (tool_search's limit is
 // optional). Anything else is returned as it is.
 func FlatTool(raw string) (string, error) {
-	fn := gjson.Get(raw, "function")
-	if !fn.IsObject() {
+	fn, ok := chatFunction(raw)
+	if !ok {
 		return raw, nil
 	}
 	out := []byte(`{"type":"function"`)

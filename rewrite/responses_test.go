@@ -104,7 +104,10 @@ func TestResponsesParseRequestRefusesBadBodies(t *testing.T) {
 }
 
 func TestResponsesBuildSendsRoundsAsItems(t *testing.T) {
-	search := `{"type":"function","function":{"name":"tool_search","description":"Find tools.","parameters":{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}}}`
+	search, err := Responses{}.OwnTool(`{"type":"function","function":{"name":"tool_search","description":"Find tools.","parameters":{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
 	client := `{"type":"function","name":"repo_create_issue","parameters":{}}`
 	round := Round{
 		Extra:   `{"type":"reasoning","id":"rs_1","summary":[]},{"type":"function_call","call_id":"c1","name":"tool_search","arguments":"{\"query\":\"issue\"}"}`,
