@@ -242,7 +242,7 @@ func streamsThen(first, next string) http.RoundTripper {
 
 // fuzzTurn posts body to path on g and returns what the client read when
 // the status is 200; any other status must be a gateway error with a
-// message (ok false).
+// message, in Anthropic's shape on the Messages route (ok false).
 func fuzzTurn(t *testing.T, g *Gateway, path string, body []byte) (out string, ok bool) {
 	t.Helper()
 	req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, path, bytes.NewReader(body))
@@ -251,7 +251,8 @@ func fuzzTurn(t *testing.T, g *Gateway, path string, body []byte) (out string, o
 	g.ServeHTTP(rec, req)
 	out = rec.Body.String()
 	if rec.Code != http.StatusOK {
-		if rec.Code != http.StatusBadGateway && rec.Code != http.StatusGatewayTimeout || !gjson.Get(out, "error.message").Exists() {
+		anthropicShape := !strings.HasSuffix(path, "/messages") || gjson.Get(out, "type").String() == "error"
+		if rec.Code != http.StatusBadGateway && rec.Code != http.StatusGatewayTimeout || !gjson.Get(out, "error.message").Exists() || !anthropicShape {
 			t.Fatalf("status %d with %q", rec.Code, out)
 		}
 		return out, false
@@ -278,27 +279,35 @@ func FuzzItemRelay(f *testing.F) {
 	f.Add([]byte{0, 6, 5, 7, 9}, "")    // a search and a client call
 	f.Add([]byte{0, 2, 8, 9, 9}, "")    // a delta of nothing announced, an error, two ends
 	f.Add([]byte{0, 1, 2}, "data: {\"") // cut
-	u, _ := url.Parse("http://upstream.invalid/v1")
-	snap := policy.Default()
 	var tools []map[string]any
 	for _, tool := range testCatalog(30) {
 		fn := tool["function"].(map[string]any)
 		tools = append(tools, map[string]any{"type": "function", "name": fn["name"], "parameters": fn["parameters"]})
 	}
 	body, _ := json.Marshal(map[string]any{"model": "m", "stream": true, "input": "File a bug and tell the team.", "tools": tools})
+	fuzzItemStreams(f, "/v1/responses", body, itemOps, checkItemStream)
+}
+
+// fuzzItemStreams fuzzes the item relay of the route at path with one
+// request body: the upstream's first stream is build(ops, tail), every
+// later one a text answer (build's ops 0, 1, 2, 3, 9), and what the
+// client gets must pass check, or be an error status (fuzzTurn).
+func fuzzItemStreams(f *testing.F, path string, body []byte, build func(ops []byte, tail string) string, check func(out string) error) {
+	u, _ := url.Parse("http://upstream.invalid/v1")
+	snap := policy.Default()
 	sessions, catalogs := session.NewMemory(100, 0), selector.NewCache(2)
 	f.Fuzz(func(t *testing.T, ops []byte, tail string) {
 		if len(ops) > 64 || len(tail) > 1024 {
 			return
 		}
-		first := itemOps(ops, tail)
+		first := build(ops, tail)
 		g := &Gateway{Upstream: u, Policy: func() *policy.Snapshot { return snap }, Sessions: sessions, Catalogs: catalogs, Logger: testLogger(),
-			Transport: streamsThen(first, itemOps([]byte{0, 1, 2, 3, 9}, ""))}
-		out, ok := fuzzTurn(t, g, "/v1/responses", body)
+			Transport: streamsThen(first, build([]byte{0, 1, 2, 3, 9}, ""))}
+		out, ok := fuzzTurn(t, g, path, body)
 		if !ok {
 			return
 		}
-		if err := checkItemStream(out); err != nil {
+		if err := check(out); err != nil {
 			t.Fatalf("%v\nupstream:\n%s\nclient:\n%s", err, first, out)
 		}
 	})
@@ -421,32 +430,9 @@ func FuzzBlockRelay(f *testing.F) {
 	f.Add([]byte{0, 6, 5, 7, 9}, "")    // a search and a client call
 	f.Add([]byte{0, 2, 8, 9, 9}, "")    // a delta of no block, an error, two ends
 	f.Add([]byte{0, 1, 2}, "data: {\"") // cut
-	u, _ := url.Parse("http://upstream.invalid/v1")
-	snap := policy.Default()
 	tools, _ := json.Marshal(anthropicTools(30))
 	body := []byte(`{"model":"m","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"File a bug and tell the team."}],"tools":` + string(tools) + `}`)
-	sessions, catalogs := session.NewMemory(100, 0), selector.NewCache(2)
-	f.Fuzz(func(t *testing.T, ops []byte, tail string) {
-		if len(ops) > 64 || len(tail) > 1024 {
-			return
-		}
-		first := blockOps(ops, tail)
-		g := &Gateway{Upstream: u, Policy: func() *policy.Snapshot { return snap }, Sessions: sessions, Catalogs: catalogs, Logger: testLogger(),
-			Transport: streamsThen(first, blockOps([]byte{0, 1, 2, 3, 9}, ""))}
-		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/messages", bytes.NewReader(body))
-		rec := httptest.NewRecorder()
-		g.ServeHTTP(rec, req)
-		out := rec.Body.String()
-		if rec.Code != http.StatusOK {
-			if rec.Code != http.StatusBadGateway && rec.Code != http.StatusGatewayTimeout || gjson.Get(out, "type").String() != "error" || !gjson.Get(out, "error.message").Exists() {
-				t.Fatalf("status %d with %q", rec.Code, out)
-			}
-			return
-		}
-		if err := checkBlockStream(out); err != nil {
-			t.Fatalf("%v\nupstream:\n%s\nclient:\n%s", err, first, out)
-		}
-	})
+	fuzzItemStreams(f, "/v1/messages", body, blockOps, checkBlockStream)
 }
 
 // blockOps builds a Messages stream from op codes: 0 message_start, 1 a
