@@ -182,32 +182,45 @@ func BenchmarkTurnOfEachAPI200Tools(b *testing.B) {
 					bodies[i], _ = sjson.SetBytes(bodies[i], "stream", true)
 				}
 			}
-			serve := func(body []byte) {
-				req := httptest.NewRequest(http.MethodPost, "/v1"+api.path, bytes.NewReader(body))
-				req.Header.Set("Authorization", "Bearer sk-bench")
-				req.Header.Set("X-Session-ID", "bench-"+api.name)
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				if w.Code != http.StatusOK {
-					b.Fatalf("%s: status %d: %s", api.name, w.Code, w.Body.String())
-				}
-			}
-			serve(bodies[0]) // compile the catalog outside the timer
+			serve := benchServe(b, h, "/v1"+api.path, "bench-"+api.name)
 			name := api.name + "/new turn"
 			if stream {
 				name = api.name + "/streamed new turn"
 			}
-			b.Run(name, func(b *testing.B) {
-				b.SetBytes(int64(len(bodies[0])))
-				b.ReportAllocs()
-				i := 0
-				for b.Loop() {
-					i++
-					serve(bodies[i%len(bodies)])
-				}
-			})
+			benchNewTurns(b, name, serve, bodies)
 		}
 	}
+}
+
+// benchServe returns a function that sends a body to path on h in
+// session, as a client with a key, and fails b unless it gets a 200.
+func benchServe(b *testing.B, h http.Handler, path, session string) func(body []byte) {
+	return func(body []byte) {
+		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer sk-bench")
+		req.Header.Set("X-Session-ID", session)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatalf("%s: status %d: %s", path, w.Code, w.Body.String())
+		}
+	}
+}
+
+// benchNewTurns runs sub-benchmark name sending bodies in rotation: each
+// request a new user turn. The first is sent before the timer starts, to
+// compile the catalog and load the tokenizer.
+func benchNewTurns(b *testing.B, name string, serve func([]byte), bodies [][]byte) {
+	serve(bodies[0])
+	b.Run(name, func(b *testing.B) {
+		b.SetBytes(int64(len(bodies[0])))
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			serve(bodies[i%len(bodies)])
+		}
+	})
 }
 
 // benchAsks are the user turns the benchmarks rotate through: a session
@@ -247,31 +260,8 @@ var benchAsks = []string{
 // then ranked again every time.)
 func BenchmarkChatTurn200Tools(b *testing.B) {
 	g, bodies := benchGateway(b, 200)
-	h := g.Handler()
-	serve := func(body []byte) {
-		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer sk-bench")
-		req.Header.Set("X-Session-ID", "bench")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		if w.Code != http.StatusOK {
-			b.Fatalf("status %d: %s", w.Code, w.Body.String())
-		}
-	}
-	// newTurns sends the bodies in rotation: each request a new user turn.
-	newTurns := func(name string, bodies [][]byte) {
-		serve(bodies[0]) // compile the catalog and load the tokenizer outside the timer
-		b.Run(name, func(b *testing.B) {
-			b.SetBytes(int64(len(bodies[0])))
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				i++
-				serve(bodies[i%len(bodies)])
-			}
-		})
-	}
-	newTurns("new turn", bodies)
+	serve := benchServe(b, g.Handler(), "/v1/chat/completions", "bench")
+	benchNewTurns(b, "new turn", serve, bodies)
 	b.Run("retried turn", func(b *testing.B) {
 		b.SetBytes(int64(len(bodies[0])))
 		b.ReportAllocs()
@@ -283,7 +273,7 @@ func BenchmarkChatTurn200Tools(b *testing.B) {
 	for i, body := range bodies {
 		streamed[i] = bytes.Replace(body, []byte(`"model": "gpt-4o",`), []byte(`"model": "gpt-4o", "stream": true,`), 1)
 	}
-	newTurns("streamed new turn", streamed)
+	benchNewTurns(b, "streamed new turn", serve, streamed)
 }
 
 // BenchmarkParseResentCatalog is the parse of a 200-tool request (about
