@@ -157,12 +157,18 @@ func (m *Model) readRequest(w http.ResponseWriter, r *http.Request, refuse refus
 	return body, req, tools, true
 }
 
+// recordOf is the record of a request readRequest read: its tools, its
+// size and whether it streams; each route adds the names it offers.
+func recordOf(body []byte, req gjson.Result, tools []gjson.Result) Record {
+	return Record{Tools: len(tools), ToolsBytes: len(req.Get("tools").Raw), BodyBytes: len(body), Stream: req.Get("stream").Bool()}
+}
+
 func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
 	body, req, tools, ok := m.readRequest(w, r, writeErr)
 	if !ok {
 		return
 	}
-	rec := Record{Tools: len(tools), ToolsBytes: len(req.Get("tools").Raw), BodyBytes: len(body), Stream: req.Get("stream").Bool()}
+	rec := recordOf(body, req, tools)
 	avail := map[string]bool{}
 	for _, t := range tools {
 		n := t.Get("function.name").String()

@@ -27,7 +27,7 @@ func (m *Model) messages(w http.ResponseWriter, r *http.Request) {
 		writeAnthropicErr(w, http.StatusBadRequest, "max_tokens: Field required", "")
 		return
 	}
-	rec := Record{Tools: len(tools), ToolsBytes: len(req.Get("tools").Raw), BodyBytes: len(body), Stream: req.Get("stream").Bool()}
+	rec := recordOf(body, req, tools)
 	avail := map[string]bool{}
 	seen := map[string]bool{}
 	for i, t := range tools {

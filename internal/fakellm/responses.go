@@ -25,7 +25,7 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rec := Record{Tools: len(tools), ToolsBytes: len(req.Get("tools").Raw), BodyBytes: len(body), Stream: req.Get("stream").Bool()}
+	rec := recordOf(body, req, tools)
 	avail := map[string]bool{}
 	for _, t := range tools {
 		if t.Get("type").String() != "function" {
