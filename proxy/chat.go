@@ -15,8 +15,8 @@ import (
 )
 
 // serveTurn handles a turn of dialect d (POST .../chat/completions,
-// .../responses): the requests worth rewriting go through the search loop,
-// the rest upstream unchanged (minus denied tools).
+// .../responses, .../messages): the requests worth rewriting go through
+// the search loop, the rest upstream unchanged (minus denied tools).
 func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string, d rewrite.Dialect, route string) {
 	tr := g.track(w, route)
 	defer tr.done()
@@ -66,11 +66,16 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 		return
 	}
 	tr.attach(t)
-	if iw, ok := d.(rewrite.ItemEventWriter); ok && req.Stream {
+	// passthroughReason sent on every stream of a dialect that relays
+	// neither kind.
+	iw, items := d.(rewrite.ItemEventWriter)
+	ew, chunks := d.(rewrite.EventWriter)
+	switch {
+	case req.Stream && items:
 		g.streamItemsTurn(w, r, rest, t, iw)
-	} else if req.Stream {
-		g.streamTurn(w, r, rest, t)
-	} else {
+	case req.Stream && chunks:
+		g.streamTurn(w, r, rest, t, ew)
+	default:
 		g.completeTurn(w, r, rest, t)
 	}
 }

@@ -19,7 +19,7 @@ import (
 // client as it arrives; tool_search is swallowed and the next round streams
 // on under the first round's id, so the client sees one completion with one
 // finish, one usage chunk (if asked) and one [DONE].
-func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string, t *turn) {
+func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string, t *turn, ew rewrite.EventWriter) {
 	ctx := r.Context()
 	saved := false
 	defer func() {
@@ -27,11 +27,6 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 			t.save(context.WithoutCancel(ctx))
 		}
 	}()
-	ew, ok := t.d.(rewrite.EventWriter)
-	if !ok {
-		writeJSONError(w, http.StatusBadRequest, apiError{Message: "streaming is not supported for this API through the gateway", Type: "invalid_request_error", Code: "stream_unsupported"})
-		return
-	}
 	s := &relay{w: w, rc: http.NewResponseController(w), t: t, ew: ew}
 	g.knownRefusals(t.req)
 	for round := 0; ; round++ {
