@@ -203,8 +203,8 @@ func (Messages) OwnTool(def string) (string, error) { return AnthropicTool(def) 
 // the gateway writes its own) becomes {"name","description",
 // "input_schema"}; anything else is returned as it is.
 func AnthropicTool(raw string) (string, error) {
-	fn, ok := chatFunction(raw)
-	if !ok {
+	fn := gjson.Get(raw, "function")
+	if !fn.IsObject() {
 		return raw, nil
 	}
 	b := appendString([]byte(`{"name":`), fn.Get("name").String())

@@ -173,20 +173,6 @@ func view(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// chatFunction returns the function object of a tool definition in the
-// Chat Completions form (the gateway writes its own so), or false for any
-// other form. The client's tools, already in their API's form, are most
-// of what a Build converts: the key is looked for among the top-level
-// members without parsing their values (a 1 KB tool parsed whole to find
-// no "function" cost a turn more than its whole relay).
-func chatFunction(raw string) (gjson.Result, bool) {
-	if raw == "" || topLevelValue(unsafe.Slice(unsafe.StringData(raw), len(raw)), "function") < 0 {
-		return gjson.Result{}, false
-	}
-	fn := gjson.Get(raw, "function")
-	return fn, fn.IsObject()
-}
-
 // ParseRequest validates a Chat Completions request body and reads what the
 // gateway needs. It rejects invalid JSON, invalid UTF-8, nesting deeper than
 // MaxDepth, a missing messages array, and a malformed tools array, each with

@@ -294,8 +294,8 @@ func (Responses) OwnTool(def string) (string, error) { return FlatTool(def) }
 // strict schema must require every property (tool_search's limit is
 // optional). Anything else is returned as it is.
 func FlatTool(raw string) (string, error) {
-	fn, ok := chatFunction(raw)
-	if !ok {
+	fn := gjson.Get(raw, "function")
+	if !fn.IsObject() {
 		return raw, nil
 	}
 	out := []byte(`{"type":"function"`)
