@@ -36,7 +36,7 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 	if req.Detached() {
 		g.bodies.put(buf) // nothing holds the body any more
 	}
-	th := g.resolveThread(r, req)
+	th := g.resolveThread(r.Context(), r, req)
 	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
 	if d := snap.Gateway.RequestTimeout; d > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), d)
@@ -52,7 +52,7 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 		g.forward(tr, r, rest, snap, req, d, why)
 		return
 	}
-	t, err := g.newTurn(r.Context(), r, snap, req, d, th.key)
+	t, err := g.newTurn(r.Context(), r, snap, req, d, th.Session)
 	if errors.Is(err, selector.ErrEmptyCatalog) {
 		// The policy hides every tool of the request: there is nothing
 		// to search, and the upstream gets the request without them.

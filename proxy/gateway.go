@@ -92,19 +92,19 @@ type Gateway struct {
 	basePath   string
 	tokens     *tokenCounter
 	parsed     *toolCache
-	bodies     bodyPool                          // request body buffers
-	sse        sseReaders                        // upstream stream readers
-	searchDefs *lru.Cache[string, string]        // tool_search definitions by catalog
-	tables     *lru.Cache[string, *catalogRules] // policy decisions by catalog
-	shapes     *lru.Cache[uint64, arrayShape]    // what passthrough asks of a tools array, by its key
-	noUsage    *lru.Cache[string, struct{}]      // models whose upstream refused stream_options
-	noExtras   *lru.Cache[string, struct{}]      // models whose upstream refused its messages' extras
-	chat       rewrite.Dialect                   // the dialect of /chat/completions
-	responses  rewrite.Dialect                   // the dialect of /responses
-	messages   rewrite.Dialect                   // the dialect of /messages (Anthropic's)
-	threads    *lru.Cache[string, thread]        // what the response ids clients were given lead to
-	dlogFails  writeFailures                     // paces the warnings about decision-log writes
-	inflight   inflight                          // request bytes held, against MaxInflightBytes
+	bodies     bodyPool                           // request body buffers
+	sse        sseReaders                         // upstream stream readers
+	searchDefs *lru.Cache[string, string]         // tool_search definitions by catalog
+	tables     *lru.Cache[string, *catalogRules]  // policy decisions by catalog
+	shapes     *lru.Cache[uint64, arrayShape]     // what passthrough asks of a tools array, by its key
+	noUsage    *lru.Cache[string, struct{}]       // models whose upstream refused stream_options
+	noExtras   *lru.Cache[string, struct{}]       // models whose upstream refused its messages' extras
+	chat       rewrite.Dialect                    // the dialect of /chat/completions
+	responses  rewrite.Dialect                    // the dialect of /responses
+	messages   rewrite.Dialect                    // the dialect of /messages (Anthropic's)
+	threads    *lru.Cache[string, session.Thread] // what the response ids clients were given lead to
+	dlogFails  writeFailures                      // paces the warnings about decision-log writes
+	inflight   inflight                           // request bytes held, against MaxInflightBytes
 }
 
 func (g *Gateway) init() {
@@ -119,7 +119,7 @@ func (g *Gateway) init() {
 		g.noUsage, _ = lru.New[string, struct{}](256)
 		g.noExtras, _ = lru.New[string, struct{}](256)
 		g.chat, g.responses, g.messages = rewrite.Chat{}, rewrite.Responses{}, rewrite.Messages{}
-		g.threads, _ = lru.New[string, thread](threadsCacheSize)
+		g.threads, _ = lru.New[string, session.Thread](threadsCacheSize)
 		g.inflight.max = cmp.Or(g.MaxInflightBytes, DefaultMaxInflightBytes)
 		g.Metrics.bind(g)
 		g.handler = g.routes()

@@ -67,7 +67,7 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 		// waits for the upstream stream's.
 		t.save(context.WithoutCancel(ctx))
 		saved = true
-		t.rememberThread(t.id, res.id)
+		t.rememberThread(context.WithoutCancel(ctx), t.id, res.id)
 		if s.started {
 			setToolgateFields(s.w.Header(), t, true) // the declared trailers, final
 		} else {

@@ -102,7 +102,7 @@ func NewMetrics() *Metrics {
 		}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_session_store_errors_total",
-			Help: "Session store failures by operation (get, put). Requests still succeed; a lost session costs a repeated search.",
+			Help: "Session store failures by operation (get, put, and thread_get, thread_put for the Responses route's response ids). Requests still succeed; a lost session costs a repeated search.",
 		}, []string{"op"}),
 	}
 	m.reg.MustRegister(m.requests, m.passthrough, m.rounds, m.searches, m.searchSeconds, m.addedSeconds,

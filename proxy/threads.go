@@ -1,37 +1,42 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"net/http"
 
 	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/session"
 )
 
-// threadsCacheSize bounds the response ids the gateway remembers: about
-// 200 bytes an entry, 13 MB at most.
+// threadsCacheSize bounds the response ids the gateway remembers in
+// process: about 200 bytes an entry, 13 MB at most.
 const threadsCacheSize = 1 << 16
-
-// thread is what the gateway remembers of a response id it gave a client:
-// the session of the turn it ended, and the upstream's id that holds the
-// turn's context, when that is another (a streamed turn shows its first
-// round's id throughout, as clients require, and its context is in its
-// last round's).
-type thread struct {
-	key      string
-	upstream string
-}
 
 // resolveThread points a request that continues an earlier response by
 // its id at the upstream response that holds that turn's context, and
 // returns what the gateway remembers of that id (its session key, for
 // sessionKey), the zero thread when nothing. The tenant is only worked
-// out (a hash of the credential) for such a request.
-func (g *Gateway) resolveThread(in *http.Request, req *rewrite.Request) thread {
+// out (a hash of the credential) for such a request. An id this process
+// did not give out is looked up in a shared session store (one that
+// implements session.Threads), as another replica, or this one before a
+// restart, noted it there.
+func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewrite.Request) session.Thread {
 	if req.Previous == "" {
-		return thread{}
+		return session.Thread{}
 	}
-	th, _ := g.threads.Get(threadKey(session.Tenant(credential(in)), req.Previous))
-	req.PreviousUpstream = th.upstream
+	key := threadKey(session.Tenant(credential(in)), req.Previous)
+	th, ok := g.threads.Get(key)
+	if shared, isShared := g.Sessions.(session.Threads); !ok && isShared {
+		var err error
+		switch th, err = shared.GetThread(ctx, key); {
+		case err == nil:
+			g.threads.Add(key, th)
+		case !errors.Is(err, session.ErrNotFound):
+			g.sessionStoreFailed(ctx, "thread_get", key, err)
+		}
+	}
+	req.PreviousUpstream = th.Upstream
 	return th
 }
 
@@ -58,18 +63,27 @@ func sessionKey(in *http.Request, tenant string, req *rewrite.Request, chained s
 
 // rememberThread notes that a turn ended with the client seeing response
 // id shown, whose context the upstream holds under upstream, so a request
-// that continues from it finds the turn's session and context. Only APIs
+// that continues from it finds the turn's session and context, on this
+// replica and, through a shared session store, on any other. Only APIs
 // that chain by id are noted: a Chat Completions id is never sent back.
-func (t *turn) rememberThread(shown, upstream string) {
-	if t.req.ChainsByID && shown != "" {
-		th := thread{key: t.key}
-		if upstream != shown {
-			th.upstream = upstream
+func (t *turn) rememberThread(ctx context.Context, shown, upstream string) {
+	if !t.req.ChainsByID || shown == "" {
+		return
+	}
+	th := session.Thread{Session: t.key}
+	if upstream != shown {
+		th.Upstream = upstream
+	}
+	key := threadKey(t.tenant, shown)
+	t.g.threads.Add(key, th)
+	if shared, ok := t.g.Sessions.(session.Threads); ok {
+		if err := shared.PutThread(ctx, key, th); err != nil {
+			t.g.sessionStoreFailed(ctx, "thread_put", key, err)
 		}
-		t.g.threads.Add(threadKey(t.tenant, shown), th)
 	}
 }
 
-// threadKey keys a response id within its tenant: an id another tenant
-// names leads nowhere.
-func threadKey(tenant, id string) string { return tenant + "\x00" + id }
+// threadKey keys a response id within its tenant (a fixed-length hash, so
+// the two parts never run into each other): an id another tenant names
+// leads nowhere.
+func threadKey(tenant, id string) string { return tenant + ":" + id }

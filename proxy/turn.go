@@ -218,21 +218,35 @@ func (t *turn) save(ctx context.Context) {
 	}
 }
 
+// storeOpDoing says what a session store operation was doing, for the
+// warning when it fails.
+func storeOpDoing(op string) string {
+	switch op {
+	case "get":
+		return "loading session"
+	case "thread_get":
+		return "loading the thread of a previous_response_id"
+	case "thread_put":
+		return "saving the thread of a response id"
+	}
+	return "saving session"
+}
+
 // sessionStoreFailed counts a failed session store operation and logs it,
 // unless the store was unavailable: such a store logs once when it becomes
 // unavailable and once when it answers again, where a warning per request
 // flooded the log while it was down.
-// The warning names the session's store key, as the decision log does,
-// so an unreadable value can be found and inspected.
+// The warning names the store key (a session's, as the decision log
+// does, or a thread's), so an unreadable value can be found and inspected.
 func (g *Gateway) sessionStoreFailed(ctx context.Context, op, key string, err error) {
 	g.Metrics.sessionStoreFailed(op)
 	switch {
 	case errors.Is(err, session.ErrUnavailable):
+	case strings.HasPrefix(op, "thread_"):
+		g.logger().WarnContext(ctx, storeOpDoing(op), "thread", key, "err", err)
 	case errors.Is(err, session.ErrCorrupt):
 		g.logger().WarnContext(ctx, "the stored session is unreadable; the turn starts it afresh and its save replaces it", "session", key, "err", err)
-	case op == "get":
-		g.logger().WarnContext(ctx, "loading session", "session", key, "err", err)
 	default:
-		g.logger().WarnContext(ctx, "saving session", "session", key, "err", err)
+		g.logger().WarnContext(ctx, storeOpDoing(op), "session", key, "err", err)
 	}
 }

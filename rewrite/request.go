@@ -139,7 +139,8 @@ type Request struct {
 
 	// ChainsByID is true for an API whose client may continue a
 	// conversation by naming an earlier response's id (the Responses
-	// API's previous_response_id) instead of resending it.
+	// API's previous_response_id) instead of resending it; false for a
+	// request that asks the upstream not to store its response.
 	ChainsByID bool
 	// Previous is the response id the request continues from, if any.
 	Previous string

@@ -103,6 +103,10 @@ func parseResponses(body []byte, cache ToolCache) (*Request, error) {
 			r.ServerConversation = v.Type != gjson.Null
 		case "background":
 			r.Background = v.Bool()
+		case "store":
+			// The upstream keeps no response of this request, so no
+			// later request can continue from its id.
+			r.ChainsByID = v.Type != gjson.False
 		}
 		if dst != nil && !dst.Exists() {
 			*dst = v

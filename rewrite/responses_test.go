@@ -24,6 +24,16 @@ func TestResponsesParseRequestReadsTheConversation(t *testing.T) {
 				t.Errorf("System %q, tools %v, ChainsByID %v", r.System, r.Tools, r.ChainsByID)
 			}
 		}},
+		{"a request that asks the upstream not to store its response cannot be continued by id", `{"model":"m","input":"File a bug.","store":false,"tools":` + tools + `}`, func(t *testing.T, r *Request) {
+			if r.ChainsByID {
+				t.Error("ChainsByID with store false")
+			}
+		}},
+		{"a request that asks the upstream to store its response can be continued by id", `{"model":"m","input":"File a bug.","store":true,"tools":` + tools + `}`, func(t *testing.T, r *Request) {
+			if !r.ChainsByID {
+				t.Error("no ChainsByID with store true")
+			}
+		}},
 		{"calls, reasoning and outputs after the user's message make steps", `{"model":"m","tools":` + tools + `,"input":[
 			{"role":"user","content":"File a bug and tell the team."},
 			{"type":"reasoning","id":"rs_1","summary":[]},

@@ -11,11 +11,26 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var _ Store = (*Redis)(nil)
+var (
+	_ Store   = (*Redis)(nil)
+	_ Threads = (*Redis)(nil)
+)
 
-// redisPrefix namespaces the gateway's keys, so a Redis shared with other
-// software never sees its keys collide with ours.
-const redisPrefix = "toolgate:session:"
+// redisPrefix and redisThreadPrefix namespace the gateway's keys, so a
+// Redis shared with other software never sees its keys collide with ours.
+const (
+	redisPrefix       = "toolgate:session:"
+	redisThreadPrefix = "toolgate:thread:"
+)
+
+// UpstreamThreadTTL is how long a shared store keeps a thread that names
+// an upstream id (Thread.Upstream): 30 days, how long OpenAI keeps a
+// stored response by default.
+const UpstreamThreadTTL = 30 * 24 * time.Hour
+
+// maxThreadBytes bounds a thread value read from Redis: the gateway writes
+// two ids and a session key, under 300 bytes.
+const maxThreadBytes = 4 << 10
 
 // MaxValueBytes bounds a session value read from Redis. A stored state
 // is bounded (MaxStoredNames), a few KB; a larger value was not written by
@@ -126,17 +141,28 @@ func (r *Redis) Ping(ctx context.Context) error {
 // session, or is over MaxValueBytes, is ErrCorrupt; of a larger value at
 // most MaxValueBytes are read.
 func (r *Redis) Get(ctx context.Context, key string) (State, error) {
+	var s State
+	if err := r.read(ctx, "session", redisPrefix+key, MaxValueBytes, &s); err != nil {
+		return State{}, err
+	}
+	return s, nil
+}
+
+// read decodes the JSON value under key into v: ErrNotFound when there is
+// none, ErrCorrupt when it is not JSON of v's shape or is over limit bytes
+// (of which at most limit are read).
+func (r *Redis) read(ctx context.Context, what, key string, limit int64, v any) error {
 	var (
 		size int64
 		b    []byte
 	)
-	err := r.do(ctx, "reading session from redis", func(ctx context.Context) error {
+	err := r.do(ctx, "reading "+what+" from redis", func(ctx context.Context) error {
 		// One round trip. The two are not atomic: a value replaced in
 		// between reads as unreadable or as not found, which costs that
 		// turn a search, like any lost session.
 		pipe := r.client.Pipeline()
-		strlen := pipe.StrLen(ctx, redisPrefix+key)
-		head := pipe.GetRange(ctx, redisPrefix+key, 0, MaxValueBytes-1)
+		strlen := pipe.StrLen(ctx, key)
+		head := pipe.GetRange(ctx, key, 0, limit-1)
 		if _, err := pipe.Exec(ctx); err != nil {
 			return err
 		}
@@ -145,20 +171,19 @@ func (r *Redis) Get(ctx context.Context, key string) (State, error) {
 	})
 	switch {
 	case redis.HasErrorPrefix(err, "WRONGTYPE"):
-		return State{}, fmt.Errorf("reading session %s from redis: %w: not a string: %w", redisPrefix+key, ErrCorrupt, err)
+		return fmt.Errorf("reading %s %s from redis: %w: not a string: %w", what, key, ErrCorrupt, err)
 	case err != nil:
-		return State{}, err
-	case size == 0: // a missing key, or an empty value, holds no session
-		return State{}, ErrNotFound
-	case size > MaxValueBytes:
-		return State{}, fmt.Errorf("reading session %s from redis: %w: %d bytes, over the %d-byte limit",
-			redisPrefix+key, ErrCorrupt, size, MaxValueBytes)
+		return err
+	case size == 0: // a missing key, or an empty value, holds nothing
+		return ErrNotFound
+	case size > limit:
+		return fmt.Errorf("reading %s %s from redis: %w: %d bytes, over the %d-byte limit",
+			what, key, ErrCorrupt, size, limit)
 	}
-	var s State
-	if err := json.Unmarshal(b, &s); err != nil {
-		return State{}, fmt.Errorf("decoding session %s from redis: %w: %w", redisPrefix+key, ErrCorrupt, err)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decoding %s %s from redis: %w: %w", what, key, ErrCorrupt, err)
 	}
-	return s, nil
+	return nil
 }
 
 // Put stores s under key and renews its expiry.
@@ -169,6 +194,38 @@ func (r *Redis) Put(ctx context.Context, key string, s State) error {
 	}
 	return r.do(ctx, "writing session to redis", func(ctx context.Context) error {
 		return r.client.Set(ctx, redisPrefix+key, b, r.ttl).Err()
+	})
+}
+
+// GetThread returns the thread under key, or ErrNotFound; a value that
+// is not a thread is ErrCorrupt.
+func (r *Redis) GetThread(ctx context.Context, key string) (Thread, error) {
+	var th Thread
+	if err := r.read(ctx, "thread", redisThreadPrefix+key, maxThreadBytes, &th); err != nil {
+		return Thread{}, err
+	}
+	if th.Session == "" {
+		return Thread{}, fmt.Errorf("reading thread %s from redis: %w: no session", redisThreadPrefix+key, ErrCorrupt)
+	}
+	return th, nil
+}
+
+// PutThread stores th under key. A thread that names only its session
+// expires with the sessions (after that it leads nowhere); one that names
+// an upstream id is kept at least UpstreamThreadTTL, as long as OpenAI
+// keeps a stored response by default, since without it a client that
+// continues from that id is refused.
+func (r *Redis) PutThread(ctx context.Context, key string, th Thread) error {
+	b, err := json.Marshal(th)
+	if err != nil {
+		return fmt.Errorf("encoding thread: %w", err)
+	}
+	ttl := r.ttl
+	if th.Upstream != "" {
+		ttl = max(ttl, UpstreamThreadTTL)
+	}
+	return r.do(ctx, "writing thread to redis", func(ctx context.Context) error {
+		return r.client.Set(ctx, redisThreadPrefix+key, b, ttl).Err()
 	})
 }
 

@@ -60,6 +60,10 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, msg, "invalid_request_error")
 		return
 	}
+	if msg := unpairedCall(items); msg != "" {
+		writeErr(w, http.StatusBadRequest, msg, "invalid_request_error")
+		return
+	}
 	if m.Keep {
 		rec.Body = body
 	}
@@ -209,6 +213,36 @@ func (m *Model) missingReasoning(items []gjson.Result) string {
 		}
 		if !reasonedBefore(items[:i]) {
 			return fmt.Sprintf("Item '%s' of type 'function_call' was provided without its required 'reasoning' item.", it.Get("id").String())
+		}
+	}
+	return ""
+}
+
+// unpairedCall returns why the Responses API refuses a conversation with
+// a function call and no output for it, or an output of no call: as
+// OpenAI does, whether the call came in the input or in the response
+// previous_response_id names. A client that continues from a response
+// ending in calls must send each call's output.
+func unpairedCall(items []gjson.Result) string {
+	calls, outputs := map[string]bool{}, map[string]bool{}
+	for _, it := range items {
+		switch it.Get("type").String() {
+		case "function_call":
+			calls[it.Get("call_id").String()] = true
+		case "function_call_output":
+			outputs[it.Get("call_id").String()] = true
+		}
+	}
+	for _, it := range items {
+		switch id := it.Get("call_id").String(); it.Get("type").String() {
+		case "function_call":
+			if !outputs[id] {
+				return fmt.Sprintf("No tool output found for function call %s.", id)
+			}
+		case "function_call_output":
+			if !calls[id] {
+				return fmt.Sprintf("No tool call found for function call output with call_id %s.", id)
+			}
 		}
 	}
 	return ""

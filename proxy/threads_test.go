@@ -1,0 +1,208 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/toolgate/toolgate/internal/fakellm"
+	"github.com/toolgate/toolgate/session"
+)
+
+// TestAChainedResponseContinuesOnAnyReplica drives a Responses agent that
+// chains by previous_response_id (the official openai-go client) through
+// two gateway replicas sharing a Redis session store, each turn on the
+// other replica than the last, as a load balancer may send it. A streamed
+// turn that searched shows the client its first round's id, whose context
+// at the upstream ends in the gateway's own call: only the replica that
+// served it knew where the turn's context is, and the other sent the
+// upstream a conversation it refuses.
+func TestAChainedResponseContinuesOnAnyReplica(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stream bool
+	}{
+		{"a streamed turn that searched continues on the other replica", true},
+		{"a whole turn that searched continues on the other replica", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := miniredis.RunT(t)
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true}
+			var replicas []openai.Client
+			for range 2 {
+				store, err := session.NewRedis("redis://"+srv.Addr(), time.Hour, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = store.Close() })
+				replicas = append(replicas, sdkClient(newTestGateway(t, model, func(g *Gateway) { g.Sessions = store })))
+			}
+			ctx := context.Background()
+			params := responses.ResponseNewParams{
+				Model:        "gpt-test",
+				Instructions: openai.String("You are an agent."),
+				Tools:        sdkResponseTools(40),
+				Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
+			}
+			var called []string
+			answer := ""
+			for turn := 0; turn < 6 && answer == ""; turn++ {
+				client := replicas[turn%2]
+				before := len(model.Records())
+				var resp *responses.Response
+				var err error
+				if tc.stream {
+					resp, err = streamedResponse(t, client.Responses.NewStreaming(ctx, params))
+				} else {
+					resp, err = client.Responses.New(ctx, params)
+				}
+				if err != nil {
+					t.Fatalf("turn %d on replica %d: %v", turn, turn%2, err)
+				}
+				if turn > 0 {
+					// A chained request holds only the call outputs: the
+					// tools offered for what it continues come from the
+					// session the other replica saved.
+					first := model.Records()[before]
+					if !slices.Contains(first.Names, called[len(called)-1]) {
+						t.Errorf("turn %d: replica %d offered %v, not %s, which the other replica's turn found", turn, turn%2, first.Names, called[len(called)-1])
+					}
+				}
+				var outputs responses.ResponseInputParam
+				for _, it := range resp.Output {
+					if it.Type == "function_call" {
+						called = append(called, it.Name)
+						out := responses.ResponseInputItemParamOfFunctionCallOutput(`{"ok":true}`)
+						out.OfFunctionCallOutput.CallID = openai.String(it.CallID)
+						outputs = append(outputs, out)
+					}
+				}
+				if len(outputs) == 0 {
+					answer = resp.OutputText()
+				}
+				params.PreviousResponseID = openai.String(resp.ID)
+				params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}
+			}
+			if answer != twoStepTask.Answer {
+				t.Errorf("answer = %q, want %q", answer, twoStepTask.Answer)
+			}
+			if want := []string{"repo_create_issue", "chat_post_message"}; !slices.Equal(called, want) {
+				t.Errorf("calls %v, want %v", called, want)
+			}
+			if len(model.Records()) <= 3 {
+				t.Errorf("the upstream got %d requests: no turn searched, nothing was tested", len(model.Records()))
+			}
+		})
+	}
+}
+
+// failingThreadStore is a shared session store whose every operation,
+// threads included, fails with err.
+type failingThreadStore struct{ failingStore }
+
+func (s failingThreadStore) GetThread(context.Context, string) (session.Thread, error) {
+	return session.Thread{}, s.err
+}
+func (s failingThreadStore) PutThread(context.Context, string, session.Thread) error { return s.err }
+
+func TestAFailingThreadStoreCostsNoTurnThisReplicaServed(t *testing.T) {
+	m := NewMetrics()
+	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+	base := newTestGateway(t, model, func(g *Gateway) {
+		g.Metrics = m
+		g.Sessions = failingThreadStore{failingStore{errors.New("decoding thread from redis: unexpected end of JSON input")}}
+	})
+	client := sdkClient(base)
+	ctx := context.Background()
+	params := responses.ResponseNewParams{
+		Model: "gpt-test", Tools: sdkResponseTools(40),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
+	}
+	var called []string
+	for turn := 0; turn < 6 && len(called) < 2; turn++ {
+		resp, err := streamedResponse(t, client.Responses.NewStreaming(ctx, params))
+		if err != nil {
+			t.Fatalf("turn %d: %v", turn, err)
+		}
+		var outputs responses.ResponseInputParam
+		for _, it := range resp.Output {
+			if it.Type == "function_call" {
+				called = append(called, it.Name)
+				out := responses.ResponseInputItemParamOfFunctionCallOutput(`{"ok":true}`)
+				out.OfFunctionCallOutput.CallID = openai.String(it.CallID)
+				outputs = append(outputs, out)
+			}
+		}
+		params.PreviousResponseID = openai.String(resp.ID)
+		params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}
+	}
+	if want := []string{"repo_create_issue", "chat_post_message"}; !slices.Equal(called, want) {
+		t.Errorf("calls %v, want %v: the replica that served the turns lost their threads", called, want)
+	}
+	// An id this replica never gave out is asked of the store, whose
+	// failure is counted; the upstream then answers for its own ids.
+	params.PreviousResponseID = openai.String("resp_from_elsewhere")
+	if _, err := client.Responses.New(ctx, params); err == nil {
+		t.Error("an id neither the gateway nor the upstream knows was accepted")
+	}
+	var put, get float64
+	scrapeUntil(t, base, func(text string) bool {
+		put = metricValue(t, text, `toolgate_session_store_errors_total{op="thread_put"}`)
+		get = metricValue(t, text, `toolgate_session_store_errors_total{op="thread_get"}`)
+		return put >= 2 && get >= 1
+	})
+	if put < 2 || get != 1 {
+		t.Errorf("thread store errors put = %v, get = %v; want one put per turn and one get, of the id the replica did not give out", put, get)
+	}
+}
+
+func TestOnlyAResponseTheUpstreamStoresIsNotedAsAThread(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		store   *bool
+		threads int
+	}{
+		{"a response stored by default is noted", nil, 1},
+		{"a response the client asked to store is noted", ptr(true), 1},
+		{"a response the client asked not to store is not noted (nothing can continue from it)", ptr(false), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := miniredis.RunT(t)
+			store, err := session.NewRedis("redis://"+srv.Addr(), time.Hour, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = store.Close() })
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+			client := sdkClient(newTestGateway(t, model, func(g *Gateway) { g.Sessions = store }))
+			params := responses.ResponseNewParams{
+				Model: "gpt-test", Tools: sdkResponseTools(40),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
+			}
+			if tc.store != nil {
+				params.Store = openai.Bool(*tc.store)
+			}
+			if _, err := client.Responses.New(context.Background(), params); err != nil {
+				t.Fatal(err)
+			}
+			threads := 0
+			for _, k := range srv.Keys() {
+				if strings.HasPrefix(k, "toolgate:thread:") {
+					threads++
+				}
+			}
+			if threads != tc.threads {
+				t.Errorf("%d threads in the store %q, want %d", threads, srv.Keys(), tc.threads)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
