@@ -71,13 +71,7 @@ func TestTheSDKsResponsesAgentWorksUnchanged(t *testing.T) {
 			for turn := 0; turn < 8 && answer == ""; turn++ {
 				requests++
 				params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: input}
-				var resp *responses.Response
-				var err error
-				if tc.stream {
-					resp, err = streamedResponse(t, client.Responses.NewStreaming(ctx, params))
-				} else {
-					resp, err = client.Responses.New(ctx, params)
-				}
+				resp, err := sdkResponse(ctx, t, client, params, tc.stream)
 				if err != nil {
 					t.Fatalf("turn %d: %v", turn, err)
 				}

@@ -56,13 +56,7 @@ func TestAChainedResponseContinuesOnAnyReplica(t *testing.T) {
 			for turn := 0; turn < 6 && answer == ""; turn++ {
 				client := replicas[turn%2]
 				before := len(model.Records())
-				var resp *responses.Response
-				var err error
-				if tc.stream {
-					resp, err = streamedResponse(t, client.Responses.NewStreaming(ctx, params))
-				} else {
-					resp, err = client.Responses.New(ctx, params)
-				}
+				resp, err := sdkResponse(ctx, t, client, params, tc.stream)
 				if err != nil {
 					t.Fatalf("turn %d on replica %d: %v", turn, turn%2, err)
 				}
@@ -75,15 +69,8 @@ func TestAChainedResponseContinuesOnAnyReplica(t *testing.T) {
 						t.Errorf("turn %d: replica %d offered %v, not %s, which the other replica's turn found", turn, turn%2, first.Names, called[len(called)-1])
 					}
 				}
-				var outputs responses.ResponseInputParam
-				for _, it := range resp.Output {
-					if it.Type == "function_call" {
-						called = append(called, it.Name)
-						out := responses.ResponseInputItemParamOfFunctionCallOutput(`{"ok":true}`)
-						out.OfFunctionCallOutput.CallID = openai.String(it.CallID)
-						outputs = append(outputs, out)
-					}
-				}
+				names, outputs := callOutputs(resp)
+				called = append(called, names...)
 				if len(outputs) == 0 {
 					answer = resp.OutputText()
 				}
@@ -131,15 +118,8 @@ func TestAFailingThreadStoreCostsNoTurnThisReplicaServed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("turn %d: %v", turn, err)
 		}
-		var outputs responses.ResponseInputParam
-		for _, it := range resp.Output {
-			if it.Type == "function_call" {
-				called = append(called, it.Name)
-				out := responses.ResponseInputItemParamOfFunctionCallOutput(`{"ok":true}`)
-				out.OfFunctionCallOutput.CallID = openai.String(it.CallID)
-				outputs = append(outputs, out)
-			}
-		}
+		names, outputs := callOutputs(resp)
+		called = append(called, names...)
 		params.PreviousResponseID = openai.String(resp.ID)
 		params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}
 	}
@@ -206,3 +186,28 @@ func TestOnlyAResponseTheUpstreamStoresIsNotedAsAThread(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// sdkResponse sends params with the SDK's client, streamed or not; a
+// stream is read and checked as streamedResponse does.
+func sdkResponse(ctx context.Context, t *testing.T, client openai.Client, params responses.ResponseNewParams, stream bool) (*responses.Response, error) {
+	t.Helper()
+	if stream {
+		return streamedResponse(t, client.Responses.NewStreaming(ctx, params))
+	}
+	return client.Responses.New(ctx, params)
+}
+
+// callOutputs answers each function call of resp as an agent does: it
+// returns the calls' names and an output for each, the input of a
+// request that chains from resp.
+func callOutputs(resp *responses.Response) (names []string, outputs responses.ResponseInputParam) {
+	for _, it := range resp.Output {
+		if it.Type == "function_call" {
+			names = append(names, it.Name)
+			out := responses.ResponseInputItemParamOfFunctionCallOutput(`{"ok":true}`)
+			out.OfFunctionCallOutput.CallID = openai.String(it.CallID)
+			outputs = append(outputs, out)
+		}
+	}
+	return names, outputs
+}
