@@ -283,7 +283,7 @@ func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy
 	// here would multiply its attempts.
 	resp, err := g.send(ctx, r, sendOptions{rest: rest, body: body, stream: req.Stream, asIs: true})
 	if err != nil {
-		g.fail(w, r, err)
+		g.fail(w, r, g.explainLostThread(r, req, err))
 		return
 	}
 	g.guardStream(ctx, resp, streamSilences(snap.Gateway), cancel)

@@ -119,6 +119,9 @@ func (t *turn) roundTools(round int) []string {
 func (t *turn) send(ctx context.Context, in *http.Request, o sendOptions) (*http.Response, error) {
 	start := time.Now()
 	resp, err := t.g.send(ctx, in, o)
+	if err != nil {
+		err = t.g.explainLostThread(in, t.req, err)
+	}
 	if t.rep == nil {
 		return resp, err
 	}

@@ -1,9 +1,13 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/session"
@@ -87,3 +91,34 @@ func (t *turn) rememberThread(ctx context.Context, shown, upstream string) {
 // the two parts never run into each other): an id another tenant names
 // leads nowhere.
 func threadKey(tenant, id string) string { return tenant + ":" + id }
+
+// lostThreadNote ends the upstream's refusal of a request that continues
+// from a response id the gateway does not remember, when the refusal is
+// the one such a request gets if the id is a streamed turn's that searched.
+const lostThreadNote = " (toolgate: this gateway does not remember the response previous_response_id names. " +
+	"If the gateway streamed that response and searched for tools during it, the turn's context is in a later " +
+	"response that only the gateway which served it knew, and it has restarted since or another replica served " +
+	"it: resend the conversation instead of chaining from that id, and give replicas a shared " +
+	"sessions.store (redis://...), which keeps these ids.)"
+
+// explainLostThread adds lostThreadNote to err when it is the upstream's
+// 400 for a call without its output and req continues from an id the
+// gateway does not remember. Where a client forgot an output of its own
+// call the note says "if", and the upstream's message names the call.
+func (g *Gateway) explainLostThread(in *http.Request, req *rewrite.Request, err error) error {
+	var se *statusError
+	if req.Previous == "" || !errors.As(err, &se) || se.resp.StatusCode != http.StatusBadRequest ||
+		!bytes.Contains(se.body, []byte("No tool output found for function call")) ||
+		g.threads.Contains(threadKey(session.Tenant(credential(in)), req.Previous)) {
+		return err
+	}
+	msg := gjson.GetBytes(se.body, "error.message")
+	if msg.Type != gjson.String {
+		return err
+	}
+	body, serr := sjson.SetBytes(se.body, "error.message", msg.String()+lostThreadNote)
+	if serr != nil {
+		return err
+	}
+	return &statusError{resp: se.resp, body: body}
+}

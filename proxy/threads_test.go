@@ -211,3 +211,69 @@ func callOutputs(resp *responses.Response) (names []string, outputs responses.Re
 	}
 	return names, outputs
 }
+
+// TestAChainTheGatewayLostIsRefusedSayingWhatToDo restarts the gateway
+// (a new one, with the in-memory store, against the same upstream) between
+// a streamed turn that searched and the request that continues from it:
+// the upstream's refusal names only a call id the client never saw, and
+// the client is told why and what to do.
+func TestAChainTheGatewayLostIsRefusedSayingWhatToDo(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		restart  bool
+		stream   bool // the continuing request's
+		forget   bool // the client sends no output for its own call
+		tools    int  // the continuing request's
+		wantNote bool
+	}{
+		{"a chain from a streamed turn, continued after a restart, is refused with the note", true, false, false, 40, true},
+		{"a streamed chain continued after a restart is refused with the note", true, true, false, 40, true},
+		{"a chain continued after a restart with too few tools to search, passed through, is refused with the note", true, false, false, 3, true},
+		{"a chain the gateway remembers continues", false, false, false, 40, false},
+		{"a client that forgets its own call's output on a chain the gateway remembers gets the upstream's refusal alone", false, false, true, 40, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true}
+			ctx := context.Background()
+			client := sdkClient(newTestGateway(t, model))
+			params := responses.ResponseNewParams{
+				Model: "gpt-test", Tools: sdkResponseTools(40),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
+			}
+			resp, err := sdkResponse(ctx, t, client, params, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(model.Records()) < 2 {
+				t.Fatalf("the first turn made %d upstream calls: it did not search", len(model.Records()))
+			}
+			if tc.restart {
+				client = sdkClient(newTestGateway(t, model))
+			}
+			_, outputs := callOutputs(resp)
+			if tc.forget {
+				outputs = nil
+			}
+			params.PreviousResponseID = openai.String(resp.ID)
+			params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}
+			params.Tools = sdkResponseTools(tc.tools)
+			_, err = sdkResponse(ctx, t, client, params, tc.stream)
+			var apiErr *openai.Error
+			switch {
+			case !tc.restart && !tc.forget:
+				if err != nil {
+					t.Fatalf("the chain failed: %v", err)
+				}
+				return
+			case !errors.As(err, &apiErr) || apiErr.StatusCode != 400:
+				t.Fatalf("err = %v, want the upstream's 400", err)
+			}
+			if !strings.Contains(apiErr.Message, "No tool output found for function call") {
+				t.Errorf("message %q lost the upstream's words", apiErr.Message)
+			}
+			if got := strings.Contains(apiErr.Message, "resend the conversation"); got != tc.wantNote {
+				t.Errorf("note in %q: %v, want %v", apiErr.Message, got, tc.wantNote)
+			}
+		})
+	}
+}
