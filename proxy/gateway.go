@@ -237,6 +237,9 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	tr := g.track(w, routePassthrough)
 	defer tr.done()
+	if id := deletedID(r, rest); id != "" {
+		g.deleteHidden(r.Context(), r, id)
+	}
 	r, held, err := g.passBody(tr, r)
 	if err != nil {
 		g.writeError(tr, r, err)

@@ -43,6 +43,7 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 			s.fail(g, r, err)
 			return
 		}
+		t.noteUpstreamID(res.id)
 		identify(res.calls, round)
 		internal, real := t.split(res.calls)
 		more := len(internal) > 0 && len(real) == 0 && t.canContinue(round)

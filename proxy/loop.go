@@ -51,6 +51,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			g.writeError(w, r, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err))
 			return
 		}
+		t.noteUpstreamID(out.ID)
 		if round == 0 {
 			t.id, t.created = out.ID, out.Created
 			t.promptFilter = strings.Clone(out.PromptFilter)

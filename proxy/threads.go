@@ -14,7 +14,7 @@ import (
 )
 
 // threadsCacheSize bounds the response ids the gateway remembers in
-// process: about 200 bytes an entry, 13 MB at most.
+// process: about 300 bytes an entry with a hidden round, 20 MB at most.
 const threadsCacheSize = 1 << 16
 
 // resolveThread points a request that continues an earlier response by
@@ -29,19 +29,32 @@ func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewr
 	if req.Previous == "" {
 		return session.Thread{}
 	}
-	key := threadKey(session.Tenant(credential(in)), req.Previous)
-	th, ok := g.threads.Get(key)
-	if shared, isShared := g.Sessions.(session.Threads); !ok && isShared {
-		var err error
-		switch th, err = shared.GetThread(ctx, key); {
-		case err == nil:
-			g.threads.Add(key, th)
-		case !errors.Is(err, session.ErrNotFound):
-			g.sessionStoreFailed(ctx, "thread_get", key, err)
-		}
-	}
+	th, _ := g.lookupThread(ctx, in, req.Previous)
 	req.PreviousUpstream = th.Upstream
 	return th
+}
+
+// lookupThread returns what the gateway remembers of response id, given
+// out to the tenant of request in: in this process, or else in a shared
+// session store.
+func (g *Gateway) lookupThread(ctx context.Context, in *http.Request, id string) (session.Thread, bool) {
+	key := threadKey(session.Tenant(credential(in)), id)
+	if th, ok := g.threads.Get(key); ok {
+		return th, true
+	}
+	shared, ok := g.Sessions.(session.Threads)
+	if !ok {
+		return session.Thread{}, false
+	}
+	th, err := shared.GetThread(ctx, key)
+	switch {
+	case err == nil:
+		g.threads.Add(key, th)
+		return th, true
+	case !errors.Is(err, session.ErrNotFound):
+		g.sessionStoreFailed(ctx, "thread_get", key, err)
+	}
+	return session.Thread{}, false
 }
 
 // sessionKey returns the store key of a request's session: the client's
@@ -78,12 +91,25 @@ func (t *turn) rememberThread(ctx context.Context, shown, upstream string) {
 	if upstream != shown {
 		th.Upstream = upstream
 	}
+	for _, id := range t.upstreamIDs {
+		if id != shown {
+			th.Hidden = append(th.Hidden, id)
+		}
+	}
 	key := threadKey(t.tenant, shown)
 	t.g.threads.Add(key, th)
 	if shared, ok := t.g.Sessions.(session.Threads); ok {
 		if err := shared.PutThread(ctx, key, th); err != nil {
 			t.g.sessionStoreFailed(ctx, "thread_put", key, err)
 		}
+	}
+}
+
+// noteUpstreamID notes the id of a round's upstream response, for a
+// request whose responses can be continued by id (rememberThread).
+func (t *turn) noteUpstreamID(id string) {
+	if t.req.ChainsByID && id != "" {
+		t.upstreamIDs = append(t.upstreamIDs, id)
 	}
 }
 

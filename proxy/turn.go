@@ -63,6 +63,9 @@ type turn struct {
 	usage      []byte
 	id         string
 	created    int64
+	// upstreamIDs are the ids of the rounds' upstream responses, for a
+	// request whose responses can be continued (and deleted) by id.
+	upstreamIDs []string
 	// promptFilter is the first round's prompt_filter_results (Azure):
 	// a whole answer carries it, as a stream's first event does.
 	promptFilter string

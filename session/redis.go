@@ -24,8 +24,8 @@ const (
 )
 
 // UpstreamThreadTTL is how long a shared store keeps a thread that names
-// an upstream id (Thread.Upstream): 30 days, how long OpenAI keeps a
-// stored response by default.
+// other upstream ids (Thread.Upstream, Thread.Hidden): 30 days, how long
+// OpenAI keeps a stored response by default.
 const UpstreamThreadTTL = 30 * 24 * time.Hour
 
 // maxThreadBytes bounds a thread value read from Redis: the gateway writes
@@ -212,16 +212,17 @@ func (r *Redis) GetThread(ctx context.Context, key string) (Thread, error) {
 
 // PutThread stores th under key. A thread that names only its session
 // expires with the sessions (after that it leads nowhere); one that names
-// an upstream id is kept at least UpstreamThreadTTL, as long as OpenAI
-// keeps a stored response by default, since without it a client that
-// continues from that id is refused.
+// other upstream ids is kept at least UpstreamThreadTTL, as long as OpenAI
+// keeps a stored response by default: without it a client that continues
+// from that id is refused, and one that deletes it leaves the other
+// responses stored.
 func (r *Redis) PutThread(ctx context.Context, key string, th Thread) error {
 	b, err := json.Marshal(th)
 	if err != nil {
 		return fmt.Errorf("encoding thread: %w", err)
 	}
 	ttl := r.ttl
-	if th.Upstream != "" {
+	if th.Upstream != "" || len(th.Hidden) > 0 {
 		ttl = max(ttl, UpstreamThreadTTL)
 	}
 	return r.do(ctx, "writing thread to redis", func(ctx context.Context) error {

@@ -11,6 +11,10 @@ import "context"
 type Thread struct {
 	Session  string `json:"session"`
 	Upstream string `json:"upstream,omitempty"`
+	// Hidden are the ids of the turn's other upstream responses, which
+	// the client never saw (its search rounds, and a stream's later
+	// rounds): deleting the response the client saw deletes them too.
+	Hidden []string `json:"hidden,omitempty"`
 }
 
 // Threads is implemented by a store shared among gateway replicas. Unlike

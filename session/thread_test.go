@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -17,12 +18,12 @@ func TestRedisKeepsThreads(t *testing.T) {
 	t.Run("a thread put by one replica is read by another", func(t *testing.T) {
 		srv := miniredis.RunT(t)
 		a, b := newTestRedis(t, srv, time.Minute), newTestRedis(t, srv, time.Minute)
-		want := Thread{Session: "tenant:conv", Upstream: "resp_last"}
+		want := Thread{Session: "tenant:conv", Upstream: "resp_last", Hidden: []string{"resp_search", "resp_last"}}
 		if err := a.PutThread(ctx, "tenant:resp_first", want); err != nil {
 			t.Fatal(err)
 		}
 		got, err := b.GetThread(ctx, "tenant:resp_first")
-		if err != nil || got != want {
+		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("replica b got %+v, %v; want %+v", got, err, want)
 		}
 		if keys := srv.Keys(); !slices.Equal(keys, []string{"toolgate:thread:tenant:resp_first"}) {
@@ -53,21 +54,29 @@ func TestRedisKeepsThreads(t *testing.T) {
 		}
 	})
 
-	t.Run("a thread naming an upstream id outlives the sessions for as long as the upstream keeps responses", func(t *testing.T) {
-		srv := miniredis.RunT(t)
-		r := newTestRedis(t, srv, time.Hour)
-		if err := r.PutThread(ctx, "k", Thread{Session: "s", Upstream: "resp_last"}); err != nil {
-			t.Fatal(err)
-		}
-		srv.FastForward(UpstreamThreadTTL - time.Minute)
-		if _, err := r.GetThread(ctx, "k"); err != nil {
-			t.Fatalf("expired early: %v", err)
-		}
-		srv.FastForward(2 * time.Minute)
-		if _, err := r.GetThread(ctx, "k"); !errors.Is(err, ErrNotFound) {
-			t.Errorf("err = %v after UpstreamThreadTTL, want ErrNotFound", err)
-		}
-	})
+	for _, tc := range []struct {
+		name string
+		th   Thread
+	}{
+		{"a thread naming the upstream id to continue from", Thread{Session: "s", Upstream: "resp_last", Hidden: []string{"resp_last"}}},
+		{"a thread naming only hidden rounds", Thread{Session: "s", Hidden: []string{"resp_search"}}},
+	} {
+		t.Run(tc.name+" outlives the sessions for as long as the upstream keeps responses", func(t *testing.T) {
+			srv := miniredis.RunT(t)
+			r := newTestRedis(t, srv, time.Hour)
+			if err := r.PutThread(ctx, "k", tc.th); err != nil {
+				t.Fatal(err)
+			}
+			srv.FastForward(UpstreamThreadTTL - time.Minute)
+			if _, err := r.GetThread(ctx, "k"); err != nil {
+				t.Fatalf("expired early: %v", err)
+			}
+			srv.FastForward(2 * time.Minute)
+			if _, err := r.GetThread(ctx, "k"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("err = %v after UpstreamThreadTTL, want ErrNotFound", err)
+			}
+		})
+	}
 
 	for _, tc := range []struct{ name, value, says string }{
 		{"a value that is not JSON", "{not json", "decoding thread toolgate:thread:bad"},

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,6 +105,18 @@ func (m *Model) Records() []Record {
 	return append([]Record(nil), m.records...)
 }
 
+// Stored returns the ids of the Responses API responses the model keeps.
+func (m *Model) Stored() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := make([]string, 0, len(m.stored))
+	for id := range m.stored {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // Reset forgets the records.
 func (m *Model) Reset() {
 	m.mu.Lock()
@@ -122,6 +135,8 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.chat(w, r)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/responses"):
 		m.responses(w, r)
+	case r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/responses/"):
+		m.deleteResponse(w, r)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):
 		m.messages(w, r)
 	default:

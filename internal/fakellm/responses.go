@@ -95,6 +95,22 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, whole)
 }
 
+// deleteResponse answers DELETE /responses/{id} as the Responses API
+// does: the response is forgotten, or a 404 when there is none.
+func (m *Model) deleteResponse(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+	m.mu.Lock()
+	_, ok := m.stored[id]
+	delete(m.stored, id)
+	m.mu.Unlock()
+	if !ok {
+		writeErr(w, http.StatusNotFound, fmt.Sprintf("Response with id '%s' not found.", id), "not_found")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, mustJSON(map[string]any{"id": id, "object": "response", "deleted": true}))
+}
+
 // streamResponse writes a response as the Responses API streams it:
 // created and in_progress with no output, each item added, its content or
 // arguments in deltas, each item done, and response.completed with the

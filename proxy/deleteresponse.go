@@ -1,0 +1,72 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// deletedID returns the response id a client request deletes
+// (DELETE /responses/{id}), or "" for any other request.
+func deletedID(r *http.Request, rest string) string {
+	if r.Method != http.MethodDelete {
+		return ""
+	}
+	id, ok := strings.CutPrefix(rest, "/responses/")
+	if !ok || id == "" || strings.ContainsAny(id, "/?#") {
+		return ""
+	}
+	return id
+}
+
+// deleteHidden deletes, before the client's DELETE of response id goes on
+// to the upstream, the turn's other responses the upstream stored: the
+// search rounds of a whole answer, and a stream's rounds after the first.
+// The client never saw their ids, so only the gateway can delete them,
+// and a client that deletes what it was shown means the turn's words to
+// be gone. Each is deleted with the client's own credential (or the
+// policy's upstream key, as every request is), so a client can delete
+// only what its key can; what fails is logged, and the client's own
+// DELETE still goes on and answers for itself.
+func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string) {
+	th, ok := g.lookupThread(ctx, in, id)
+	if !ok {
+		return
+	}
+	for _, hid := range th.Hidden {
+		if strings.ContainsAny(hid, "/?#") {
+			continue // not an id the upstream gave: never a path of its own
+		}
+		status, err := g.deleteUpstream(ctx, in, hid)
+		switch {
+		case err != nil:
+			g.logger().Log(ctx, failureLevel(ctx), "deleting a hidden round of a deleted response", "response_id", id, "round_id", hid, "err", err)
+		case status == http.StatusNotFound || status/100 == 2:
+			// Deleted, now or before.
+		default:
+			g.logger().InfoContext(ctx, "deleting a hidden round of a deleted response", "response_id", id, "round_id", hid, "status", status)
+		}
+	}
+}
+
+// deleteUpstream sends the upstream DELETE /responses/{id} with the
+// client request in's headers and credential, and returns its status.
+func (g *Gateway) deleteUpstream(ctx context.Context, in *http.Request, id string) (int, error) {
+	u := *g.Upstream
+	u.Path, u.RawPath = g.basePath+"/responses/"+id, ""
+	u.RawQuery = joinQueries(g.Upstream.RawQuery, in.URL.RawQuery)
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u.String(), nil)
+	if err != nil {
+		return 0, err
+	}
+	copyEndToEnd(req.Header, in.Header, requestSkip...)
+	g.setAuth(req.Header, in)
+	resp, err := g.transport().RoundTrip(req)
+	if err != nil {
+		return 0, upstreamErr(ctx, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}

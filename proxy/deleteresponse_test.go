@@ -1,0 +1,85 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/toolgate/toolgate/internal/fakellm"
+	"github.com/toolgate/toolgate/session"
+)
+
+// TestDeletingAResponseDeletesTheTurnsHiddenRounds has the official
+// openai-go client delete the response it was shown after a turn that
+// searched: the upstream stored each round of it, and only the gateway
+// knew the other rounds' ids.
+func TestDeletingAResponseDeletesTheTurnsHiddenRounds(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		stream   bool
+		replica  bool // the DELETE reaches another replica, sharing a Redis store
+		otherKey bool // the DELETE comes with another tenant's key
+		wantLeft bool // responses of the turn stay stored
+	}{
+		{"a whole answer's search rounds go with it", false, false, false, false},
+		{"a stream's later rounds go with it", true, false, false, false},
+		{"another replica sharing the store deletes them too", true, true, false, false},
+		{"another tenant's key deletes none of them", true, false, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+			srv := miniredis.RunT(t)
+			gateway := func() string {
+				store, err := session.NewRedis("redis://"+srv.Addr(), time.Hour, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = store.Close() })
+				return newTestGateway(t, model, func(g *Gateway) { g.Sessions = store })
+			}
+			base := gateway()
+			ctx := context.Background()
+			params := responses.ResponseNewParams{
+				Model: "gpt-test", Tools: sdkResponseTools(40),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
+			}
+			resp, err := sdkResponse(ctx, t, sdkClient(base), params, tc.stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(model.Stored()); n < 2 {
+				t.Fatalf("the turn stored %d responses upstream: it did not search", n)
+			}
+			if tc.replica {
+				base = gateway()
+			}
+			client := sdkClient(base)
+			if tc.otherKey {
+				client = openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey("sk-other-tenant"), option.WithMaxRetries(0))
+			}
+			if err := client.Responses.Delete(ctx, resp.ID); err != nil {
+				t.Fatalf("deleting %s: %v", resp.ID, err)
+			}
+			left := model.Stored()
+			if got := len(left) > 0; got != tc.wantLeft {
+				t.Errorf("stored after the delete: %v; want some left: %v", left, tc.wantLeft)
+			}
+		})
+	}
+}
+
+func TestDeletingAResponseTheGatewayDoesNotKnowGoesOnAsIs(t *testing.T) {
+	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+	client := sdkClient(newTestGateway(t, model))
+	err := client.Responses.Delete(context.Background(), "resp_never_given")
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
+		t.Errorf("err = %v, want the upstream's 404", err)
+	}
+}
