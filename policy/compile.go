@@ -48,6 +48,7 @@ func compile(doc Document, env compileEnv) (*Snapshot, error) {
 			Explore:                  g.Explore,
 			FollowUp:                 g.FollowUp,
 			SearchRound:              g.SearchRound,
+			Usage:                    g.Usage,
 			ScaleWithCatalog:         g.ScaleWithCatalog,
 			PassthroughHistoryTokens: g.PassthroughHistoryTokens,
 			BodyLimit:                g.BodyLimit,

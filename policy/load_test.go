@@ -198,6 +198,11 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{"2:13: gateway.upstream: want an http:// or https:// URL"},
 		},
 		{
+			name: "an unknown usage is an error naming the choices",
+			src:  "gateway:\n  usage: last\n",
+			want: []string{"2:10: gateway.usage: unknown usage \"last\"; want summed or context"},
+		},
+		{
 			name: "an unknown search_round is an error naming the choices",
 			src:  "gateway:\n  search_round: some\n",
 			want: []string{"2:17: gateway.search_round: unknown search round \"some\"; want found or all"},
@@ -359,7 +364,7 @@ func TestDefaults(t *testing.T) {
 		g := Default().Gateway
 		want := Gateway{
 			Listen: "127.0.0.1:8080", Upstream: "https://api.openai.com/v1", Mode: ModeHybrid,
-			MinTools: 12, MaxRounds: 4, MaxActive: 32, Preselect: 6, FollowUp: 2, SearchRound: SearchRoundFound, ScaleWithCatalog: true, BodyLimit: 32 << 20,
+			MinTools: 12, MaxRounds: 4, MaxActive: 32, Preselect: 6, FollowUp: 2, SearchRound: SearchRoundFound, Usage: UsageSummed, ScaleWithCatalog: true, BodyLimit: 32 << 20,
 			ConnectTimeout: 10 * time.Second, HeaderTimeout: 10 * time.Minute,
 			IdleTimeout: 120 * time.Second, RequestTimeout: 10 * time.Minute, Retries: 1,
 		}

@@ -33,6 +33,20 @@ const (
 	SearchRoundAll   SearchRound = "all"   // every active tool
 )
 
+// Usage is how the usage a client gets adds up a turn's rounds.
+type Usage string
+
+// Usage modes.
+const (
+	// UsageSummed: every count is the sum over the turn's rounds, what
+	// the upstream billed for it (default).
+	UsageSummed Usage = "summed"
+	// UsageContext: the input counts (prompt and input tokens, cache
+	// reads and writes, their details) are the last round's, the context
+	// the model answered from; the output counts are summed.
+	UsageContext Usage = "context"
+)
+
 // Gateway holds the gateway settings of tools.yaml, defaults applied. Flags
 // and environment variables override Listen and Upstream in cmd/gateway;
 // policy does not read them.
@@ -48,6 +62,7 @@ type Gateway struct {
 	Explore     bool // preselect mode: one preselected slot samples below the cut
 	FollowUp    int  // tools joining after a user turn's first tool result in hybrid/preselect mode
 	SearchRound SearchRound
+	Usage       Usage
 	// ScaleWithCatalog widens Preselect, FollowUp and the search limit
 	// for catalogs of 150 tools or more (see PreselectFor, FollowUpFor and
 	// SearchLimitFor).

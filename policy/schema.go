@@ -109,6 +109,18 @@ type GatewaySpec struct {
 	// costs a quarter of the input price or less (gpt-4.1, the gpt-5
 	// family). Default found.
 	SearchRound SearchRound `yaml:"search_round"`
+	// Usage is how the usage the client gets counts a turn the gateway
+	// answered in several upstream rounds. summed: every count is the sum
+	// over the rounds, what the upstream billed. context: the input counts
+	// (prompt and input tokens, cache reads and writes) are the last
+	// round's, the size of the context the model answered from; output
+	// counts are still summed. Agents that size their context window from
+	// a response's usage (Claude Code's auto-compaction) read a summed
+	// turn that searched as about twice as full as it is, and compact or
+	// trim it early. The X-Toolgate-Input-Tokens header,
+	// the metrics and the decision log count every round either way.
+	// Default summed.
+	Usage Usage `yaml:"usage"`
 	// ScaleWithCatalog widens preselect, follow_up and search.limit for
 	// larger catalogs: from 150 tools one more preselected tool and one
 	// more follow-up, and one more search result per 30 tools above 150
@@ -348,6 +360,7 @@ func defaultDocument() Document {
 			// 1.30x calls and 73/73 steps; billed with cache hits at half
 			// the price -77.9% (-76.5%), at a tenth -31.6% (-40.1%).
 			SearchRound: SearchRoundFound,
+			Usage:       UsageSummed,
 			// Measured on LiveMCPBench episodes (selector/README.md, round
 			// 19) over 150 / 180 / 210-tool agents, in three task orders:
 			// calls 1.31-1.32x / 1.31x / 1.35-1.36x without, 1.29-1.30x /

@@ -65,6 +65,8 @@ func (v *validator) document(doc *Document, prefix string, bundles map[string]bo
 	v.check(p("gateway.follow_up"), g.FollowUp >= 0, "must be >= 0")
 	v.check(p("gateway.search_round"), g.SearchRound == SearchRoundFound || g.SearchRound == SearchRoundAll,
 		"unknown search round %q; want found or all", g.SearchRound)
+	v.check(p("gateway.usage"), g.Usage == UsageSummed || g.Usage == UsageContext,
+		"unknown usage %q; want summed or context", g.Usage)
 	v.check(p("gateway.passthrough_history_tokens"), g.PassthroughHistoryTokens >= 0, "must be >= 0 (0: never)")
 	v.check(p("gateway.body_limit"), g.BodyLimit > 0, "must be > 0 bytes")
 	v.check(p("gateway.retries"), g.Retries >= 0 && g.Retries <= 10, "must be between 0 and 10")

@@ -284,7 +284,7 @@ func (s *itemRelay) pass(name string, data []byte, index int) error {
 // not the gateway's calls (hidden), even one whose stray event came
 // before its output_item.added and was shown.
 func (s *itemRelay) finish(res *itemRound, ev rewrite.ItemEvent, hidden map[int]bool) {
-	s.t.usage = rewrite.AddUsage(s.t.usage, ev.Usage)
+	s.t.usage, s.t.lastUsage = rewrite.AddUsage(s.t.usage, ev.Usage), []byte(ev.Usage.Raw)
 	res.id, res.calls, res.text, res.output = ev.ID, ev.Calls, ev.Text, ev.Items
 	if s.t.id == "" {
 		s.t.id, s.t.created = ev.ID, ev.Created
@@ -325,7 +325,7 @@ func (s *itemRelay) end(res itemRound) error {
 			items = append(items, it)
 		}
 	}
-	end, err := s.iw.EndItemEvents(rewrite.NamedEvent{Name: res.name, Data: res.last}, s.t.id, items, s.t.usage, s.seq)
+	end, err := s.iw.EndItemEvents(rewrite.NamedEvent{Name: res.name, Data: res.last}, s.t.id, items, s.t.clientUsage(), s.seq)
 	if err != nil {
 		return err
 	}

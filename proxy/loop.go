@@ -56,7 +56,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			t.id, t.created = out.ID, out.Created
 			t.promptFilter = strings.Clone(out.PromptFilter)
 		}
-		t.usage = rewrite.AddUsage(t.usage, out.Usage)
+		t.usage, t.lastUsage = rewrite.AddUsage(t.usage, out.Usage), []byte(out.Usage.Raw)
 		identify(out.Calls, round)
 		internal, real := t.split(out.Calls)
 		results := t.answer(ctx, out.Calls, round)
@@ -67,7 +67,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		}
 		turn := rewrite.Turn{
 			Keep:  func(c rewrite.Call) bool { return !t.internal(c) },
-			Usage: t.usage, ID: t.id, Created: t.created,
+			Usage: t.clientUsage(), ID: t.id, Created: t.created,
 			PromptFilter: t.promptFilter, Rounds: t.rounds,
 		}
 		if !t.req.JSONOutput {

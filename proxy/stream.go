@@ -182,7 +182,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		sent    bool                 // this round sent the client an event
 		usage   []byte               // this stream's: its last usage chunk stands for the earlier ones
 	)
-	defer func() { t.usage = rewrite.AddUsage(t.usage, gjson.ParseBytes(usage)) }()
+	defer func() { t.usage, t.lastUsage = rewrite.AddUsage(t.usage, gjson.ParseBytes(usage)), usage }()
 	for {
 		data, err := sse.Next()
 		if err != nil {
@@ -542,7 +542,7 @@ func (s *relay) end() (whole bool) {
 	}
 	var usage []byte
 	if t.req.IncludeUsage {
-		usage = append([]byte{}, t.usage...)
+		usage = append([]byte{}, t.clientUsage()...)
 	}
 	head := rewrite.ChunkHead{ID: t.id, Created: t.created, Model: s.model, SystemFingerprint: s.fingerprint, ServiceTier: s.tier}
 	for _, ev := range s.ew.EndEvents(head, finish, usage) {

@@ -60,7 +60,8 @@ type turn struct {
 	searchName string // the gateway's search tool: tool_search, unless a client tool has the name
 	searchDef  string
 	rounds     []rewrite.Round
-	usage      []byte
+	usage      []byte // every round's, summed
+	lastUsage  []byte // the latest round's (clientUsage)
 	id         string
 	created    int64
 	// upstreamIDs are the ids of the rounds' upstream responses, for a
@@ -207,6 +208,17 @@ func (t *turn) join(name, reason string) {
 	if reason == reasonCore || reason == reasonChoice || reason == reasonHistory && slices.Contains(t.req.TurnCalled, name) {
 		t.pinned[name] = true
 	}
+}
+
+// clientUsage is the usage the client gets for the turn: every round's
+// summed, or with gateway.usage context the last round's input counts
+// (rewrite.ContextUsage). The turn's own accounting (headers, metrics,
+// the decision log) reads t.usage, every round's, either way.
+func (t *turn) clientUsage() []byte {
+	if t.snap.Gateway.Usage != policy.UsageContext || len(t.rounds) == 0 {
+		return t.usage
+	}
+	return rewrite.ContextUsage(t.usage, t.lastUsage)
 }
 
 // save stores the session; a failure costs a later search, so it is logged,

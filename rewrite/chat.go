@@ -519,6 +519,51 @@ func LatestUsage(acc []byte, u gjson.Result) []byte {
 	return mergeUsage(acc, u, func(_, v gjson.Result) string { return v.Raw })
 }
 
+// ContextUsage returns the summed usage of a turn's rounds with its input
+// counts replaced by those of last, the turn's last round: the size of
+// the context the model answered from, where the sum counts the
+// conversation once per round. The input counts are the members that
+// count a request's prompt in each API (prompt_tokens and its details,
+// input_tokens and its details, Anthropic's cache reads and writes); the
+// rest (output, reasoning, a provider's cost) stays summed, and
+// total_tokens is the new input plus the summed output.
+func ContextUsage(sum, last []byte) []byte {
+	if sum == nil || len(last) == 0 {
+		return sum
+	}
+	out := append([]byte(nil), sum...)
+	l := gjson.ParseBytes(last)
+	l.ForEach(func(k, v gjson.Result) bool {
+		if inputCount(k.Str) {
+			out, _ = sjson.SetRawBytes(out, escapePath(k.Str), []byte(v.Raw))
+		}
+		return true
+	})
+	if total := gjson.GetBytes(out, "total_tokens"); total.Type == gjson.Number && isWhole(total.Raw) {
+		s := gjson.ParseBytes(sum)
+		out, _ = sjson.SetBytes(out, "total_tokens", total.Int()-promptCount(s)+promptCount(l))
+	}
+	return out
+}
+
+// inputCount reports whether a usage member counts the request's input.
+func inputCount(member string) bool {
+	switch member {
+	case "prompt_tokens", "prompt_tokens_details", "input_tokens", "input_tokens_details",
+		"cache_read_input_tokens", "cache_creation_input_tokens", "cache_creation":
+		return true
+	}
+	return false
+}
+
+// promptCount is the usage's prompt tokens as total_tokens counts them.
+func promptCount(u gjson.Result) int64 {
+	if p := u.Get("prompt_tokens"); p.Exists() {
+		return p.Int()
+	}
+	return u.Get("input_tokens").Int()
+}
+
 // addNumbers returns the JSON text of prev + v: a whole number for token
 // counts, a decimal when either is fractional (OpenRouter's cost in
 // dollars), rounded to 15 significant digits so a sum of two decimals

@@ -206,6 +206,55 @@ func TestLatestUsageTakesEachNumbersLastValue(t *testing.T) {
 	}
 }
 
+func TestContextUsageCountsTheLastRoundsInputAndEveryRoundsOutput(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		first, second string
+		want          map[string]string
+	}{
+		{"chat completions",
+			`{"prompt_tokens":1000,"completion_tokens":20,"total_tokens":1020,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":5}}`,
+			`{"prompt_tokens":1100,"completion_tokens":30,"total_tokens":1130,"prompt_tokens_details":{"cached_tokens":1024},"completion_tokens_details":{"reasoning_tokens":7}}`,
+			map[string]string{"prompt_tokens": "1100", "prompt_tokens_details.cached_tokens": "1024", "completion_tokens": "50", "completion_tokens_details.reasoning_tokens": "12", "total_tokens": "1150"}},
+		{"the Responses API",
+			`{"input_tokens":1000,"input_tokens_details":{"cached_tokens":0},"output_tokens":20,"output_tokens_details":{"reasoning_tokens":5},"total_tokens":1020}`,
+			`{"input_tokens":1100,"input_tokens_details":{"cached_tokens":1024},"output_tokens":30,"output_tokens_details":{"reasoning_tokens":7},"total_tokens":1130}`,
+			map[string]string{"input_tokens": "1100", "input_tokens_details.cached_tokens": "1024", "output_tokens": "50", "output_tokens_details.reasoning_tokens": "12", "total_tokens": "1150"}},
+		{"Anthropic's Messages API, its cache reads and writes included",
+			`{"input_tokens":10,"cache_creation_input_tokens":900,"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":900},"output_tokens":20,"server_tool_use":{"web_search_requests":1}}`,
+			`{"input_tokens":110,"cache_creation_input_tokens":0,"cache_read_input_tokens":900,"cache_creation":{"ephemeral_5m_input_tokens":0},"output_tokens":30,"server_tool_use":{"web_search_requests":1}}`,
+			map[string]string{"input_tokens": "110", "cache_creation_input_tokens": "0", "cache_read_input_tokens": "900", "cache_creation.ephemeral_5m_input_tokens": "0", "output_tokens": "50", "server_tool_use.web_search_requests": "2", "total_tokens": ""}},
+		{"a provider's cost stays what every round cost",
+			`{"prompt_tokens":1000,"completion_tokens":20,"cost":0.001}`,
+			`{"prompt_tokens":1100,"completion_tokens":30,"cost":0.002}`,
+			map[string]string{"prompt_tokens": "1100", "completion_tokens": "50", "cost": "0.003"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first, second := gjson.Parse(tc.first), gjson.Parse(tc.second)
+			got := ContextUsage(AddUsage(AddUsage(nil, first), second), []byte(second.Raw))
+			if !gjson.ValidBytes(got) {
+				t.Fatalf("invalid JSON %s", got)
+			}
+			for path, want := range tc.want {
+				if v := gjson.GetBytes(got, path).Raw; v != want {
+					t.Errorf("%s = %s, want %q (%s)", path, v, want, got)
+				}
+			}
+		})
+	}
+	t.Run("a turn of one round, or without usage, is left as it is", func(t *testing.T) {
+		if got := ContextUsage(nil, []byte(`{"prompt_tokens":1}`)); got != nil {
+			t.Errorf("no sum: %s", got)
+		}
+		sum := []byte(`{"prompt_tokens":1}`)
+		for _, last := range [][]byte{nil, {}} {
+			if got := ContextUsage(sum, last); string(got) != string(sum) {
+				t.Errorf("a last round without usage (%q): %s", last, got)
+			}
+		}
+	})
+}
+
 func TestClientResponseStripsInternalCalls(t *testing.T) {
 	body := []byte(`{"id":"r2","created":2,"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"s","type":"function","function":{"name":"tool_search","arguments":"{}"}},{"id":"x","type":"function","function":{"name":"real","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1}}`)
 	r, err := ParseResponse(body)
