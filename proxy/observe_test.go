@@ -796,8 +796,7 @@ func TestPassedThroughRequestsCountInTheTokenMetrics(t *testing.T) {
 			if x.status != http.StatusOK {
 				t.Fatalf("status %d: %s", x.status, x.body)
 			}
-			var text string
-			text = scrapeUntil(t, base, func(text string) bool {
+			text := scrapeUntil(t, base, func(text string) bool {
 				return metricValue(t, text, `toolgate_passthrough_total{reason="`+tt.reason+`"}`) == 1
 			})
 			client := metricValue(t, text, `toolgate_tool_tokens_total{side="client"}`)
