@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/toolgate/toolgate/session"
 )
 
 // deletedID returns the response id a client request deletes
@@ -29,11 +31,17 @@ func deletedID(r *http.Request, rest string) string {
 // policy's upstream key, as every request is), so a client can delete
 // only what its key can; what fails is logged, and the client's own
 // DELETE still goes on and answers for itself.
+//
+// Once every hidden round is gone, the thread keeps only its session: a
+// request that continues from the deleted id then reaches the upstream
+// under that id, and its refusal names the id the client knows instead
+// of a round it never saw.
 func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string) {
 	th, ok := g.lookupThread(ctx, in, id)
-	if !ok {
+	if !ok || len(th.Hidden) == 0 {
 		return
 	}
+	gone := true
 	for _, hid := range th.Hidden {
 		if strings.ContainsAny(hid, "/?#") {
 			continue // not an id the upstream gave: never a path of its own
@@ -41,12 +49,17 @@ func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string)
 		status, err := g.deleteUpstream(ctx, in, hid)
 		switch {
 		case err != nil:
+			gone = false
 			g.logger().Log(ctx, failureLevel(ctx), "deleting a hidden round of a deleted response", "response_id", id, "round_id", hid, "err", err)
 		case status == http.StatusNotFound || status/100 == 2:
 			// Deleted, now or before.
 		default:
+			gone = false
 			g.logger().InfoContext(ctx, "deleting a hidden round of a deleted response", "response_id", id, "round_id", hid, "status", status)
 		}
+	}
+	if gone {
+		g.noteThread(ctx, threadKey(session.Tenant(credential(in)), id), session.Thread{Session: th.Session})
 	}
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +70,19 @@ func TestDeletingAResponseDeletesTheTurnsHiddenRounds(t *testing.T) {
 			left := model.Stored()
 			if got := len(left) > 0; got != tc.wantLeft {
 				t.Errorf("stored after the delete: %v; want some left: %v", left, tc.wantLeft)
+			}
+			if tc.wantLeft {
+				return
+			}
+			// Continuing from the deleted id is refused naming that id,
+			// not a round the client never saw.
+			_, outputs := callOutputs(resp)
+			params.PreviousResponseID = openai.String(resp.ID)
+			params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}
+			_, err = sdkResponse(ctx, t, client, params, false)
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || !strings.Contains(apiErr.Message, resp.ID) {
+				t.Errorf("continuing from the deleted %s: %v, want a 404 naming it", resp.ID, err)
 			}
 		})
 	}

@@ -96,11 +96,16 @@ func (t *turn) rememberThread(ctx context.Context, shown, upstream string) {
 			th.Hidden = append(th.Hidden, id)
 		}
 	}
-	key := threadKey(t.tenant, shown)
-	t.g.threads.Add(key, th)
-	if shared, ok := t.g.Sessions.(session.Threads); ok {
+	t.g.noteThread(ctx, threadKey(t.tenant, shown), th)
+}
+
+// noteThread keeps th under key in this process and, when the session
+// store is shared, there.
+func (g *Gateway) noteThread(ctx context.Context, key string, th session.Thread) {
+	g.threads.Add(key, th)
+	if shared, ok := g.Sessions.(session.Threads); ok {
 		if err := shared.PutThread(ctx, key, th); err != nil {
-			t.g.sessionStoreFailed(ctx, "thread_put", key, err)
+			g.sessionStoreFailed(ctx, "thread_put", key, err)
 		}
 	}
 }
