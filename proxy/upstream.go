@@ -93,18 +93,29 @@ func roundKey(key string, round int) string {
 }
 
 // setAuth replaces the client's credential with the configured upstream key,
-// when there is one; otherwise the client's passes through. A client that
-// sent its key as X-Api-Key (Anthropic's SDKs) has it replaced there: that
-// API reads a bearer token as an OAuth token, not as a key.
+// when there is one; otherwise the client's passes through. The key goes in
+// the header the client's API reads a key from: Azure OpenAI's api-key for
+// a client that sent one, Anthropic's x-api-key for a client that sent one
+// or speaks that API (its SDKs send anthropic-version; there a bearer token
+// is an OAuth token, not a key), Authorization for the rest. The client's
+// credential in any of the three goes: the upstream gets the operator's key
+// alone, never next to a client's.
 func (g *Gateway) setAuth(h http.Header, in *http.Request) {
 	key := g.policy().Gateway.UpstreamKey
-	switch {
-	case key == "":
-	case in.Header.Get("X-Api-Key") != "":
-		h.Set("X-Api-Key", key)
-	default:
-		h.Set("Authorization", "Bearer "+key)
+	if key == "" {
+		return
 	}
+	name, value := "Authorization", "Bearer "+key
+	switch {
+	case in.Header.Get("Api-Key") != "":
+		name, value = "Api-Key", key
+	case in.Header.Get("X-Api-Key") != "" || in.Header.Get("Anthropic-Version") != "":
+		name, value = "X-Api-Key", key
+	}
+	h.Del("Authorization")
+	h.Del("Api-Key")
+	h.Del("X-Api-Key")
+	h.Set(name, value)
 }
 
 // retryDelay honours a short Retry-After, else waits a moment.
