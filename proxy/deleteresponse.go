@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -71,7 +72,7 @@ func (g *Gateway) deleteUpstream(ctx context.Context, in *http.Request, id strin
 	u.RawQuery = joinQueries(g.Upstream.RawQuery, in.URL.RawQuery)
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u.String(), nil)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("building the upstream delete of %s: %w", id, err)
 	}
 	copyEndToEnd(req.Header, in.Header, requestSkip...)
 	g.setAuth(req.Header, in)
