@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/toolgate/toolgate/session"
 )
@@ -64,9 +65,16 @@ func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string)
 	}
 }
 
+// deleteTimeout bounds each hidden round's delete: the transport's wait
+// for a first byte is sized for a model's generation (minutes), and the
+// client's own DELETE waits behind these.
+const deleteTimeout = 30 * time.Second
+
 // deleteUpstream sends the upstream DELETE /responses/{id} with the
 // client request in's headers and credential, and returns its status.
 func (g *Gateway) deleteUpstream(ctx context.Context, in *http.Request, id string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
+	defer cancel()
 	u := *g.Upstream
 	u.Path, u.RawPath = g.basePath+"/responses/"+id, ""
 	u.RawQuery = joinQueries(g.Upstream.RawQuery, in.URL.RawQuery)
