@@ -50,8 +50,8 @@ func TestTheUpstreamKeyReplacesTheClientsCredentialWhereItsAPIReadsIt(t *testing
 		wantHeader string // where the upstream must find the credential
 		want       string
 	}{
-		{"an OpenAI client's bearer key is replaced in Authorization", "POST", "/v1/chat/completions", chat,
-			map[string]string{"Authorization": "Bearer sk-client"}, "sk-operator", "Authorization", "Bearer sk-operator"},
+		{"an OpenAI client's bearer key and account are replaced by the operator's key", "POST", "/v1/chat/completions", chat,
+			map[string]string{"Authorization": "Bearer sk-client", "OpenAI-Organization": "org-client", "OpenAI-Project": "proj-client"}, "sk-operator", "Authorization", "Bearer sk-operator"},
 		{"a passed-through request's bearer key is replaced too", "GET", "/v1/models", nil,
 			map[string]string{"Authorization": "Bearer sk-client"}, "sk-operator", "Authorization", "Bearer sk-operator"},
 		{"an Azure client's api-key is replaced in api-key", "POST", "/v1/deployments/gpt/chat/completions", chat,
@@ -62,6 +62,8 @@ func TestTheUpstreamKeyReplacesTheClientsCredentialWhereItsAPIReadsIt(t *testing
 			map[string]string{"Authorization": "Bearer oauth-client", "Anthropic-Version": "2023-06-01"}, "sk-ant-operator", "X-Api-Key", "sk-ant-operator"},
 		{"without an upstream key the client's credential passes through", "POST", "/v1/messages", messages,
 			map[string]string{"X-Api-Key": "sk-ant-client", "Anthropic-Version": "2023-06-01"}, "", "X-Api-Key", "sk-ant-client"},
+		{"without an upstream key the client's account passes through", "POST", "/v1/chat/completions", chat,
+			map[string]string{"Authorization": "Bearer sk-client", "OpenAI-Organization": "org-client"}, "", "OpenAI-Organization", "org-client"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &headerRecorder{next: &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}}

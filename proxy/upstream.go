@@ -99,7 +99,10 @@ func roundKey(key string, round int) string {
 // or speaks that API (its SDKs send anthropic-version; there a bearer token
 // is an OAuth token, not a key), Authorization for the rest. The client's
 // credential in any of the three goes: the upstream gets the operator's key
-// alone, never next to a client's.
+// alone, never next to a client's. So do OpenAI-Organization and
+// OpenAI-Project, which name the client's account: OpenAI refuses a key
+// with another account's (mismatched_organization), and the operator's
+// key has its own.
 func (g *Gateway) setAuth(h http.Header, in *http.Request) {
 	key := g.policy().Gateway.UpstreamKey
 	if key == "" {
@@ -112,9 +115,9 @@ func (g *Gateway) setAuth(h http.Header, in *http.Request) {
 	case in.Header.Get("X-Api-Key") != "" || in.Header.Get("Anthropic-Version") != "":
 		name, value = "X-Api-Key", key
 	}
-	h.Del("Authorization")
-	h.Del("Api-Key")
-	h.Del("X-Api-Key")
+	for _, k := range [...]string{"Authorization", "Api-Key", "X-Api-Key", "Openai-Organization", "Openai-Project"} {
+		h.Del(k)
+	}
 	h.Set(name, value)
 }
 
