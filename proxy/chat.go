@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
@@ -185,15 +187,17 @@ func choosesOwnTools(req *rewrite.Request) bool {
 // shown to the model has that name (a policy that hides it gives the name
 // back), or "" when both are taken, and the request passes through.
 func searchName(snap *policy.Snapshot, req *rewrite.Request, shape arrayShape) string {
-	if !shape.searchName && !shape.altName {
+	if !shape.searchName && !shape.altName && !shape.pinnedSearch && !shape.pinnedAlt {
 		return SearchToolName
 	}
 	visible := snap.Decider(req.LastUser)
 	for _, n := range [...]struct {
-		name  string
-		taken bool
-	}{{SearchToolName, shape.searchName}, {AltSearchToolName, shape.altName}} {
-		if !n.taken || !visible(n.name).Visible {
+		name          string
+		taken, pinned bool
+	}{{SearchToolName, shape.searchName, shape.pinnedSearch}, {AltSearchToolName, shape.altName, shape.pinnedAlt}} {
+		// A pinned tool rides along in every call whatever the policy
+		// says, so its name is taken even where the policy hides it.
+		if !n.pinned && (!n.taken || !visible(n.name).Visible) {
 			return n.name
 		}
 	}
@@ -207,6 +211,9 @@ func searchName(snap *policy.Snapshot, req *rewrite.Request, shape arrayShape) s
 type arrayShape struct {
 	kind                          string
 	searchName, altName, deferred bool
+	// pinnedSearch and pinnedAlt: a tool the loop pins (a Responses
+	// custom tool, a server tool) takes the name.
+	pinnedSearch, pinnedAlt bool
 }
 
 // shapeOf reads a tools array's shape once per array: agents resend
@@ -226,6 +233,11 @@ func (g *Gateway) shapeOf(req *rewrite.Request) arrayShape {
 		s.searchName = s.searchName || t.Name == SearchToolName
 		s.altName = s.altName || t.Name == AltSearchToolName
 		s.deferred = s.deferred || t.Deferred
+	}
+	for _, raw := range req.Pinned {
+		name := gjson.Get(raw, "name").String()
+		s.pinnedSearch = s.pinnedSearch || name == SearchToolName
+		s.pinnedAlt = s.pinnedAlt || name == AltSearchToolName
 	}
 	if req.ToolsKey != 0 {
 		g.shapes.Add(req.ToolsKey, s)

@@ -524,3 +524,53 @@ func TestAResponseIDLeadsNowhereForAnotherTenant(t *testing.T) {
 		})
 	}
 }
+
+// TestAResponsesCustomToolNamedLikeTheSearchKeepsItsName sends 40
+// function tools and custom tools (which ride along in every call) named
+// like the gateway's search: the gateway's search takes the other name, or
+// the request passes through when both are taken, and the upstream never
+// gets two tools of one name.
+func TestAResponsesCustomToolNamedLikeTheSearchKeepsItsName(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		taken   []string
+		gateway string // the search's name upstream; "" for a request passed through
+	}{
+		{"a custom tool_search leaves the gateway toolgate_search", []string{SearchToolName}, AltSearchToolName},
+		{"custom tools of both names pass the request through", []string{SearchToolName, AltSearchToolName}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tools := sdkResponseTools(40)
+			for _, n := range tc.taken {
+				tools = append(tools, responses.ToolUnionParam{OfCustom: &responses.CustomToolParam{Name: n, Description: openai.String("Search the team's notes.")}})
+			}
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true}
+			client := sdkClient(newTestGateway(t, model))
+			_, err := client.Responses.New(context.Background(), responses.ResponseNewParams{
+				Model: "gpt-test", Tools: tools,
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range model.Records() {
+				names := gjson.GetBytes(r.Body, "tools.#.name").Array()
+				count := map[string]int{}
+				for _, n := range names {
+					count[n.String()]++
+				}
+				for _, n := range []string{SearchToolName, AltSearchToolName} {
+					if count[n] > 1 {
+						t.Errorf("upstream request %d offers %d tools named %s", i, count[n], n)
+					}
+				}
+				if i == 0 && tc.gateway != "" && (len(names) == 0 || names[0].String() != tc.gateway) {
+					t.Errorf("upstream request 0 offers %v first; want the gateway's %s", names, tc.gateway)
+				}
+				if i == 0 && tc.gateway == "" && len(names) != len(tools) {
+					t.Errorf("upstream request 0 offers %d tools; want the client's %d, passed through", len(names), len(tools))
+				}
+			}
+		})
+	}
+}
