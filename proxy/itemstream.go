@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/toolgate/toolgate/rewrite"
 )
 
@@ -359,7 +361,38 @@ func (s *itemRelay) fail(g *Gateway, r *http.Request, err error) {
 			return
 		}
 	}
-	_, e := classify(err)
+	var e apiError
+	var se *statusError
+	if errors.As(err, &se) {
+		e = upstreamStatusError(se)
+	} else {
+		_, e = classify(err)
+	}
 	ev := s.iw.ErrorEvent(e.Type, e.Code, e.Message, string(e.Param), s.seq)
 	_ = s.writeNamed(ev.Name, ev.Data)
+}
+
+// upstreamStatusError is what a stream that already started tells its
+// client of an upstream's refusal of a later round: the upstream's own
+// type, code, message and param where its body has them (OpenAI's
+// {"error":{...}}, Anthropic's {"type":"error","error":{...}}), else its
+// status and body. A refusal of a later round is the upstream's (a prompt
+// grown too long, an overload), not the gateway's own failure.
+func upstreamStatusError(se *statusError) apiError {
+	e := apiError{Type: "upstream_error", Code: "upstream_status",
+		Message: fmt.Sprintf("upstream answered %d: %s", se.resp.StatusCode, truncate(se.body, 500))}
+	up := gjson.GetBytes(se.body, "error")
+	if m := up.Get("message"); m.Type == gjson.String && m.Str != "" {
+		e.Message = m.Str
+	}
+	if t := up.Get("type"); t.Type == gjson.String && t.Str != "" {
+		e.Type = t.Str
+	}
+	if c := up.Get("code"); c.Type == gjson.String && c.Str != "" {
+		e.Code = c.Str
+	}
+	if p := up.Get("param"); p.Type == gjson.String {
+		e.Param = nullString(p.Str)
+	}
+	return e
 }

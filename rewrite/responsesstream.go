@@ -69,18 +69,26 @@ func (Responses) EndItemEvents(last NamedEvent, id string, items []string, usage
 	return []NamedEvent{{Name: last.Name, Data: out}}, nil
 }
 
-// ErrorEvent implements ItemEventWriter: the Responses API's error event.
+// ErrorEvent implements ItemEventWriter: the Responses API's error event,
+// with its documented members at the top level and the same again under
+// "error", as the API sends them: the openai SDKs end a stream with an
+// error only for an event that has an "error" member (openai-go's
+// ssestream, openai-python's streaming), and read a flat one as a
+// stream that ended without its response.
 func (Responses) ErrorEvent(typ, code, message, param string, seq int) NamedEvent {
-	b := []byte(`{"type":"error","code":`)
-	b = appendString(b, code)
-	b = appendString(append(b, `,"message":`...), message)
-	if param == "" {
-		b = append(b, `,"param":null`...)
-	} else {
-		b = appendString(append(b, `,"param":`...), param)
+	fields := func(b []byte) []byte {
+		b = appendString(append(b, `"code":`...), code)
+		b = appendString(append(b, `,"message":`...), message)
+		if param == "" {
+			return append(b, `,"param":null`...)
+		}
+		return appendString(append(b, `,"param":`...), param)
 	}
+	b := fields([]byte(`{"type":"error",`))
 	b = append(append(b, `,"sequence_number":`...), strconv.Itoa(seq)...)
-	return NamedEvent{Name: "error", Data: append(b, '}')}
+	b = appendString(append(b, `,"error":{"type":`...), typ)
+	b = fields(append(b, ','))
+	return NamedEvent{Name: "error", Data: append(b, "}}"...)}
 }
 
 // CarriesReasoning implements ItemEventWriter.
