@@ -59,8 +59,10 @@ func parseMessages(body []byte, cache ToolCache) (*Request, error) {
 			dst = &tools
 		case msgSystem:
 			dst = &system
-		case "output_format":
-			r.JSONOutput = v.Get("type").String() == "json_schema"
+		case "output_format": // structured outputs' beta form
+			r.JSONOutput = r.JSONOutput || v.Get("type").String() == "json_schema"
+		case "output_config": // and its GA form
+			r.JSONOutput = r.JSONOutput || v.Get("format.type").String() == "json_schema"
 		}
 		if dst != nil && !dst.Exists() {
 			*dst = v

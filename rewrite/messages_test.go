@@ -52,6 +52,24 @@ func TestMessagesRequestsAreRead(t *testing.T) {
 					t.Errorf("tool choice %q", r.ToolChoice)
 				}
 			}},
+		{"structured output in its GA form asks for JSON", `{"model":"claude","max_tokens":10,"output_config":{"effort":"low","format":{"type":"json_schema","schema":{"type":"object"}}},"messages":[{"role":"user","content":"hi"}]}`,
+			func(t *testing.T, r *Request) {
+				if !r.JSONOutput {
+					t.Error("output_config.format json_schema: no JSONOutput")
+				}
+			}},
+		{"structured output in its beta form asks for JSON", `{"model":"claude","max_tokens":10,"output_format":{"type":"json_schema","schema":{"type":"object"}},"messages":[{"role":"user","content":"hi"}]}`,
+			func(t *testing.T, r *Request) {
+				if !r.JSONOutput {
+					t.Error("output_format json_schema: no JSONOutput")
+				}
+			}},
+		{"an output config without a format asks for none", `{"model":"claude","max_tokens":10,"output_config":{"effort":"high"},"messages":[{"role":"user","content":"hi"}]}`,
+			func(t *testing.T, r *Request) {
+				if r.JSONOutput {
+					t.Error("output_config without a format: JSONOutput")
+				}
+			}},
 		{"a deferred tool is marked", `{"model":"claude","max_tokens":10,"tools":[{"name":"a","input_schema":{},"defer_loading":true},{"name":"b","input_schema":{}}],"messages":[]}`,
 			func(t *testing.T, r *Request) {
 				if !r.Tools[0].Deferred || r.Tools[1].Deferred {
