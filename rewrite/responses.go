@@ -3,6 +3,8 @@ package rewrite
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -378,7 +380,10 @@ func (Responses) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	root := gjson.ParseBytes(r.Body)
 	var items []string
 	if turn.Text != "" {
-		items = append(items, TextMessageItem(turn.Text))
+		items = roundMessages(turn.Rounds)
+		if len(items) == 0 {
+			items = append(items, TextMessageItem(turn.Text))
+		}
 	}
 	dropped := false
 	root.Get(respOutput).ForEach(func(_, it gjson.Result) bool {
@@ -413,9 +418,29 @@ func (Responses) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	return body, nil
 }
 
-// TextMessageItem is text as a Responses output message item.
+// roundMessages returns the message items of the gateway's rounds, as the
+// upstream wrote them: what the model said before its searches, with the
+// ids, statuses and annotations a client reads (the AI SDK refuses a
+// message item without an id), and as a streamed turn relays them.
+func roundMessages(rounds []Round) []string {
+	var items []string
+	for _, r := range rounds {
+		gjson.Parse("[" + r.Extra + "]").ForEach(func(_, it gjson.Result) bool {
+			if it.Get("type").String() == "message" {
+				items = append(items, it.Raw)
+			}
+			return true
+		})
+	}
+	return items
+}
+
+// TextMessageItem is text as a Responses output message item, with an id
+// of its own (msg_toolgate_ and a hash of the text): clients require one.
 func TextMessageItem(text string) string {
-	b := []byte(`{"type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","annotations":[],"text":`)
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(text))
+	b := []byte(`{"type":"message","id":"msg_toolgate_` + strconv.FormatUint(h.Sum64(), 16) + `","role":"assistant","status":"completed","content":[{"type":"output_text","annotations":[],"text":`)
 	b = appendString(b, text)
 	return string(append(b, "}]}"...))
 }

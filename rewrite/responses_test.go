@@ -193,6 +193,9 @@ func TestResponsesClientResponseShowsOnlyTheClientsCalls(t *testing.T) {
 	}{
 		{"the gateway's calls leave the output", Turn{}, []string{"reasoning", "function_call"}, 50},
 		{"what earlier rounds said leads the output, and usage is the turn's", Turn{Text: "Let me look.", Usage: []byte(`{"input_tokens":120,"output_tokens":9,"total_tokens":129}`), ID: "resp_1"}, []string{"message", "reasoning", "function_call"}, 120},
+		{"what earlier rounds said leads the output as the upstream's own message items", Turn{Text: "Let me look.", ID: "resp_1", Rounds: []Round{{
+			Extra: `{"type":"message","id":"msg_round0","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Let me look."}]},{"type":"function_call","id":"fc_1","call_id":"c0","name":"tool_search","arguments":"{}"}`,
+		}}}, []string{"message", "reasoning", "function_call"}, 50},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.turn.Keep = func(c Call) bool { return c.Name != "tool_search" }
@@ -216,6 +219,15 @@ func TestResponsesClientResponseShowsOnlyTheClientsCalls(t *testing.T) {
 			}
 			if tc.turn.Text != "" && gjson.GetBytes(out, "output.0.content.0.text").String() != tc.turn.Text {
 				t.Errorf("first item %s", gjson.GetBytes(out, "output.0").Raw)
+			}
+			gjson.GetBytes(out, "output").ForEach(func(_, it gjson.Result) bool {
+				if it.Get("type").String() == "message" && it.Get("id").String() == "" {
+					t.Errorf("a message item without an id, which the AI SDK refuses: %s", it.Raw)
+				}
+				return true
+			})
+			if len(tc.turn.Rounds) > 0 && gjson.GetBytes(out, "output.0.id").String() != "msg_round0" {
+				t.Errorf("first item %s, want the round's own message msg_round0", gjson.GetBytes(out, "output.0").Raw)
 			}
 		})
 	}
