@@ -280,9 +280,9 @@ func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy
 			}
 		}
 	}
-	if req.PreviousUpstream != "" {
+	if req.Previous != "" {
 		var err error
-		if body, err = rewrite.SetPrevious(body, req.PreviousUpstream); err != nil {
+		if body, err = rewrite.Continue(body, req); err != nil {
 			g.writeError(w, r, err)
 			return
 		}

@@ -53,6 +53,9 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 			s.flush() // the gateway searches and waits on the upstream next
 		}
 		results := t.answer(ctx, res.calls, round)
+		if !more {
+			t.pending = results
+		}
 		if more {
 			closeStream(resp.Body, false, cancel)
 			s.carry(res) // reasoning that led only to the gateway's calls

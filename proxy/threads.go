@@ -31,6 +31,9 @@ func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewr
 	}
 	th, _ := g.lookupThread(ctx, in, req.Previous)
 	req.PreviousUpstream = th.Upstream
+	for _, p := range th.Pending {
+		req.PendingOutputs = append(req.PendingOutputs, rewrite.ToolResult{CallID: p.CallID, Content: p.Output})
+	}
 	return th
 }
 
@@ -95,6 +98,9 @@ func (t *turn) rememberThread(ctx context.Context, shown, upstream string) {
 		if id != shown {
 			th.Hidden = append(th.Hidden, id)
 		}
+	}
+	for _, res := range t.pending {
+		th.Pending = append(th.Pending, session.Output{CallID: res.CallID, Output: clipMarked(res.Content, session.MaxPendingOutput)})
 	}
 	t.g.noteThread(ctx, threadKey(t.tenant, shown), th)
 }

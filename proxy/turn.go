@@ -67,6 +67,9 @@ type turn struct {
 	// upstreamIDs are the ids of the rounds' upstream responses, for a
 	// request whose responses can be continued (and deleted) by id.
 	upstreamIDs []string
+	// pending answer the gateway's own calls of the turn's last round,
+	// which no round followed (rememberThread keeps them).
+	pending []rewrite.ToolResult
 	// promptFilter is the first round's prompt_filter_results (Azure):
 	// a whole answer carries it, as a stream's first event does.
 	promptFilter string

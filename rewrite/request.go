@@ -148,6 +148,11 @@ type Request struct {
 	// instead: the gateway showed a streamed turn under its first
 	// round's id, and the turn's context is in its last round's.
 	PreviousUpstream string
+	// PendingOutputs answer the gateway's own calls that the response
+	// Previous names ended with (its last round called tool_search next
+	// to a client tool, or had no round left): Continue puts them before
+	// the input.
+	PendingOutputs []ToolResult
 	// Pinned are the tools of the request that are not functions (the
 	// Responses API's built-in tools, web_search or mcp, and its custom
 	// tools), raw: Tools leaves them out, and every upstream call carries

@@ -200,12 +200,9 @@ func readItems(r *Request, input gjson.Result) {
 // parallel_tool_calls), the rounds appended to the input as items, and
 // previous_response_id set to PreviousUpstream when that is another id.
 func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
-	body := req.Body
-	var err error
-	if req.PreviousUpstream != "" && req.PreviousUpstream != req.Previous {
-		if body, err = SetPrevious(body, req.PreviousUpstream); err != nil {
-			return nil, err
-		}
+	body, err := Continue(req.Body, req)
+	if err != nil {
+		return nil, err
 	}
 	if body, err = setTools(body, req, tools, pathTools, pathToolChoice, "parallel_tool_calls"); err != nil {
 		return nil, err
@@ -249,6 +246,50 @@ func setTools(body []byte, req *Request, tools []string, drop ...string) ([]byte
 		return body, nil
 	}
 	return replaceTools(body, req.span.at, req.span.n, tools, 0), nil
+}
+
+// Continue returns a Responses request body that continues where the
+// response req names left its turn: previous_response_id set to
+// PreviousUpstream when that is another id, and the outputs of the
+// gateway's own calls that response ended with (PendingOutputs) put before
+// the input, since the upstream refuses to continue from a call without
+// its output and the client never saw those calls.
+func Continue(body []byte, req *Request) ([]byte, error) {
+	var err error
+	if req.PreviousUpstream != "" && req.PreviousUpstream != req.Previous {
+		if body, err = SetPrevious(body, req.PreviousUpstream); err != nil {
+			return nil, err
+		}
+	}
+	if len(req.PendingOutputs) == 0 {
+		return body, nil
+	}
+	var outputs []byte
+	for i, res := range req.PendingOutputs {
+		if i > 0 {
+			outputs = append(outputs, ',')
+		}
+		outputs = appendString(append(outputs, `{"type":"function_call_output","call_id":`...), res.CallID)
+		outputs = appendString(append(outputs, `,"output":`...), res.Content)
+		outputs = append(outputs, '}')
+	}
+	list := append([]byte{'['}, outputs...)
+	switch in := gjson.GetBytes(body, respInput); {
+	case in.IsArray():
+		if rest := strings.TrimSpace(in.Raw[1 : len(in.Raw)-1]); rest != "" {
+			list = append(append(list, ','), rest...)
+		}
+	case in.Type == gjson.String:
+		user, _ := json.Marshal(struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		}{"user", in.String()})
+		list = append(append(list, ','), user...)
+	}
+	if body, err = sjson.SetRawBytes(body, respInput, append(list, ']')); err != nil {
+		return nil, fmt.Errorf("putting the pending outputs before the input: %w", err)
+	}
+	return body, nil
 }
 
 // SetPrevious returns a Responses request body continuing from response

@@ -232,3 +232,38 @@ func TestResponsesClientResponseShowsOnlyTheClientsCalls(t *testing.T) {
 		})
 	}
 }
+
+func TestContinuePutsThePendingOutputsBeforeTheInput(t *testing.T) {
+	pending := []ToolResult{{CallID: "call_s", Content: "Found 1 tool."}}
+	for _, tc := range []struct {
+		name, body string
+		want       []string // the input items' types or roles, in order
+	}{
+		{"before the items of an input list", `{"input":[{"type":"function_call_output","call_id":"call_r","output":"ok"}]}`, []string{"function_call_output:call_s", "function_call_output:call_r"}},
+		{"before a text input, made a user message", `{"input":"and now?"}`, []string{"function_call_output:call_s", "user"}},
+		{"as the input when there is none", `{"model":"m"}`, []string{"function_call_output:call_s"}},
+		{"in an empty input list", `{"input":[]}`, []string{"function_call_output:call_s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := Continue([]byte(tc.body), &Request{Previous: "resp_1", PendingOutputs: pending})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !gjson.ValidBytes(out) {
+				t.Fatalf("invalid JSON %s", out)
+			}
+			var got []string
+			gjson.GetBytes(out, "input").ForEach(func(_, it gjson.Result) bool {
+				if it.Get("type").String() == "function_call_output" {
+					got = append(got, "function_call_output:"+it.Get("call_id").String())
+				} else {
+					got = append(got, it.Get("role").String())
+				}
+				return true
+			})
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("input %v, want %v: %s", got, tc.want, out)
+			}
+		})
+	}
+}

@@ -29,8 +29,9 @@ const (
 const UpstreamThreadTTL = 30 * 24 * time.Hour
 
 // maxThreadBytes bounds a thread value read from Redis: the gateway writes
-// two ids and a session key, under 300 bytes.
-const maxThreadBytes = 4 << 10
+// a session key, a few ids and the answers to a round's own calls (each
+// cut to MaxPendingOutput), a few KB at most.
+const maxThreadBytes = 64 << 10
 
 // MaxValueBytes bounds a session value read from Redis. A stored state
 // is bounded (MaxStoredNames), a few KB; a larger value was not written by

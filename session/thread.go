@@ -15,6 +15,20 @@ type Thread struct {
 	// the client never saw (its search rounds, and a stream's later
 	// rounds): deleting the response the client saw deletes them too.
 	Hidden []string `json:"hidden,omitempty"`
+	// Pending answer the gateway's own calls the turn's last round ended
+	// with (a search next to a client call, or a round with none left):
+	// the upstream holds those calls without outputs, and a request that
+	// continues from the turn must send them.
+	Pending []Output `json:"pending,omitempty"`
+}
+
+// MaxPendingOutput bounds the bytes of one pending output a thread keeps.
+const MaxPendingOutput = 2 << 10
+
+// Output answers a call by its id.
+type Output struct {
+	CallID string `json:"call_id"`
+	Output string `json:"output"`
 }
 
 // Threads is implemented by a store shared among gateway replicas. Unlike

@@ -18,7 +18,8 @@ func TestRedisKeepsThreads(t *testing.T) {
 	t.Run("a thread put by one replica is read by another", func(t *testing.T) {
 		srv := miniredis.RunT(t)
 		a, b := newTestRedis(t, srv, time.Minute), newTestRedis(t, srv, time.Minute)
-		want := Thread{Session: "tenant:conv", Upstream: "resp_last", Hidden: []string{"resp_search", "resp_last"}}
+		want := Thread{Session: "tenant:conv", Upstream: "resp_last", Hidden: []string{"resp_search", "resp_last"},
+			Pending: []Output{{CallID: "call_search", Output: "Found 2 tool(s)."}}}
 		if err := a.PutThread(ctx, "tenant:resp_first", want); err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func TestRedisKeepsThreads(t *testing.T) {
 	for _, tc := range []struct{ name, value, says string }{
 		{"a value that is not JSON", "{not json", "decoding thread toolgate:thread:bad"},
 		{"a value that names no session", `{"upstream":"resp_x"}`, "no session"},
-		{"a value over the size bound", `{"session":"` + strings.Repeat("x", maxThreadBytes) + `"}`, "over the 4096-byte limit"},
+		{"a value over the size bound", `{"session":"` + strings.Repeat("x", maxThreadBytes) + `"}`, "over the 65536-byte limit"},
 	} {
 		t.Run(tc.name+" is unreadable, not a store failure", func(t *testing.T) {
 			srv := miniredis.RunT(t)

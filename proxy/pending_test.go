@@ -1,0 +1,132 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/tidwall/gjson"
+)
+
+// mixedUpstream is a Responses upstream whose model calls tool_search and
+// a client tool in one response, then answers once the outputs of both
+// calls are in. Like OpenAI, it keeps what each response ended with and
+// refuses to continue from a call that gets no output.
+type mixedUpstream struct {
+	mu      sync.Mutex
+	pending map[string][]string // response id -> its calls without outputs
+	bodies  [][]byte
+}
+
+func (m *mixedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	req := gjson.ParseBytes(body)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.bodies = append(m.bodies, body)
+	if m.pending == nil {
+		m.pending = map[string][]string{}
+	}
+	answered := map[string]bool{}
+	req.Get("input.#(type==\"function_call_output\")#.call_id").ForEach(func(_, v gjson.Result) bool {
+		answered[v.String()] = true
+		return true
+	})
+	for _, id := range m.pending[req.Get("previous_response_id").String()] {
+		if !answered[id] {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"error":{"message":"No tool output found for function call %s.","type":"invalid_request_error","param":"input","code":null}}`, id)
+			return
+		}
+	}
+	id := fmt.Sprintf("resp_%d", len(m.bodies))
+	var output string
+	if req.Get("previous_response_id").Exists() {
+		output = `[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Filed it."}]}]`
+	} else {
+		output = `[{"type":"function_call","id":"fc_s","call_id":"call_search","name":"tool_search","arguments":"{\"query\":\"send message chat\"}","status":"completed"},` +
+			`{"type":"function_call","id":"fc_r","call_id":"call_real","name":"repo_create_issue","arguments":"{}","status":"completed"}]`
+		m.pending[id] = []string{"call_search", "call_real"}
+	}
+	whole := `{"id":"` + id + `","object":"response","created_at":1,"status":"completed","model":"m","output":` + output + `,"usage":{"input_tokens":10,"output_tokens":2,"total_tokens":12}}`
+	if !req.Get("stream").Bool() {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, whole)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	seq := 0
+	emit := func(typ string, fields map[string]any) {
+		fields["type"], fields["sequence_number"] = typ, seq
+		seq++
+		b, _ := json.Marshal(fields)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, b)
+	}
+	var start map[string]any
+	_ = json.Unmarshal([]byte(whole), &start)
+	start["status"], start["output"] = "in_progress", []any{}
+	emit("response.created", map[string]any{"response": start})
+	gjson.Get(whole, "output").ForEach(func(k, it gjson.Result) bool {
+		var item map[string]any
+		_ = json.Unmarshal([]byte(it.Raw), &item)
+		emit("response.output_item.added", map[string]any{"output_index": k.Int(), "item": item})
+		emit("response.output_item.done", map[string]any{"output_index": k.Int(), "item": item})
+		return true
+	})
+	var done map[string]any
+	_ = json.Unmarshal([]byte(whole), &done)
+	emit("response.completed", map[string]any{"response": done})
+}
+
+// TestAChainFromATurnThatEndedWithTheGatewaysOwnCallContinues: the model
+// calls tool_search and a client tool in one response, which ends the
+// turn (the client's call goes to the client), so the upstream keeps the
+// gateway's call without an output. The client continues by
+// previous_response_id with the output of its own call only; the gateway
+// sends the output of its own with it, where the upstream refused the
+// chain.
+func TestAChainFromATurnThatEndedWithTheGatewaysOwnCallContinues(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "whole", true: "streamed"}[stream], func(t *testing.T) {
+			up := &mixedUpstream{}
+			client := sdkClient(newTestGateway(t, up))
+			ctx := context.Background()
+			params := responses.ResponseNewParams{
+				Model: "gpt-test", Tools: sdkResponseTools(40),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
+			}
+			resp, err := sdkResponse(ctx, t, client, params, stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names, outputs := callOutputs(resp)
+			if !slices.Equal(names, []string{"repo_create_issue"}) {
+				t.Fatalf("the client got calls %v; want its own repo_create_issue alone", names)
+			}
+			params.PreviousResponseID = openai.String(resp.ID)
+			params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}
+			resp, err = sdkResponse(ctx, t, client, params, stream)
+			if err != nil {
+				t.Fatalf("continuing: %v", err)
+			}
+			if got := resp.OutputText(); got != "Filed it." {
+				t.Errorf("answer %q", got)
+			}
+			up.mu.Lock()
+			last := up.bodies[len(up.bodies)-1]
+			up.mu.Unlock()
+			if out := gjson.GetBytes(last, `input.#(call_id=="call_search").output`).String(); !strings.Contains(out, "send message chat") {
+				t.Errorf("the gateway's output for its search: %q; want its answer to that search", out)
+			}
+		})
+	}
+}
