@@ -298,7 +298,8 @@ func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy
 		g.fail(w, r, g.explainLostThread(r, req, err))
 		return
 	}
-	g.guardStream(ctx, resp, streamSilences(snap.Gateway), cancel)
+	iw, _ := d.(rewrite.ItemEventWriter)
+	g.guardStream(ctx, resp, streamSilences(snap.Gateway), cancel, iw)
 	defer resp.Body.Close()
 	// The body goes back as it came, so its length and encoding stay true
 	// (a body the transport decoded has neither header left).

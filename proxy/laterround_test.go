@@ -81,3 +81,40 @@ func TestALaterRoundTheUpstreamRefusesEndsTheStreamWithItsError(t *testing.T) {
 		})
 	}
 }
+
+// TestAPassedThroughMessagesStreamThatBreaksRaisesInTheSDK cuts a
+// Messages stream the gateway passes through (a prefill, a request
+// without tools) after its first events: Anthropic's SDK must raise an
+// error, which it does only for a named error event in its API's shape;
+// the Chat-shaped chunk the gateway wrote read as a clean end, with the
+// partial text and no stop reason.
+func TestAPassedThroughMessagesStreamThatBreaksRaisesInTheSDK(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		params anthropic.MessageNewParams
+	}{
+		{"a request without tools", anthropic.MessageNewParams{Model: "claude-test", MaxTokens: 64,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}}},
+		{"a prefill", anthropic.MessageNewParams{Model: "claude-test", MaxTokens: 64, Tools: anthropicTools(40),
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi")), anthropic.NewAssistantMessage(anthropic.NewTextBlock("{"))}}},
+	} {
+		t.Run(tc.name+" cut mid-stream ends in an error the SDK raises", func(t *testing.T) {
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"+
+					"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+					"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\nevent: content_blo")
+				_ = http.NewResponseController(w).Flush()
+				panic(http.ErrAbortHandler)
+			})
+			client := anthropicClient(newTestGateway(t, up))
+			s := client.Messages.NewStreaming(context.Background(), tc.params)
+			for s.Next() {
+			}
+			if err := s.Err(); err == nil || !strings.Contains(err.Error(), "upstream") {
+				t.Errorf("the SDK's stream ended with %v; want the gateway's error event raised", err)
+			}
+		})
+	}
+}

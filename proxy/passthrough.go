@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"syscall"
+
+	"github.com/toolgate/toolgate/rewrite"
 )
 
 // newPassthrough returns the plain streaming reverse proxy for everything
@@ -32,7 +34,7 @@ func (g *Gateway) newPassthrough() *httputil.ReverseProxy {
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			if cancel, ok := resp.Request.Context().Value(cancelKey{}).(context.CancelFunc); ok {
-				g.guardStream(resp.Request.Context(), resp, streamSilences(g.policy().Gateway), cancel)
+				g.guardStream(resp.Request.Context(), resp, streamSilences(g.policy().Gateway), cancel, nil)
 			}
 			return nil
 		},
@@ -66,7 +68,12 @@ type cancelKey struct{}
 // nothing is written. A stream in a Content-Encoding (one the client
 // negotiated on another route) gets no event, which would not be in its
 // encoding: its read error stands. Any other response is left as it is.
-func (g *Gateway) guardStream(ctx context.Context, resp *http.Response, idle silences, cancel context.CancelFunc) {
+//
+// The error event is in the stream's API's shape: iw's named event for a
+// dialect whose streams speak of items (the Responses API, Anthropic's
+// Messages API, whose SDKs raise only a named error event), else a Chat
+// Completions error chunk. iw is nil for the plain passthrough.
+func (g *Gateway) guardStream(ctx context.Context, resp *http.Response, idle silences, cancel context.CancelFunc, iw rewrite.ItemEventWriter) {
 	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if err != nil || mt != "text/event-stream" {
 		return
@@ -74,7 +81,7 @@ func (g *Gateway) guardStream(ctx context.Context, resp *http.Response, idle sil
 	ce := resp.Header.Get("Content-Encoding")
 	resp.Body = &streamGuard{
 		body: resp.Body, idle: newIdleReader(resp.Body, idle, cancel), ctx: ctx, g: g,
-		encoded: ce != "" && ce != "identity", newlines: 2,
+		encoded: ce != "" && ce != "identity", newlines: 2, iw: iw,
 	}
 }
 
@@ -89,6 +96,8 @@ type streamGuard struct {
 	newlines int    // how many newlines end what was read so far, up to 2
 	failed   bool   // a read failed: tail is what is left to return
 	tail     []byte // the error event
+	iw       rewrite.ItemEventWriter
+	events   int // events read whole: the error event's sequence_number
 }
 
 func (s *streamGuard) Read(p []byte) (int, error) {
@@ -103,6 +112,9 @@ func (s *streamGuard) Read(p []byte) (int, error) {
 	n, err := s.idle.Read(p)
 	for _, c := range p[:n] {
 		if c == '\n' {
+			if s.newlines == 1 {
+				s.events++
+			}
 			s.newlines = min(s.newlines+1, 2)
 		} else if c != '\r' {
 			s.newlines = 0
@@ -128,7 +140,14 @@ func (s *streamGuard) Read(p []byte) (int, error) {
 	}
 	_, e := classify(cause)
 	// The event follows a blank line, so a cut event cannot swallow it.
-	s.tail = append(append(append([]byte("\n\n"[s.newlines:]), "data: "...), errorBody(e)...), "\n\n"...)
+	s.tail = []byte("\n\n"[s.newlines:])
+	if s.iw != nil {
+		ev := s.iw.ErrorEvent(e.Type, e.Code, e.Message, string(e.Param), s.events)
+		s.tail = append(append(append(append(s.tail, "event: "...), ev.Name...), "\ndata: "...), ev.Data...)
+	} else {
+		s.tail = append(append(s.tail, "data: "...), errorBody(e)...)
+	}
+	s.tail = append(s.tail, "\n\n"...)
 	s.failed = true
 	return n, nil
 }
