@@ -14,6 +14,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/internal/fakellm"
 )
 
 // mixedUpstream is a Responses upstream whose model calls tool_search and
@@ -126,6 +128,67 @@ func TestAChainFromATurnThatEndedWithTheGatewaysOwnCallContinues(t *testing.T) {
 			up.mu.Unlock()
 			if out := gjson.GetBytes(last, `input.#(call_id=="call_search").output`).String(); !strings.Contains(out, "send message chat") {
 				t.Errorf("the gateway's output for its search: %q; want its answer to that search", out)
+			}
+		})
+	}
+}
+
+// TestAStoreFalseTurnWithAReasoningModelSearches runs a reasoning model's
+// two-step task for an agent that keeps nothing upstream (store false)
+// and resends the conversation, as Codex and zero-data-retention setups
+// do, with and without the reasoning's encrypted_content. The upstream,
+// as OpenAI, refuses any item sent back by the id of an item it did not
+// keep: the gateway's search rounds went back with their items' ids, so
+// every search failed with a 404.
+func TestAStoreFalseTurnWithAReasoningModelSearches(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		encrypted bool
+		stream    bool
+	}{
+		{"without encrypted reasoning", false, false},
+		{"without encrypted reasoning, streamed", false, true},
+		{"with encrypted reasoning", true, false},
+		{"with encrypted reasoning, streamed", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Reasoning: true, Keep: true}
+			client := sdkClient(newTestGateway(t, model))
+			ctx := context.Background()
+			params := responses.ResponseNewParams{
+				Model: "gpt-test", Tools: sdkResponseTools(40), Store: openai.Bool(false),
+			}
+			if tc.encrypted {
+				params.Include = []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent}
+			}
+			input := responses.ResponseInputParam{responses.ResponseInputItemParamOfMessage(twoStepTask.Prompt, responses.EasyInputMessageRoleUser)}
+			var called []string
+			answer := ""
+			for turn := 0; turn < 6 && answer == ""; turn++ {
+				params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: input}
+				resp, err := sdkResponse(ctx, t, client, params, tc.stream)
+				if err != nil {
+					t.Fatalf("turn %d: %v", turn, err)
+				}
+				names, outputs := callOutputs(resp)
+				called = append(called, names...)
+				if len(names) == 0 {
+					answer = resp.OutputText()
+				}
+				// The conversation goes back whole and without ids, as a
+				// store-false agent sends it: the calls and their outputs.
+				for _, it := range resp.Output {
+					if it.Type == "function_call" {
+						input = append(input, responses.ResponseInputItemParamOfFunctionCall(it.Arguments.OfString, it.CallID, it.Name))
+					}
+				}
+				input = append(input, outputs...)
+			}
+			if answer != twoStepTask.Answer || !slices.Equal(called, []string{"repo_create_issue", "chat_post_message"}) {
+				t.Errorf("answer %q, calls %v", answer, called)
+			}
+			if len(model.Records()) <= 3 {
+				t.Errorf("%d upstream calls: no search round was tested", len(model.Records()))
 			}
 		})
 	}

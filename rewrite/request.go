@@ -142,6 +142,9 @@ type Request struct {
 	// API's previous_response_id) instead of resending it; false for a
 	// request that asks the upstream not to store its response.
 	ChainsByID bool
+	// Unstored is true for a Responses request with store false: the
+	// upstream keeps none of its items, so none can go back by its id.
+	Unstored bool
 	// Previous is the response id the request continues from, if any.
 	Previous string
 	// PreviousUpstream, when set, is the upstream's id to continue from

@@ -107,8 +107,10 @@ func parseResponses(body []byte, cache ToolCache) (*Request, error) {
 			r.Background = v.Bool()
 		case "store":
 			// The upstream keeps no response of this request, so no
-			// later request can continue from its id.
-			r.ChainsByID = v.Type != gjson.False
+			// later request can continue from its id, and the rounds
+			// go back without the ids of their items.
+			r.Unstored = v.Type == gjson.False
+			r.ChainsByID = !r.Unstored
 		}
 		if dst != nil && !dst.Exists() {
 			*dst = v
@@ -212,6 +214,9 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 	}
 	var items []byte
 	for _, r := range rounds {
+		if req.Unstored {
+			r.Extra = statelessItems(r.Extra)
+		}
 		items = appendRoundItems(items, r)
 	}
 	in := gjson.GetBytes(body, respInput)
@@ -329,6 +334,33 @@ func appendRoundItems(b []byte, r Round) []byte {
 		b = append(b, '}')
 	}
 	return b
+}
+
+// statelessItems returns a round's output items as a request with store
+// false can send them back: the upstream kept none of them, so it refuses
+// an item that names one by its id ("Items are not persisted when store
+// is set to false"). Each goes without its id; a reasoning item goes
+// only with its encrypted_content (include reasoning.encrypted_content),
+// which carries it without a lookup, and is left out otherwise.
+func statelessItems(extra string) string {
+	var b []byte
+	gjson.Parse("[" + extra + "]").ForEach(func(_, it gjson.Result) bool {
+		if it.Get("type").String() == "reasoning" && it.Get("encrypted_content").String() == "" {
+			return true
+		}
+		raw := []byte(it.Raw)
+		if it.Get("id").Exists() {
+			if out, err := sjson.DeleteBytes(raw, "id"); err == nil {
+				raw = out
+			}
+		}
+		if len(b) > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, raw...)
+		return true
+	})
+	return string(b)
 }
 
 // OwnTool implements Dialect with FlatTool.

@@ -267,3 +267,22 @@ func TestContinuePutsThePendingOutputsBeforeTheInput(t *testing.T) {
 		})
 	}
 }
+
+func TestStatelessItemsGoBackWithoutIDs(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra, want string
+	}{
+		{"a reasoning item without its encrypted content is left out; the call goes without its id",
+			`{"type":"reasoning","id":"rs_1","summary":[]},{"type":"function_call","id":"fc_1","call_id":"c1","name":"tool_search","arguments":"{}"}`,
+			`{"type":"function_call","call_id":"c1","name":"tool_search","arguments":"{}"}`},
+		{"a reasoning item with its encrypted content goes, without its id",
+			`{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA"},{"type":"message","id":"msg_1","role":"assistant","content":[]}`,
+			`{"type":"reasoning","summary":[],"encrypted_content":"gAAA"},{"type":"message","role":"assistant","content":[]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := statelessItems(tc.extra); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}

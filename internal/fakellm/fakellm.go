@@ -90,9 +90,12 @@ type Model struct {
 	// stored keeps every Responses API response's items (its input and
 	// output), for previous_response_id; reasoned marks the calls that
 	// came with a reasoning item.
-	stored   map[string][]gjson.Result
-	reasoned map[string]bool
-	follows  map[string]string // reasoning item id -> the type of the item after it
+	stored map[string][]gjson.Result
+	// ephemeral holds the item ids of responses to store-false requests,
+	// which OpenAI cannot look up later.
+	ephemeral map[string]bool
+	reasoned  map[string]bool
+	follows   map[string]string // reasoning item id -> the type of the item after it
 	// signed maps each Messages API thinking signature to the thinking
 	// it came with, so an edited or forged thinking block is refused.
 	signed map[string]string

@@ -60,6 +60,10 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, msg, "invalid_request_error")
 		return
 	}
+	if msg := m.unpersisted(items); msg != "" {
+		writeErr(w, http.StatusNotFound, msg, "invalid_request_error")
+		return
+	}
 	if msg := unpairedCall(items); msg != "" {
 		writeErr(w, http.StatusBadRequest, msg, "invalid_request_error")
 		return
@@ -73,16 +77,23 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 
 	rep := m.decide(gjson.Parse(asMessages(items)), avail, SearchTool(rec.Names))
 	rep.promptTokens = int64(len(body) / 4)
-	out := m.outputItems(rep)
+	out := m.outputItems(rep, encryptedReasoning(req))
 	id := m.id("resp_fake")
 	m.mu.Lock()
 	if m.stored == nil {
-		m.stored = map[string][]gjson.Result{}
+		m.stored, m.ephemeral = map[string][]gjson.Result{}, map[string]bool{}
 	}
 	for _, o := range out {
 		items = append(items, gjson.Parse(o))
 	}
-	m.stored[id] = items
+	if req.Get("store").Type == gjson.False {
+		// Nothing is kept: the output's item ids lead nowhere later.
+		for _, o := range out {
+			m.ephemeral[gjson.Get(o, "id").String()] = true
+		}
+	} else {
+		m.stored[id] = items
+	}
 	m.mu.Unlock()
 	c := rep.completionTokens()
 	whole := fmt.Sprintf(`{"id":%q,"object":"response","created_at":%d,"status":"completed","model":"fake-model","output":[%s],"parallel_tool_calls":true,"tool_choice":"auto","tools":%s,"usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":0},"output_tokens":%d,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}}`,
@@ -173,8 +184,8 @@ func (m *Model) streamResponse(w http.ResponseWriter, whole string) {
 }
 
 // outputItems renders a reply as Responses output items.
-func (m *Model) outputItems(rep reply) []string {
-	out := m.items(rep)
+func (m *Model) outputItems(rep reply, encrypted bool) []string {
+	out := m.items(rep, encrypted)
 	if m.Reasoning {
 		m.mu.Lock()
 		if m.follows == nil {
@@ -186,10 +197,14 @@ func (m *Model) outputItems(rep reply) []string {
 	return out
 }
 
-func (m *Model) items(rep reply) []string {
+func (m *Model) items(rep reply, encrypted bool) []string {
 	var out []string
 	if m.Reasoning {
-		out = append(out, mustJSON(map[string]any{"type": "reasoning", "id": m.id("rs_fake"), "summary": []any{}}))
+		rs := map[string]any{"type": "reasoning", "id": m.id("rs_fake"), "summary": []any{}}
+		if encrypted {
+			rs["encrypted_content"] = "enc_" + rs["id"].(string)
+		}
+		out = append(out, mustJSON(rs))
 	}
 	if rep.call == nil {
 		return append(out, mustJSON(map[string]any{"type": "message", "id": m.id("msg_fake"), "status": "completed", "role": "assistant",
@@ -213,8 +228,8 @@ func (m *Model) items(rep reply) []string {
 }
 
 // missingReasoning returns why items are refused: a function call that
-// came with a reasoning item and is sent back without one before it in
-// its turn, or a reasoning item sent back without the item that followed
+// came with a reasoning item and is sent back by its item id without one
+// before it in its turn, or a reasoning item sent back without the item that followed
 // it, as OpenAI refuses both for reasoning models.
 func (m *Model) missingReasoning(items []gjson.Result) string {
 	m.mu.Lock()
@@ -224,7 +239,9 @@ func (m *Model) missingReasoning(items []gjson.Result) string {
 			(i+1 == len(items) || itemType(items[i+1]) != next) {
 			return fmt.Sprintf("Item '%s' of type 'reasoning' was provided without its required following item.", it.Get("id").String())
 		}
-		if it.Get("type").String() != "function_call" || !m.reasoned[it.Get("call_id").String()] {
+		// A call sent back without its item id is not tied to the
+		// reasoning that came with it (a stateless replay, store false).
+		if it.Get("type").String() != "function_call" || !m.reasoned[it.Get("call_id").String()] || it.Get("id").String() == "" {
 			continue
 		}
 		if !reasonedBefore(items[:i]) {
@@ -260,6 +277,33 @@ func unpairedCall(items []gjson.Result) string {
 				return fmt.Sprintf("No tool call found for function call output with call_id %s.", id)
 			}
 		}
+	}
+	return ""
+}
+
+// encryptedReasoning reports whether a request asks for its reasoning
+// items' encrypted_content (include reasoning.encrypted_content).
+func encryptedReasoning(req gjson.Result) bool {
+	found := false
+	req.Get("include").ForEach(func(_, v gjson.Result) bool {
+		found = v.String() == "reasoning.encrypted_content"
+		return !found
+	})
+	return found
+}
+
+// unpersisted returns why OpenAI refuses items that name by id an item of
+// a response it did not keep (store false): it cannot look them up. A
+// reasoning item that carries its encrypted_content needs no lookup.
+func (m *Model) unpersisted(items []gjson.Result) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, it := range items {
+		id := it.Get("id").String()
+		if !m.ephemeral[id] || it.Get("type").String() == "reasoning" && it.Get("encrypted_content").String() != "" {
+			continue
+		}
+		return fmt.Sprintf("Item with id '%s' not found. Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input.", id)
 	}
 	return ""
 }
