@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/toolgate/toolgate/rewrite"
 )
@@ -360,6 +361,13 @@ func (s *itemRelay) fail(g *Gateway, r *http.Request, err error) {
 	var ib *inBandError
 	if errors.As(err, &ib) {
 		if out, e := s.iw.EditItemEvent(ib.data, s.seq, -1); e == nil {
+			// A later round's response.failed names that round's
+			// response: the client's stream has one, the first's.
+			if id := gjson.GetBytes(out, "response.id"); id.Exists() && s.t.id != "" && id.String() != s.t.id {
+				if renamed, e := sjson.SetBytes(out, "response.id", s.t.id); e == nil {
+					out = renamed
+				}
+			}
 			_ = s.writeNamed(ib.name, out)
 			return
 		}

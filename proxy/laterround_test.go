@@ -118,3 +118,42 @@ func TestAPassedThroughMessagesStreamThatBreaksRaisesInTheSDK(t *testing.T) {
 		})
 	}
 }
+
+// TestALaterRoundsFailedResponseKeepsTheStreamsID: the upstream fails a
+// later round in band (response.failed); the client's stream ends with
+// that event under the id its stream began with, as every other event.
+func TestALaterRoundsFailedResponseKeepsTheStreamsID(t *testing.T) {
+	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+	var calls atomic.Int32
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			model.ServeHTTP(w, r)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_later\",\"status\":\"in_progress\",\"output\":[]}}\n\n"+
+			"event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":1,\"response\":{\"id\":\"resp_later\",\"status\":\"failed\",\"output\":[],\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}}}\n\n")
+	})
+	client := sdkClient(newTestGateway(t, up))
+	s := client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{
+		Model: "gpt-test", Tools: sdkResponseTools(40),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
+	})
+	first, failed := "", ""
+	for s.Next() {
+		ev := s.Current()
+		if ev.Type == "response.created" {
+			first = ev.Response.ID
+		}
+		if ev.Type == "response.failed" {
+			failed = ev.Response.ID
+		}
+	}
+	if calls.Load() < 2 {
+		t.Fatalf("%d upstream calls: the first round did not search", calls.Load())
+	}
+	if failed == "" || failed != first {
+		t.Errorf("response.failed names %q, the stream began with %q", failed, first)
+	}
+}
