@@ -273,21 +273,25 @@ func blockCall(bl gjson.Result) Call {
 }
 
 // ClientResponse implements Dialect: the content without the tool_use
-// blocks turn.Keep rejects, with a text block of what the gateway's own
-// rounds said (turn.Text) after its thinking; a message left without
-// calls ends its turn
-// (stop_reason end_turn, where it said tool_use); the turn's usage and
-// first id.
+// blocks turn.Keep rejects, with what the gateway's own rounds showed
+// after its thinking (roundsShown: their text, unless turn.Text is empty
+// for an answer that must be JSON, and their server tools' blocks); a
+// message left without calls ends its turn (stop_reason end_turn, where
+// it said tool_use); the turn's usage and first id.
 func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	root := gjson.ParseBytes(r.Body)
 	var blocks []string
-	dropped, calls, said := false, 0, turn.Text == ""
+	shown := roundsShown(turn.Rounds, turn.Text != "")
+	if len(shown) == 0 && turn.Text != "" {
+		shown = []string{TextBlock(turn.Text)}
+	}
+	dropped, calls, said := false, 0, len(shown) == 0
 	root.Get(msgContent).ForEach(func(_, bl gjson.Result) bool {
 		typ := bl.Get("type").String()
 		if !said && !isThinking(typ) {
 			// After the thinking: a message with thinking on must start
 			// with it when the client sends it back with its calls.
-			blocks, said = append(blocks, TextBlock(turn.Text)), true
+			blocks, said = append(blocks, shown...), true
 		}
 		if typ == "tool_use" {
 			if !turn.Keep(blockCall(bl)) {
@@ -300,7 +304,7 @@ func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 		return true
 	})
 	if !said {
-		blocks = append(blocks, TextBlock(turn.Text))
+		blocks = append(blocks, shown...)
 	}
 	if len(blocks) == 0 || !isThinking(gjson.Get(blocks[0], "type").String()) {
 		// The model thought in a round of the gateway's and not since (it
@@ -312,7 +316,7 @@ func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	}
 	body := append([]byte(nil), r.Body...)
 	var err error
-	if dropped || turn.Text != "" {
+	if dropped || len(shown) > 0 {
 		if body, err = sjson.SetRawBytes(body, msgContent, joinArray(blocks)); err != nil {
 			return nil, fmt.Errorf("rewriting the content: %w", err)
 		}
@@ -337,6 +341,31 @@ func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 
 // isThinking reports whether a block type is the model's reasoning.
 func isThinking(typ string) bool { return typ == "thinking" || typ == "redacted_thinking" }
+
+// roundsShown returns the blocks of the gateway's rounds a client sees, in
+// order, as a stream relays them: their server tools' calls and results
+// (a web search and what it found) and, withText, their text blocks with
+// their citations; not their thinking (roundsThinking) nor the gateway's
+// own calls. An empty text block is left out: the API refuses one sent
+// back.
+func roundsShown(rounds []Round, withText bool) []string {
+	var out []string
+	for _, r := range rounds {
+		gjson.Parse("[" + r.Extra + "]").ForEach(func(_, b gjson.Result) bool {
+			switch typ := b.Get("type").String(); {
+			case isThinking(typ), typ == "tool_use":
+			case typ == "text":
+				if withText && b.Get("text").String() != "" {
+					out = append(out, b.Raw)
+				}
+			default:
+				out = append(out, b.Raw)
+			}
+			return true
+		})
+	}
+	return out
+}
 
 // roundsThinking returns the thinking blocks of rounds, in order.
 func roundsThinking(rounds []Round) []string {

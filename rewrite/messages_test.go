@@ -483,3 +483,48 @@ func TestMessagesStreamLeavesOutEmptyTextBlocks(t *testing.T) {
 		t.Errorf("the round's blocks to send back are %s, want the call without the empty text block", got)
 	}
 }
+
+// TestMessagesClientResponseShowsTheRoundsBlocks: a round of the
+// gateway's searched the web (a server tool) and cited what it found
+// before its tool_search; the whole answer shows those blocks, citations
+// included, as a stream relays them, not one flat text block.
+func TestMessagesClientResponseShowsTheRoundsBlocks(t *testing.T) {
+	final, err := Messages{}.ParseResponse([]byte(`{"id":"msg_2","type":"message","role":"assistant","content":[{"type":"tool_use","id":"t2","name":"issue_create","input":{}}],"stop_reason":"tool_use","usage":{"input_tokens":9,"output_tokens":3}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	round := Round{Content: "Per the docs, use v2.", Extra: `{"type":"thinking","thinking":"look it up","signature":"sig"},` +
+		`{"type":"server_tool_use","id":"srv_1","name":"web_search","input":{"query":"api v2"}},` +
+		`{"type":"web_search_tool_result","tool_use_id":"srv_1","content":[{"type":"web_search_result","url":"https://example.com/docs","title":"Docs","encrypted_content":"e"}]},` +
+		`{"type":"text","text":"","citations":null},` +
+		`{"type":"text","text":"Per the docs, use v2.","citations":[{"type":"web_search_result_location","url":"https://example.com/docs","cited_text":"v2"}]},` +
+		`{"type":"tool_use","id":"t1","name":"tool_search","input":{"query":"create issue"}}`}
+	for _, tc := range []struct {
+		name  string
+		text  string // turn.Text: "" for an answer that must be JSON
+		types []string
+	}{
+		{"the search round's server tool and cited text come after the thinking", round.Content,
+			[]string{"thinking", "server_tool_use", "web_search_tool_result", "text", "tool_use"}},
+		{"an answer that must be JSON keeps the server tool's blocks but not the round's text", "",
+			[]string{"thinking", "server_tool_use", "web_search_tool_result", "tool_use"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := Messages{}.ClientResponse(final, Turn{Keep: func(c Call) bool { return c.Name != "tool_search" }, Text: tc.text, Rounds: []Round{round}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var types []string
+			gjson.GetBytes(out, "content").ForEach(func(_, b gjson.Result) bool {
+				types = append(types, b.Get("type").String())
+				return true
+			})
+			if !slices.Equal(types, tc.types) {
+				t.Errorf("content %v, want %v: %s", types, tc.types, out)
+			}
+			if tc.text != "" && !gjson.GetBytes(out, `content.#(type=="text").citations.0.url`).Exists() {
+				t.Errorf("the round's text lost its citations: %s", out)
+			}
+		})
+	}
+}
