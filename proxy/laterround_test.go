@@ -60,13 +60,7 @@ func TestALaterRoundTheUpstreamRefusesEndsTheStreamWithItsError(t *testing.T) {
 	} {
 		t.Run(tc.name+": the SDK raises the upstream's refusal of a later round", func(t *testing.T) {
 			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Narrate: "Let me look that up. "}
-			var calls atomic.Int32
-			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if calls.Add(1) == 1 {
-					model.ServeHTTP(w, r)
-					return
-				}
-				_, _ = io.Copy(io.Discard, r.Body)
+			up, calls := firstRoundThen(model, func(w http.ResponseWriter) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusBadRequest)
 				_, _ = io.WriteString(w, tc.refusal)
@@ -124,13 +118,7 @@ func TestAPassedThroughMessagesStreamThatBreaksRaisesInTheSDK(t *testing.T) {
 // that event under the id its stream began with, as every other event.
 func TestALaterRoundsFailedResponseKeepsTheStreamsID(t *testing.T) {
 	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
-	var calls atomic.Int32
-	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if calls.Add(1) == 1 {
-			model.ServeHTTP(w, r)
-			return
-		}
-		_, _ = io.Copy(io.Discard, r.Body)
+	up, calls := firstRoundThen(model, func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_later\",\"status\":\"in_progress\",\"output\":[]}}\n\n"+
 			"event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":1,\"response\":{\"id\":\"resp_later\",\"status\":\"failed\",\"output\":[],\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}}}\n\n")
@@ -156,4 +144,18 @@ func TestALaterRoundsFailedResponseKeepsTheStreamsID(t *testing.T) {
 	if failed == "" || failed != first {
 		t.Errorf("response.failed names %q, the stream began with %q", failed, first)
 	}
+}
+
+// firstRoundThen serves a turn's first upstream call from model and every
+// later one with later, counting the calls.
+func firstRoundThen(model http.Handler, later func(http.ResponseWriter)) (http.Handler, *atomic.Int32) {
+	calls := &atomic.Int32{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			model.ServeHTTP(w, r)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		later(w)
+	}), calls
 }
