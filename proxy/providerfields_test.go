@@ -142,6 +142,7 @@ func TestCallsWithoutDistinctIndexesReachTheClientAsSeparateCalls(t *testing.T) 
 	for _, tc := range []struct {
 		name   string
 		events string
+		noIDs  bool // the calls come without ids: the gateway gives them none
 	}{
 		{
 			name: "two whole calls without an index in one chunk (Gemini) stay two",
@@ -157,6 +158,14 @@ func TestCallsWithoutDistinctIndexesReachTheClientAsSeparateCalls(t *testing.T) 
 				fmt.Sprintf(chunk, `{"tool_calls":[`+whole(`"index":0,`, "a2", "repo_create_issue", `{"id":"web"}`)+`]}`, "null"),
 				fmt.Sprintf(chunk, `{}`, `"tool_calls"`),
 			),
+		},
+		{
+			name: "two whole calls without an index or an id in one chunk stay two",
+			events: sseEvents(
+				fmt.Sprintf(chunk, `{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"chat_post_message","arguments":"{\"id\":\"eng\"}"}},{"type":"function","function":{"name":"repo_create_issue","arguments":"{\"id\":\"web\"}"}}]}`, "null"),
+				fmt.Sprintf(chunk, `{}`, `"stop"`),
+			),
+			noIDs: true,
 		},
 		{
 			name: "a call split over fragments without an index stays one",
@@ -185,6 +194,9 @@ func TestCallsWithoutDistinctIndexesReachTheClientAsSeparateCalls(t *testing.T) 
 			}
 			for i, w := range want {
 				c := rep.calls[i]
+				if tc.noIDs {
+					w.id = c.Get("id").String()
+				}
 				if c.Get("id").String() != w.id || c.Get("name").String() != w.name || c.Get("arguments").String() != w.args {
 					t.Errorf("call %d = %s, want %+v", i, c.Raw, w)
 				}

@@ -245,10 +245,12 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		var calls []string
 		for _, cd := range ev.Calls {
 			st := states[cd.Index]
-			if st != nil && cd.ID != "" && st.id != "" && cd.ID != st.id {
+			if st != nil && (cd.ID != "" && st.id != "" && cd.ID != st.id || cd.Index < 0 && cd.Name != "" && st.name != "") {
 				// Another call at an index in use: some servers number
 				// every call 0, or send no index at all (Gemini), with
-				// each call whole. OpenAI sends a call's id once.
+				// each call whole. OpenAI sends a call's id once; without
+				// an index, a fragment that names a function again begins
+				// the next call, with or without an id.
 				st = nil
 			}
 			if st == nil {
