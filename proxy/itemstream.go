@@ -49,7 +49,7 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 		t.noteUpstreamID(res.id)
 		identify(res.calls, round)
 		internal, real := t.split(res.calls)
-		more := len(internal) > 0 && len(real) == 0 && t.canContinue(round)
+		more := len(internal) > 0 && len(real) == 0 && t.canContinue(round) && !res.cut
 		if more {
 			s.flush() // the gateway searches and waits on the upstream next
 		}
@@ -129,6 +129,7 @@ type itemRound struct {
 	output []string // the round's output items, by upstream index
 	last   []byte   // the terminal event
 	name   string   // the terminal event's
+	cut    bool     // the response ended short (ItemEvent.Cut)
 	shown  map[int]int
 }
 
@@ -291,7 +292,7 @@ func (s *itemRelay) pass(name string, data []byte, index int) error {
 // before its output_item.added and was shown.
 func (s *itemRelay) finish(res *itemRound, ev rewrite.ItemEvent, hidden map[int]bool) {
 	s.t.usage, s.t.lastUsage = rewrite.AddUsage(s.t.usage, ev.Usage), []byte(ev.Usage.Raw)
-	res.id, res.calls, res.text, res.output = ev.ID, ev.Calls, ev.Text, ev.Items
+	res.id, res.calls, res.text, res.output, res.cut = ev.ID, ev.Calls, ev.Text, ev.Items, ev.Cut
 	if s.t.id == "" {
 		s.t.id, s.t.created = ev.ID, ev.Created
 	}

@@ -60,7 +60,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		identify(out.Calls, round)
 		internal, real := t.split(out.Calls)
 		results := t.answer(ctx, out.Calls, round)
-		last := len(internal) == 0 || len(real) > 0 || !t.canContinue(round)
+		last := len(internal) == 0 || len(real) > 0 || !t.canContinue(round) || rewrite.CutShort(out.FinishReason)
 		if last {
 			t.pending = results
 		}

@@ -45,7 +45,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		identify(res.calls, round)
 		internal, real := t.split(res.calls)
 		g.logger().Debug("stream round", "round", round, "calls", len(res.calls), "internal", len(internal), "real", len(real))
-		more := len(internal) > 0 && len(real) == 0 && t.canContinue(round)
+		more := len(internal) > 0 && len(real) == 0 && t.canContinue(round) && !res.cut
 		if more {
 			s.flush() // the gateway searches and waits on the upstream next
 		}
@@ -156,6 +156,7 @@ type roundResult struct {
 	extra   string // the message's other members (reasoning), as Round.Extra
 	calls   []rewrite.Call
 	drained bool // the body's end was read, not only [DONE]
+	cut     bool // the round finished short of its answer (rewrite.CutShort)
 }
 
 // round relays one upstream stream to the client.
@@ -306,8 +307,10 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		if ev.Finish != "" {
 			ended = true
 			internalN, realN := count(order)
+			res.cut = rewrite.CutShort(ev.Finish)
 			switch {
-			case realN > 0:
+			case realN > 0, res.cut:
+				// A round cut short ends the turn with its own finish.
 				emitFinish = true
 			case internalN > 0 && t.canContinue(round):
 				edit.Finish = "null"

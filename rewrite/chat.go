@@ -519,6 +519,19 @@ func LatestUsage(acc []byte, u gjson.Result) []byte {
 	return mergeUsage(acc, u, func(_, v gjson.Result) string { return v.Raw })
 }
 
+// CutShort reports whether a response's finish reason (Chat's
+// finish_reason, the Responses API's status, Anthropic's stop_reason)
+// says it ended short of its answer: out of tokens or context, filtered
+// or refused. A tool call in such a response may be cut off, and asking
+// again would end the same way, so no round of the gateway's follows it.
+func CutShort(reason string) bool {
+	switch reason {
+	case "length", "content_filter", "incomplete", "max_tokens", "model_context_window_exceeded", "refusal":
+		return true
+	}
+	return false
+}
+
 // ContextUsage returns the summed usage of a turn's rounds with its input
 // counts replaced by those of last, the turn's last round: the size of
 // the context the model answered from, where the sum counts the

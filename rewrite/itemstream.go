@@ -70,6 +70,11 @@ type ItemEvent struct {
 	// response.completed and response.incomplete, message_delta;
 	// response.failed and error (Failed is true too).
 	Terminal, Failed bool
+	// Cut is true for a terminal event of a response that ended short of
+	// its answer (response.incomplete; a message that stopped at
+	// max_tokens or the context window, or refused): a call in it may be
+	// cut off, and no round may follow it.
+	Cut bool
 	// Of a terminal event that is not a failure: the response's id,
 	// creation time and usage, its function calls, the text of its
 	// messages and its output items (raw, by index; "" where an

@@ -104,6 +104,7 @@ func (m *messagesReader) Read(data []byte) (ItemEvent, error) {
 		}
 	case "message_delta":
 		ev.Terminal, ev.ID = true, m.id
+		ev.Cut = CutShort(root.Get("delta.stop_reason").String())
 		u := LatestUsage(m.usage, root.Get("usage"))
 		ev.Usage = gjson.ParseBytes(u)
 		var err error

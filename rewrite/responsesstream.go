@@ -41,6 +41,7 @@ func (Responses) ParseItemEvent(data []byte) (ItemEvent, error) {
 	case "response.completed", "response.incomplete":
 		resp := root.Get("response")
 		ev.Terminal, ev.ID, ev.Created, ev.Usage = true, resp.Get("id").String(), resp.Get("created_at").Int(), resp.Get("usage")
+		ev.Cut = ev.Type == "response.incomplete"
 		ev.Calls, ev.Text, ev.Items = readOutput(resp.Get(respOutput))
 	case "response.failed", "error":
 		ev.Terminal, ev.Failed = true, true
