@@ -540,22 +540,26 @@ func TestEachRoundHasAnIdempotencyKeyOfItsOwn(t *testing.T) {
 	}
 }
 
-// TestAnErrorEventBeforeAnythingElseIsAStatusTheSDKsDoNotRetry: some
-// servers answer 200 and then an error event (LM Studio's "Model
-// unloaded", Anthropic's compatible endpoint). Nothing has reached the
-// client, so it gets a status; direct, the SDKs raise the event without
-// retrying, and a 502 they would retry, each attempt billed.
-func TestAnErrorEventBeforeAnythingElseIsAStatusTheSDKsDoNotRetry(t *testing.T) {
+// TestAnErrorEventBeforeAnythingElseGoesOnAsItCame: some servers answer
+// 200 and then an error event (LM Studio's "Model unloaded", a context too
+// long). Direct, the SDKs raise that event from the stream, with its type
+// and code, and do not retry. The client gets the same stream: the event
+// as it came and no [DONE]. It got a 502 of the gateway's, which kept the
+// upstream's type and code only as text in its message.
+func TestAnErrorEventBeforeAnythingElseGoesOnAsItCame(t *testing.T) {
 	for _, event := range []string{
 		`{"error":"Model unloaded"}`,
-		`{"error":{"message":"overloaded","type":"server_error"}}`,
+		`{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}`,
 	} {
 		t.Run(event, func(t *testing.T) {
 			var calls atomic.Int32
 			base := newTestGateway(t, sseHandler(&calls, sseData(event)))
 			x := send(t, base, bigRequest(t, true), nil)
-			if x.status != http.StatusBadGateway || x.header.Get("X-Should-Retry") != "false" || !bytes.Contains(x.body, []byte("upstream_stream_error")) {
-				t.Errorf("status %d, X-Should-Retry %q, body %s; want a 502 upstream_stream_error with X-Should-Retry: false", x.status, x.header.Get("X-Should-Retry"), x.body)
+			if x.status != http.StatusOK || !bytes.Contains(x.body, []byte("data: "+event+"\n\n")) || bytes.Contains(x.body, []byte("[DONE]")) {
+				t.Errorf("status %d, body %s; want 200 and the upstream's error event as it came, without [DONE]", x.status, x.body)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Errorf("%d upstream calls, want 1", n)
 			}
 		})
 	}

@@ -348,7 +348,8 @@ func (s *itemRelay) end(res itemRound) error {
 // fail reports err: before the stream started, as a real status; after,
 // as the dialect's error event, which ends its stream.
 func (s *itemRelay) fail(g *Gateway, r *http.Request, err error) {
-	if !s.started && !s.pending {
+	var ib *inBandError
+	if !s.started && !s.pending && !errors.As(err, &ib) {
 		s.relay.fail(g, r, err)
 		return
 	}
@@ -359,7 +360,6 @@ func (s *itemRelay) fail(g *Gateway, r *http.Request, err error) {
 	}
 	g.logger().Warn("stream failed after start", "err", err)
 	defer s.flush()
-	var ib *inBandError
 	if errors.As(err, &ib) {
 		if out, e := s.iw.EditItemEvent(ib.data, s.seq, -1); e == nil {
 			// A later round's response.failed names that round's

@@ -570,12 +570,8 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 	if !s.started && s.pending {
 		s.commit(false) // events held for the client: the stream has begun
 	}
-	if !s.started {
-		var ib *inBandError
-		if errors.As(err, &ib) {
-			writeJSONError(s.w, http.StatusBadGateway, apiError{Message: "upstream stream error: " + string(ib.data), Type: "gateway_error", Code: "upstream_stream_error"})
-			return
-		}
+	var ib *inBandError
+	if !s.started && !errors.As(err, &ib) {
 		g.fail(s.w, r, err)
 		return
 	}
@@ -588,7 +584,10 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 	}
 	g.logger().Warn("stream failed after start", "err", err)
 	defer s.flush()
-	var ib *inBandError
+	// An upstream's error event goes on as it came, even as the stream's
+	// first (a context too long, a rate limit): the client gets what it
+	// would direct, with the upstream's type and code. It got a 502 of
+	// the gateway's, which the SDKs retry.
 	if errors.As(err, &ib) {
 		_ = s.write(ib.data)
 		return
