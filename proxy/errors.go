@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/toolgate/toolgate/rewrite"
 )
 
@@ -199,4 +201,29 @@ type statusError struct {
 
 func (e *statusError) Error() string {
 	return fmt.Sprintf("upstream answered %d", e.resp.StatusCode)
+}
+
+// upstreamStatusError is what a stream that already started tells its
+// client of an upstream's refusal of a later round: the upstream's own
+// type, code, message and param where its body has them (OpenAI's
+// {"error":{...}}, Anthropic's {"type":"error","error":{...}}), else its
+// status and body. A refusal of a later round is the upstream's (a prompt
+// grown too long, an overload), not the gateway's own failure.
+func upstreamStatusError(se *statusError) apiError {
+	e := apiError{Type: "upstream_error", Code: "upstream_status",
+		Message: fmt.Sprintf("upstream answered %d: %s", se.resp.StatusCode, truncate(se.body, 500))}
+	up := gjson.GetBytes(se.body, "error")
+	if m := up.Get("message"); m.Type == gjson.String && m.Str != "" {
+		e.Message = m.Str
+	}
+	if t := up.Get("type"); t.Type == gjson.String && t.Str != "" {
+		e.Type = t.Str
+	}
+	if c := up.Get("code"); c.Type == gjson.String && c.Str != "" {
+		e.Code = c.Str
+	}
+	if p := up.Get("param"); p.Type == gjson.String {
+		e.Param = nullString(p.Str)
+	}
+	return e
 }

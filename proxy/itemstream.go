@@ -54,15 +54,13 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 			s.flush() // the gateway searches and waits on the upstream next
 		}
 		results := t.answer(ctx, res.calls, round)
-		if !more {
-			t.pending = results
-		}
 		if more {
 			closeStream(resp.Body, false, cancel)
 			s.carry(res) // reasoning that led only to the gateway's calls
 			t.rounds = append(t.rounds, rewrite.Round{Content: res.text, Extra: rewrite.JoinItems(res.output), Calls: internal, Results: results})
 			continue
 		}
+		t.pending = results
 		if err := s.end(res); err != nil {
 			closeStream(resp.Body, false, cancel)
 			s.fail(g, r, err)
@@ -382,29 +380,4 @@ func (s *itemRelay) fail(g *Gateway, r *http.Request, err error) {
 	}
 	ev := s.iw.ErrorEvent(e.Type, e.Code, e.Message, string(e.Param), s.seq)
 	_ = s.writeNamed(ev.Name, ev.Data)
-}
-
-// upstreamStatusError is what a stream that already started tells its
-// client of an upstream's refusal of a later round: the upstream's own
-// type, code, message and param where its body has them (OpenAI's
-// {"error":{...}}, Anthropic's {"type":"error","error":{...}}), else its
-// status and body. A refusal of a later round is the upstream's (a prompt
-// grown too long, an overload), not the gateway's own failure.
-func upstreamStatusError(se *statusError) apiError {
-	e := apiError{Type: "upstream_error", Code: "upstream_status",
-		Message: fmt.Sprintf("upstream answered %d: %s", se.resp.StatusCode, truncate(se.body, 500))}
-	up := gjson.GetBytes(se.body, "error")
-	if m := up.Get("message"); m.Type == gjson.String && m.Str != "" {
-		e.Message = m.Str
-	}
-	if t := up.Get("type"); t.Type == gjson.String && t.Str != "" {
-		e.Type = t.Str
-	}
-	if c := up.Get("code"); c.Type == gjson.String && c.Str != "" {
-		e.Code = c.Str
-	}
-	if p := up.Get("param"); p.Type == gjson.String {
-		e.Param = nullString(p.Str)
-	}
-	return e
 }

@@ -61,13 +61,11 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		internal, real := t.split(out.Calls)
 		results := t.answer(ctx, out.Calls, round)
 		last := len(internal) == 0 || len(real) > 0 || !t.canContinue(round) || rewrite.CutShort(out.FinishReason)
-		if last {
-			t.pending = results
-		}
 		if !last {
 			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, ContentParts: out.ContentParts, Extra: out.Extra, Calls: internal, Results: results, Logprobs: out.Logprobs})
 			continue
 		}
+		t.pending = results
 		turn := rewrite.Turn{
 			Keep:  func(c rewrite.Call) bool { return !t.internal(c) },
 			Usage: t.clientUsage(), ID: t.id, Created: t.created,
