@@ -188,7 +188,7 @@ func writeJSONError(w http.ResponseWriter, status int, e apiError) {
 // "message"}}; every other client gets OpenAI's shape.
 func errorBodyFor(w http.ResponseWriter, e apiError) []byte {
 	if tr, ok := w.(*tracker); ok && tr.route == routeMessages {
-		return rewrite.AnthropicError(e.Type, e.Message)
+		return rewrite.AnthropicError(rewrite.AnthropicType(e.Type, e.Code), e.Message)
 	}
 	return errorBody(e)
 }

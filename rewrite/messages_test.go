@@ -361,8 +361,21 @@ func TestMessagesStreamsEnd(t *testing.T) {
 		})
 	}
 	ev := Messages{}.ErrorEvent("gateway_error", "upstream_timeout", "upstream timed out", "", 4)
-	if ev.Name != "error" || gjson.GetBytes(ev.Data, "type").String() != "error" || gjson.GetBytes(ev.Data, "error.message").String() != "upstream timed out" {
-		t.Errorf("error event %q %s", ev.Name, ev.Data)
+	if ev.Name != "error" || gjson.GetBytes(ev.Data, "type").String() != "error" || gjson.GetBytes(ev.Data, "error.message").String() != "upstream timed out" ||
+		gjson.GetBytes(ev.Data, "error.type").String() != "api_error" {
+		t.Errorf("error event %q %s; want an api_error, one of the API's types", ev.Name, ev.Data)
+	}
+	for _, tc := range []struct{ typ, code, want string }{
+		{"invalid_request_error", "invalid_request", "invalid_request_error"},
+		{"overloaded_error", "", "overloaded_error"},
+		{"gateway_error", "gateway_overloaded", "overloaded_error"},
+		{"invalid_request_error", "request_too_large", "request_too_large"},
+		{"gateway_error", "request_too_large", "request_too_large"},
+		{"upstream_error", "upstream_status", "api_error"},
+	} {
+		if got := AnthropicType(tc.typ, tc.code); got != tc.want {
+			t.Errorf("AnthropicType(%q, %q) = %q, want %q", tc.typ, tc.code, got, tc.want)
+		}
 	}
 }
 

@@ -225,8 +225,28 @@ func anyCall(blocks []string) bool {
 
 // ErrorEvent implements ItemEventWriter: the Messages API's error event,
 // {"type":"error","error":{"type","message"}}.
-func (Messages) ErrorEvent(typ, _, message, _ string, _ int) NamedEvent {
-	return NamedEvent{Name: "error", Data: AnthropicError(typ, message)}
+func (Messages) ErrorEvent(typ, code, message, _ string, _ int) NamedEvent {
+	return NamedEvent{Name: "error", Data: AnthropicError(AnthropicType(typ, code), message)}
+}
+
+// AnthropicType is the Messages API's error type for an OpenAI-shaped
+// error's type and code: one of the API's own types kept (an upstream's,
+// or invalid_request_error), a body too large and an overload as the API
+// names them, and any other failure of the gateway's or an upstream's
+// api_error, the API's type for a server failure.
+func AnthropicType(typ, code string) string {
+	switch code {
+	case "request_too_large":
+		return "request_too_large"
+	case "gateway_overloaded":
+		return "overloaded_error"
+	}
+	switch typ {
+	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error",
+		"request_too_large", "rate_limit_error", "api_error", "overloaded_error":
+		return typ
+	}
+	return "api_error"
 }
 
 // AnthropicError is the Messages API's error body.
