@@ -349,36 +349,20 @@ func isThinking(typ string) bool { return typ == "thinking" || typ == "redacted_
 // own calls. An empty text block is left out: the API refuses one sent
 // back.
 func roundsShown(rounds []Round, withText bool) []string {
-	var out []string
-	for _, r := range rounds {
-		gjson.Parse("[" + r.Extra + "]").ForEach(func(_, b gjson.Result) bool {
-			switch typ := b.Get("type").String(); {
-			case isThinking(typ), typ == "tool_use":
-			case typ == "text":
-				if withText && b.Get("text").String() != "" {
-					out = append(out, b.Raw)
-				}
-			default:
-				out = append(out, b.Raw)
-			}
-			return true
-		})
-	}
-	return out
+	return roundItems(rounds, func(b gjson.Result) bool {
+		switch typ := b.Get("type").String(); {
+		case isThinking(typ), typ == "tool_use":
+			return false
+		case typ == "text":
+			return withText && b.Get("text").String() != ""
+		}
+		return true
+	})
 }
 
 // roundsThinking returns the thinking blocks of rounds, in order.
 func roundsThinking(rounds []Round) []string {
-	var out []string
-	for _, r := range rounds {
-		gjson.Parse("[" + r.Extra + "]").ForEach(func(_, b gjson.Result) bool {
-			if isThinking(b.Get("type").String()) {
-				out = append(out, b.Raw)
-			}
-			return true
-		})
-	}
-	return out
+	return roundItems(rounds, func(b gjson.Result) bool { return isThinking(b.Get("type").String()) })
 }
 
 // TextBlock is text as a Messages content block.

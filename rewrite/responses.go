@@ -496,16 +496,7 @@ func (Responses) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 // ids, statuses and annotations a client reads (the AI SDK refuses a
 // message item without an id), and as a streamed turn relays them.
 func roundMessages(rounds []Round) []string {
-	var items []string
-	for _, r := range rounds {
-		gjson.Parse("[" + r.Extra + "]").ForEach(func(_, it gjson.Result) bool {
-			if it.Get("type").String() == "message" {
-				items = append(items, it.Raw)
-			}
-			return true
-		})
-	}
-	return items
+	return roundItems(rounds, func(it gjson.Result) bool { return it.Get("type").String() == "message" })
 }
 
 // TextMessageItem is text as a Responses output message item, with an id
