@@ -1,7 +1,6 @@
 package rewrite
 
 import (
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -225,11 +224,7 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 		return appendToArray(body, in, items), nil
 	case in.Type == gjson.String:
 		// A string input is one user message; the rounds need a list.
-		user, _ := json.Marshal(struct {
-			Role    string `json:"role"`
-			Content string `json:"content"`
-		}{"user", in.String()})
-		list := append(append(append([]byte{'['}, user...), ','), items...)
+		list := append(append(append([]byte{'['}, userItem(in.String())...), ','), items...)
 		return sjson.SetRawBytes(body, respInput, append(list, ']'))
 	default:
 		return sjson.SetRawBytes(body, respInput, append(append([]byte{'['}, items...), ']'))
@@ -285,16 +280,18 @@ func Continue(body []byte, req *Request) ([]byte, error) {
 			list = append(append(list, ','), rest...)
 		}
 	case in.Type == gjson.String:
-		user, _ := json.Marshal(struct {
-			Role    string `json:"role"`
-			Content string `json:"content"`
-		}{"user", in.String()})
-		list = append(append(list, ','), user...)
+		list = append(append(list, ','), userItem(in.String())...)
 	}
 	if body, err = sjson.SetRawBytes(body, respInput, append(list, ']')); err != nil {
 		return nil, fmt.Errorf("putting the pending outputs before the input: %w", err)
 	}
 	return body, nil
+}
+
+// userItem is a string input as the user message item it stands for, for
+// an input that must become a list.
+func userItem(text string) []byte {
+	return append(appendString([]byte(`{"role":"user","content":`), text), '}')
 }
 
 // SetPrevious returns a Responses request body continuing from response
