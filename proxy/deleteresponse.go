@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -39,7 +40,8 @@ func deletedID(r *http.Request, rest string) string {
 // under that id, and its refusal names the id the client knows instead
 // of a round it never saw.
 func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string) {
-	th, ok := g.lookupThread(ctx, in, id)
+	key := threadKey(session.Tenant(credential(in)), id)
+	th, ok := g.lookupThread(ctx, key)
 	if !ok || len(th.Hidden) == 0 {
 		return
 	}
@@ -61,7 +63,7 @@ func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string)
 		}
 	}
 	if gone {
-		g.noteThread(ctx, threadKey(session.Tenant(credential(in)), id), session.Thread{Session: th.Session})
+		g.noteThread(ctx, key, session.Thread{Session: th.Session})
 	}
 }
 
@@ -75,9 +77,8 @@ const deleteTimeout = 30 * time.Second
 func (g *Gateway) deleteUpstream(ctx context.Context, in *http.Request, id string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
 	defer cancel()
-	u := *g.Upstream
-	u.Path, u.RawPath = g.basePath+"/responses/"+id, ""
-	u.RawQuery = joinQueries(g.Upstream.RawQuery, in.URL.RawQuery)
+	// The client's query goes too (Azure's api-version), not its path.
+	u := g.upstreamURL("/responses/"+id, &url.URL{RawQuery: in.URL.RawQuery})
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u.String(), nil)
 	if err != nil {
 		return 0, fmt.Errorf("building the upstream delete of %s: %w", id, err)

@@ -29,7 +29,7 @@ func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewr
 	if req.Previous == "" {
 		return session.Thread{}
 	}
-	th, _ := g.lookupThread(ctx, in, req.Previous)
+	th, _ := g.lookupThread(ctx, threadKey(session.Tenant(credential(in)), req.Previous))
 	req.PreviousUpstream = th.Upstream
 	for _, p := range th.Pending {
 		req.PendingOutputs = append(req.PendingOutputs, rewrite.ToolResult{CallID: p.CallID, Content: p.Output})
@@ -37,11 +37,10 @@ func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewr
 	return th
 }
 
-// lookupThread returns what the gateway remembers of response id, given
-// out to the tenant of request in: in this process, or else in a shared
-// session store.
-func (g *Gateway) lookupThread(ctx context.Context, in *http.Request, id string) (session.Thread, bool) {
-	key := threadKey(session.Tenant(credential(in)), id)
+// lookupThread returns what the gateway remembers under thread key (a
+// response id within its tenant, threadKey): in this process, or else in
+// a shared session store.
+func (g *Gateway) lookupThread(ctx context.Context, key string) (session.Thread, bool) {
 	if th, ok := g.threads.Get(key); ok {
 		return th, true
 	}
