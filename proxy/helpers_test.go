@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -253,4 +254,49 @@ func (s *syncBuffer) String() string {
 // test can count on the model having to search.
 func searchOnly(t *testing.T) func(*Gateway) {
 	return withPolicy(loadPolicy(t, "gateway: {mode: search}\n"))
+}
+
+// twoStepRun is how an SDK agent's run of twoStepTask through the gateway
+// ended.
+type twoStepRun struct {
+	answer   string
+	called   []string // the client's calls the agent got, in order
+	requests int      // the agent's requests
+	billed   int64    // the input tokens its responses' usage reported
+	narrated int      // answers that led with what the model said before a search
+	narrate  string   // what the model says before each search ("": nothing)
+}
+
+// checkTwoStepRun checks a run of twoStepTask against the scripted model
+// that answered it: the task's answer and calls, what the model said
+// before its search reaching the agent, a search round taken, every
+// upstream request carrying tool_search and under half the agent's 40
+// tools, and the usage the agent got adding up to what the upstream
+// counted. It returns the upstream's records.
+func checkTwoStepRun(t *testing.T, model *fakellm.Model, run twoStepRun) []fakellm.Record {
+	t.Helper()
+	if run.answer != twoStepTask.Answer {
+		t.Errorf("answer = %q, want %q", run.answer, twoStepTask.Answer)
+	}
+	if run.narrate != "" && run.narrated == 0 {
+		t.Errorf("no answer carried what the model said before its search")
+	}
+	if want := []string{"repo_create_issue", "chat_post_message"}; !slices.Equal(run.called, want) {
+		t.Errorf("SDK saw calls %v, want %v", run.called, want)
+	}
+	recs := model.Records()
+	if len(recs) <= run.requests {
+		t.Errorf("the upstream got %d requests for the agent's %d: no search round was tested", len(recs), run.requests)
+	}
+	var upstream int64
+	for i, r := range recs {
+		upstream += int64(r.BodyBytes / 4)
+		if r.Tools >= 20 || !slices.Contains(r.Names, SearchToolName) {
+			t.Errorf("upstream request %d carried %d tools %v, want tool_search and under half the client's 40", i, r.Tools, r.Names)
+		}
+	}
+	if run.billed != upstream {
+		t.Errorf("SDK was billed %d input tokens, upstream counted %d", run.billed, upstream)
+	}
+	return recs
 }

@@ -118,29 +118,7 @@ func TestTheAnthropicSDKsAgentWorksUnchanged(t *testing.T) {
 					params.Messages = append(params.Messages, anthropic.NewUserMessage(results...))
 				}
 			}
-			if answer != twoStepTask.Answer {
-				t.Errorf("answer = %q, want %q", answer, twoStepTask.Answer)
-			}
-			if tc.narrate != "" && narrated == 0 {
-				t.Errorf("no message carried what the model said before its search")
-			}
-			if want := []string{"repo_create_issue", "chat_post_message"}; !slices.Equal(called, want) {
-				t.Errorf("SDK saw calls %v, want %v", called, want)
-			}
-			recs := model.Records()
-			if len(recs) <= requests {
-				t.Errorf("the upstream got %d requests for the agent's %d: no search round was tested", len(recs), requests)
-			}
-			var upstream int64
-			for i, r := range recs {
-				upstream += int64(r.BodyBytes / 4)
-				if r.Tools >= 20 || !slices.Contains(r.Names, SearchToolName) {
-					t.Errorf("upstream request %d carried %d tools %v, want tool_search and under half the client's 40", i, r.Tools, r.Names)
-				}
-			}
-			if billed != upstream {
-				t.Errorf("SDK was billed %d input tokens, upstream counted %d", billed, upstream)
-			}
+			checkTwoStepRun(t, model, twoStepRun{answer: answer, called: called, requests: requests, billed: billed, narrated: narrated, narrate: tc.narrate})
 		})
 	}
 }

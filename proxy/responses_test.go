@@ -104,29 +104,7 @@ func TestTheSDKsResponsesAgentWorksUnchanged(t *testing.T) {
 					input = append(input, next...)
 				}
 			}
-			if answer != twoStepTask.Answer {
-				t.Errorf("answer = %q, want %q", answer, twoStepTask.Answer)
-			}
-			if tc.narrate != "" && narrated == 0 {
-				t.Errorf("no response carried what the model said before its search")
-			}
-			if want := []string{"repo_create_issue", "chat_post_message"}; !slices.Equal(called, want) {
-				t.Errorf("SDK saw calls %v, want %v", called, want)
-			}
-			var upstream int64
-			recs := model.Records()
-			if len(recs) <= requests {
-				t.Errorf("the upstream got %d requests for the agent's %d: no search round was tested", len(recs), requests)
-			}
-			for i, r := range recs {
-				upstream += int64(r.BodyBytes / 4)
-				if r.Tools >= 20 || !slices.Contains(r.Names, SearchToolName) {
-					t.Errorf("upstream request %d carried %d tools %v, want tool_search and under half the client's 40", i, r.Tools, r.Names)
-				}
-			}
-			if billed != upstream {
-				t.Errorf("SDK was billed %d input tokens, upstream counted %d", billed, upstream)
-			}
+			recs := checkTwoStepRun(t, model, twoStepRun{answer: answer, called: called, requests: requests, billed: billed, narrated: narrated, narrate: tc.narrate})
 			if tc.chained {
 				// The continuation after the first call holds no user
 				// message: the session it finds by the id it chains to
