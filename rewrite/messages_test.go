@@ -265,15 +265,7 @@ var anthropicStream = []string{
 }
 
 func TestMessagesStreamsAreReadBlockByBlock(t *testing.T) {
-	rd := Messages{}.ItemReader()
-	var evs []ItemEvent
-	for _, d := range anthropicStream {
-		ev, err := rd.Read([]byte(d))
-		if err != nil {
-			t.Fatalf("%s: %v", d, err)
-		}
-		evs = append(evs, ev)
-	}
+	evs := readMessagesStreamEvents(t, anthropicStream...)
 	t.Run("lifecycle events have no index", func(t *testing.T) {
 		if evs[0].OutputIndex != -1 || evs[1].OutputIndex != -1 || evs[0].Terminal {
 			t.Errorf("%+v %+v", evs[0], evs[1])
@@ -302,15 +294,9 @@ func TestMessagesStreamsAreReadBlockByBlock(t *testing.T) {
 		}
 	})
 	t.Run("a call whose input is cut keeps the empty input it started with, as the SDKs read it", func(t *testing.T) {
-		rd := Messages{}.ItemReader()
-		for _, d := range []string{anthropicStream[0], anthropicStream[11], anthropicStream[12]} {
-			if _, err := rd.Read([]byte(d)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ev, err := rd.Read([]byte(anthropicStream[len(anthropicStream)-1]))
-		if err != nil || len(ev.Calls) != 1 || ev.Calls[0].Arguments != "{}" || !gjson.Valid(ev.Items[2]) {
-			t.Errorf("read %+v (%v)", ev, err)
+		ev := readMessagesStream(t, anthropicStream[0], anthropicStream[11], anthropicStream[12], anthropicStream[len(anthropicStream)-1])
+		if len(ev.Calls) != 1 || ev.Calls[0].Arguments != "{}" || !gjson.Valid(ev.Items[2]) {
+			t.Errorf("read %+v", ev)
 		}
 	})
 	t.Run("an error event fails the stream", func(t *testing.T) {
@@ -380,21 +366,13 @@ func TestMessagesStreamsEnd(t *testing.T) {
 }
 
 func TestMessagesStreamBlocksKeepTheirIndices(t *testing.T) {
-	rd := Messages{}.ItemReader()
-	var last ItemEvent
-	for _, d := range []string{
+	last := readMessagesStream(t,
 		anthropicStream[0],
 		`{"type":"content_block_start","index":2,"content_block":{"type":"text","text":""}}`,
 		`{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"Filing."}}`,
 		`{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"t2","name":"issue_create","input":{}}}`,
 		anthropicStream[len(anthropicStream)-1],
-	} {
-		ev, err := rd.Read([]byte(d))
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = ev
-	}
+	)
 	if len(last.Items) != 4 || last.Items[0] != "" || gjson.Get(last.Items[3], "id").String() != "t2" || last.Text != "Filing." || len(last.Calls) != 1 {
 		t.Errorf("blocks of a stream that skipped indices 0 and 1 read as %q (calls %+v)", last.Items, last.Calls)
 	}
@@ -405,9 +383,7 @@ func TestMessagesStreamBlocksKeepTheirIndices(t *testing.T) {
 
 func TestMessagesStreamBlocksInterleaved(t *testing.T) {
 	t.Run("a block that goes on after the next one started keeps its deltas", func(t *testing.T) {
-		rd := Messages{}.ItemReader()
-		var last ItemEvent
-		for _, d := range []string{
+		last := readMessagesStream(t,
 			anthropicStream[0],
 			`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
 			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"One "}}`,
@@ -415,13 +391,7 @@ func TestMessagesStreamBlocksInterleaved(t *testing.T) {
 			`{"type":"content_block_start","index":2,"content_block":{"type":"text","text":""}}`,
 			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"two."}}`,
 			anthropicStream[len(anthropicStream)-1],
-		} {
-			ev, err := rd.Read([]byte(d))
-			if err != nil {
-				t.Fatal(err)
-			}
-			last = ev
-		}
+		)
 		if got := gjson.Get(last.Items[0], "text").String(); got != "One two." {
 			t.Errorf("block 0 built as %q", got)
 		}
@@ -477,21 +447,13 @@ func TestMessagesClientResponseCarriesTheTurnsThinking(t *testing.T) {
 }
 
 func TestMessagesStreamLeavesOutEmptyTextBlocks(t *testing.T) {
-	rd := Messages{}.ItemReader()
-	var last ItemEvent
-	for _, d := range []string{
+	last := readMessagesStream(t,
 		anthropicStream[0],
 		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
 		`{"type":"content_block_stop","index":0}`,
 		`{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t1","name":"tool_search","input":{}}}`,
 		anthropicStream[len(anthropicStream)-1],
-	} {
-		ev, err := rd.Read([]byte(d))
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = ev
-	}
+	)
 	if got := JoinItems(last.Items); strings.Contains(got, `"text"`) || !strings.Contains(got, "tool_search") {
 		t.Errorf("the round's blocks to send back are %s, want the call without the empty text block", got)
 	}
@@ -540,4 +502,28 @@ func TestMessagesClientResponseShowsTheRoundsBlocks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readMessagesStreamEvents reads a Messages stream's events, as data, with
+// one reader, and fails the test at one it refuses.
+func readMessagesStreamEvents(t *testing.T, data ...string) []ItemEvent {
+	t.Helper()
+	rd := Messages{}.ItemReader()
+	evs := make([]ItemEvent, 0, len(data))
+	for _, d := range data {
+		ev, err := rd.Read([]byte(d))
+		if err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// readMessagesStream is readMessagesStreamEvents' last event: at a
+// stream's end, what the round was.
+func readMessagesStream(t *testing.T, data ...string) ItemEvent {
+	t.Helper()
+	evs := readMessagesStreamEvents(t, data...)
+	return evs[len(evs)-1]
 }
