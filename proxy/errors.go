@@ -199,6 +199,14 @@ type statusError struct {
 	body []byte
 }
 
+// event is what a stream that already started tells its client of the
+// refusal: an upstream_error that quotes the status and the start of the
+// body.
+func (e *statusError) event() apiError {
+	return apiError{Type: "upstream_error", Code: "upstream_status",
+		Message: fmt.Sprintf("upstream answered %d: %s", e.resp.StatusCode, truncate(e.body, 500))}
+}
+
 func (e *statusError) Error() string {
 	return fmt.Sprintf("upstream answered %d", e.resp.StatusCode)
 }
@@ -210,8 +218,7 @@ func (e *statusError) Error() string {
 // status and body. A refusal of a later round is the upstream's (a prompt
 // grown too long, an overload), not the gateway's own failure.
 func upstreamStatusError(se *statusError) apiError {
-	e := apiError{Type: "upstream_error", Code: "upstream_status",
-		Message: fmt.Sprintf("upstream answered %d: %s", se.resp.StatusCode, truncate(se.body, 500))}
+	e := se.event()
 	up := gjson.GetBytes(se.body, "error")
 	if m := up.Get("message"); m.Type == gjson.String && m.Str != "" {
 		e.Message = m.Str

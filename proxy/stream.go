@@ -594,7 +594,7 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 	}
 	var se *statusError
 	if errors.As(err, &se) {
-		_ = s.write(errorBody(apiError{Message: fmt.Sprintf("upstream answered %d: %s", se.resp.StatusCode, truncate(se.body, 500)), Type: "upstream_error", Code: "upstream_status"}))
+		_ = s.write(errorBody(se.event()))
 		return
 	}
 	_, e := classify(err)

@@ -14,8 +14,8 @@ import (
 // responses answers POST /responses, streamed or not, as OpenAI's
 // Responses API does, with the scripted model's decisions: tools are flat, the
 // conversation is the input (a string or items) after the items of the
-// response previous_response_id names (the model keeps every response it
-// gives), and a function tool is strict unless it says "strict": false,
+// response previous_response_id names (the model keeps every response
+// but those of store-false requests, whose item ids it then refuses), and a function tool is strict unless it says "strict": false,
 // in which case its schema must require every property, as OpenAI checks.
 // With Reasoning set, each reply leads with a reasoning item, and a
 // function call sent back without the reasoning item that came with it
