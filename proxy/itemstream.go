@@ -289,7 +289,7 @@ func (s *itemRelay) pass(name string, data []byte, index int) error {
 // not the gateway's calls (hidden), even one whose stray event came
 // before its output_item.added and was shown.
 func (s *itemRelay) finish(res *itemRound, ev rewrite.ItemEvent, hidden map[int]bool) {
-	s.t.usage, s.t.lastUsage = rewrite.AddUsage(s.t.usage, ev.Usage), []byte(ev.Usage.Raw)
+	s.t.addUsage(ev.Usage)
 	res.id, res.calls, res.text, res.output, res.cut = ev.ID, ev.Calls, ev.Text, ev.Items, ev.Cut
 	if s.t.id == "" {
 		s.t.id, s.t.created = ev.ID, ev.Created

@@ -56,7 +56,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			t.id, t.created = out.ID, out.Created
 			t.promptFilter = strings.Clone(out.PromptFilter)
 		}
-		t.usage, t.lastUsage = rewrite.AddUsage(t.usage, out.Usage), []byte(out.Usage.Raw)
+		t.addUsage(out.Usage)
 		identify(out.Calls, round)
 		internal, real := t.split(out.Calls)
 		results := t.answer(ctx, out.Calls, round)

@@ -183,7 +183,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		sent    bool                 // this round sent the client an event
 		usage   []byte               // this stream's: its last usage chunk stands for the earlier ones
 	)
-	defer func() { t.usage, t.lastUsage = rewrite.AddUsage(t.usage, gjson.ParseBytes(usage)), usage }()
+	defer func() { t.addUsage(gjson.ParseBytes(usage)) }()
 	for {
 		data, err := sse.Next()
 		if err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
@@ -210,6 +212,16 @@ func (t *turn) join(name, reason string) {
 	// new request needs.
 	if reason == reasonCore || reason == reasonChoice || reason == reasonHistory && slices.Contains(t.req.TurnCalled, name) {
 		t.pinned[name] = true
+	}
+}
+
+// addUsage adds a round's usage to the turn's, and keeps it as the latest
+// round's when the client's usage counts the context (clientUsage): a
+// copy the default, summed usage never reads.
+func (t *turn) addUsage(u gjson.Result) {
+	t.usage = rewrite.AddUsage(t.usage, u)
+	if t.snap.Gateway.Usage == policy.UsageContext {
+		t.lastUsage = []byte(u.Raw)
 	}
 }
 
