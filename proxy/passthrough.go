@@ -185,14 +185,12 @@ const smallBody = 1 << 20
 // passBody readies a passthrough request's body: read into memory when it
 // is small (its length known and at most smallBody), so the reverse proxy
 // sends it from memory, else streamed with a bound on its silences
-// (guardUpload). Streamed to the upstream by the transport's write
-// goroutine, the body's end made net/http start its check for a closed
-// client connection while the response was being relayed, and in about
-// one response in ten of a few chunks over a few hundred milliseconds that
-// check cancelled the request: the upstream connection was closed
-// mid-answer and the client got a truncated body that ended as if whole
-// (a bare httputil.ReverseProxy does the same, at a lower rate). Large
-// uploads still stream.
+// (guardUpload). A streamed body races net/http: the server closes a
+// request body once its response's header is written, and the transport
+// reads the body once more after its end, fails, and closes the upstream
+// connection mid-answer (a bare httputil.ReverseProxy does the same).
+// uploadBody answers that read itself; a body read whole never races, and
+// can be sent again.
 // A body read whole is held against the in-flight bound: passBody returns
 // the bytes it reserved, which the caller releases once the request is
 // done.

@@ -38,14 +38,27 @@ type uploadBody struct {
 	rc       *http.ResponseController
 	idle     time.Duration
 	deadline atomic.Int64 // unix nanoseconds the read under way must end by; 0 once the body ended
+	ended    bool         // a read returned io.EOF; only the transport's write goroutine reads
 }
 
+// Read reads the body under its idle deadline. Once the body has ended it
+// answers io.EOF itself: the transport reads a body of known length once
+// more after its last byte, to check there is no more, and by then the
+// server may have closed the body, having started the answer's relay
+// (net/http discards and closes what is left of a request body when its
+// response's header is written). That read would fail with "invalid Read
+// on closed Body", and the transport closes the upstream connection on a
+// failed request write, cutting the answer it is relaying.
 func (b *uploadBody) Read(p []byte) (int, error) {
+	if b.ended {
+		return 0, io.EOF
+	}
 	d := time.Now().Add(b.idle)
 	b.deadline.Store(d.UnixNano())
 	_ = b.rc.SetReadDeadline(d)
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF {
+		b.ended = true
 		// Lifted at once: once the body is read, the server reads the
 		// connection in the background to notice the client leaving,
 		// and a deadline left set would end the answer's relay.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -100,6 +101,58 @@ func TestALargeUploadMayTakeLongButNotStallLongerThanTheBodyTimeout(t *testing.T
 				}
 				if !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
 					t.Errorf("the stream after the upload ended without [DONE]: %q", b)
+				}
+			}
+		})
+	}
+}
+
+// closedAfterEnd is a request body of known length that the server has
+// closed after its last byte, as net/http does once the answer's header is
+// written: a read after that fails.
+type closedAfterEnd struct {
+	r      io.Reader
+	closed bool
+}
+
+func (c *closedAfterEnd) Read(p []byte) (int, error) {
+	if c.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	n, err := c.r.Read(p)
+	if err == io.EOF {
+		c.closed = true
+	}
+	return n, err
+}
+
+func (c *closedAfterEnd) Close() error { c.closed = true; return nil }
+
+// TestAnUploadReadToItsEndStaysEndedWhenTheServerClosesIt: the transport
+// reads a body of known length once more after its end; that read must
+// say io.EOF, not the closed body's error, which would make the transport
+// close the upstream connection mid-answer.
+func TestAnUploadReadToItsEndStaysEndedWhenTheServerClosesIt(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reads int // reads after the body's end
+	}{
+		{name: "one read after the end says io.EOF", reads: 1},
+		{name: "every read after the end says io.EOF", reads: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &uploadBody{
+				ReadCloser: &closedAfterEnd{r: strings.NewReader("abc")},
+				rc:         http.NewResponseController(httptest.NewRecorder()),
+				idle:       time.Second,
+			}
+			got, err := io.ReadAll(b)
+			if err != nil || string(got) != "abc" {
+				t.Fatalf("read %q, %v; want abc", got, err)
+			}
+			for i := range tc.reads {
+				if n, err := b.Read(make([]byte, 8)); n != 0 || err != io.EOF {
+					t.Fatalf("read %d after the end: %d bytes, %v; want io.EOF", i+1, n, err)
 				}
 			}
 		})
