@@ -77,19 +77,30 @@ const deleteTimeout = 30 * time.Second
 func (g *Gateway) deleteUpstream(ctx context.Context, in *http.Request, id string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
 	defer cancel()
-	// The client's query goes too (Azure's api-version), not its path.
-	u := g.upstreamURL("/responses/"+id, &url.URL{RawQuery: in.URL.RawQuery})
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u.String(), nil)
+	resp, err := g.responseCall(ctx, in, http.MethodDelete, id)
 	if err != nil {
-		return 0, fmt.Errorf("building the upstream delete of %s: %w", id, err)
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// responseCall sends the upstream method /responses/{id}, without a body,
+// with the client request in's headers, query (Azure's api-version) and
+// credential, for a response the gateway names on the client's behalf.
+// The caller closes the response's body.
+func (g *Gateway) responseCall(ctx context.Context, in *http.Request, method, id string) (*http.Response, error) {
+	u := g.upstreamURL("/responses/"+id, &url.URL{RawQuery: in.URL.RawQuery})
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("building the upstream %s of %s: %w", method, id, err)
 	}
 	copyEndToEnd(req.Header, in.Header, requestSkip...)
 	g.setAuth(req.Header, in)
 	resp, err := g.transport().RoundTrip(req)
 	if err != nil {
-		return 0, upstreamErr(ctx, err)
+		return nil, upstreamErr(ctx, err)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	return resp, nil
 }

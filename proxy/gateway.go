@@ -240,6 +240,9 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	if id := deletedID(r, rest); id != "" {
 		g.deleteHidden(r.Context(), r, id)
 	}
+	if id := retrievedID(r, rest); id != "" && g.serveRetrieved(tr, r, id) {
+		return
+	}
 	r, held, err := g.passBody(tr, r)
 	if err != nil {
 		g.writeError(tr, r, err)

@@ -91,6 +91,8 @@ type Model struct {
 	// output), for previous_response_id; reasoned marks the calls that
 	// came with a reasoning item.
 	stored map[string][]gjson.Result
+	// wholes keeps each stored response as it was answered, for GET.
+	wholes map[string]string
 	// ephemeral holds the item ids of responses to store-false requests,
 	// which OpenAI cannot look up later.
 	ephemeral map[string]bool
@@ -128,7 +130,8 @@ func (m *Model) Reset() {
 }
 
 // ServeHTTP answers POST /chat/completions, POST /responses and POST
-// /messages (under any prefix) and GET /models.
+// /messages (under any prefix), GET /models, and GET and DELETE
+// /responses/{id}.
 func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models"):
@@ -140,6 +143,8 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.responses(w, r)
 	case r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/responses/"):
 		m.deleteResponse(w, r)
+	case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/responses/"):
+		m.getResponse(w, r)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):
 		m.messages(w, r)
 	default:

@@ -98,6 +98,14 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 	c := rep.completionTokens()
 	whole := fmt.Sprintf(`{"id":%q,"object":"response","created_at":%d,"status":"completed","model":"fake-model","output":[%s],"parallel_tool_calls":true,"tool_choice":"auto","tools":%s,"usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":0},"output_tokens":%d,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}}`,
 		id, time.Now().Unix(), strings.Join(out, ","), orEmpty(req.Get("tools").Raw), rep.promptTokens, c, rep.promptTokens+c)
+	if req.Get("store").Type != gjson.False {
+		m.mu.Lock()
+		if m.wholes == nil {
+			m.wholes = map[string]string{}
+		}
+		m.wholes[id] = whole
+		m.mu.Unlock()
+	}
 	if req.Get("stream").Bool() {
 		m.streamResponse(w, whole)
 		return
@@ -113,6 +121,7 @@ func (m *Model) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	_, ok := m.stored[id]
 	delete(m.stored, id)
+	delete(m.wholes, id)
 	m.mu.Unlock()
 	if !ok {
 		writeErr(w, http.StatusNotFound, fmt.Sprintf("Response with id '%s' not found.", id), "not_found")
@@ -120,6 +129,21 @@ func (m *Model) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = io.WriteString(w, mustJSON(map[string]any{"id": id, "object": "response", "deleted": true}))
+}
+
+// getResponse answers GET /responses/{id} as the Responses API does:
+// the stored response, or a 404 when there is none.
+func (m *Model) getResponse(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+	m.mu.Lock()
+	whole, ok := m.wholes[id]
+	m.mu.Unlock()
+	if !ok {
+		writeErr(w, http.StatusNotFound, fmt.Sprintf("Response with id '%s' not found.", id), "not_found")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, whole)
 }
 
 // streamResponse writes a response as the Responses API streams it:

@@ -1,0 +1,114 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/toolgate/toolgate/session"
+)
+
+// retrievedID returns the id of the response a client request retrieves
+// whole (GET /responses/{id}), or "" for any other request. A replay of
+// a stream (stream=true) is not one: it passes through.
+func retrievedID(r *http.Request, rest string) string {
+	if r.Method != http.MethodGet || r.URL.Query().Get("stream") == "true" {
+		return ""
+	}
+	id, ok := strings.CutPrefix(rest, "/responses/")
+	if !ok || id == "" || strings.ContainsAny(id, "/?#") {
+		return ""
+	}
+	return id
+}
+
+// serveRetrieved answers GET /responses/{id} for a streamed turn that
+// searched, and reports whether it did. Such a stream shows the id of its
+// first round, which the upstream stores as that round: an answer whose
+// output is a call of the gateway's tool_search, a tool the client never
+// declared. The turn's answer is its last round, which only the gateway
+// knows (the thread's Upstream); that one is fetched with the client's
+// credential and returned under the id the client knows, without the
+// gateway's own calls it ended with (the thread's Pending). Anything else,
+// or a last round the upstream no longer has, passes through as asked.
+func (g *Gateway) serveRetrieved(w http.ResponseWriter, in *http.Request, id string) bool {
+	ctx := in.Context()
+	th, ok := g.lookupThread(ctx, threadKey(session.Tenant(credential(in)), id))
+	if !ok || th.Upstream == "" || th.Upstream == id || strings.ContainsAny(th.Upstream, "/?#") {
+		return false
+	}
+	body, header, err := g.retrieveUpstream(ctx, in, th.Upstream)
+	if err != nil {
+		g.logger().Log(ctx, failureLevel(ctx), "retrieving a streamed turn's last round", "response_id", id, "round_id", th.Upstream, "err", err)
+		return false
+	}
+	if body, err = shownResponse(body, id, th); err != nil {
+		g.logger().Warn("retrieving a streamed turn's last round", "response_id", id, "round_id", th.Upstream, "err", err)
+		return false
+	}
+	copyEndToEnd(w.Header(), header, responseSkip...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	return true
+}
+
+// retrieveUpstream returns the upstream's JSON of response id and its
+// headers, or an error for any answer but a 200 of JSON.
+func (g *Gateway) retrieveUpstream(ctx context.Context, in *http.Request, id string) ([]byte, http.Header, error) {
+	resp, err := g.responseCall(ctx, in, http.MethodGet, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		return nil, nil, fmt.Errorf("the upstream answered %d", resp.StatusCode)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
+	if err != nil {
+		return nil, nil, upstreamErr(ctx, fmt.Errorf("reading the upstream's response %s: %w", id, err))
+	}
+	if len(body) > maxResponseBody || !gjson.ValidBytes(body) || !gjson.GetBytes(body, "output").IsArray() {
+		return nil, nil, fmt.Errorf("the upstream's response %s is not a response object", id)
+	}
+	return body, resp.Header, nil
+}
+
+// shownResponse returns a turn's last round as the client knows its turn:
+// under the id it was shown, without the calls the gateway answered
+// itself (th.Pending).
+func shownResponse(body []byte, id string, th session.Thread) ([]byte, error) {
+	body, err := sjson.SetBytes(body, "id", id)
+	if err != nil {
+		return nil, fmt.Errorf("setting the response's id: %w", err)
+	}
+	if len(th.Pending) == 0 {
+		return body, nil
+	}
+	gateway := func(it gjson.Result) bool {
+		call := it.Get("call_id").String()
+		return it.Get("type").String() == "function_call" &&
+			slices.ContainsFunc(th.Pending, func(p session.Output) bool { return p.CallID == call })
+	}
+	out := []byte{'['}
+	gjson.GetBytes(body, "output").ForEach(func(_, it gjson.Result) bool {
+		if !gateway(it) {
+			if len(out) > 1 {
+				out = append(out, ',')
+			}
+			out = append(out, it.Raw...)
+		}
+		return true
+	})
+	if body, err = sjson.SetRawBytes(body, "output", append(out, ']')); err != nil {
+		return nil, fmt.Errorf("removing the gateway's calls from the response: %w", err)
+	}
+	return body, nil
+}

@@ -1,0 +1,127 @@
+package proxy
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/internal/fakellm"
+	"github.com/toolgate/toolgate/session"
+)
+
+// TestRetrievingAResponseGivesTheTurnTheClientSaw has the official
+// openai-go client retrieve the response it was shown after a turn that
+// searched. A stream shows its first round's id, which the upstream
+// stores as a call of tool_search: the client must get the turn's answer
+// under that id instead.
+func TestRetrievingAResponseGivesTheTurnTheClientSaw(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		stream   bool
+		replica  bool // the GET reaches another replica, sharing a Redis store
+		otherKey bool // the GET comes with another tenant's key
+	}{
+		{"a whole answer comes back as it was answered", false, false, false},
+		{"a stream's turn comes back with its answer, not its search round", true, false, false},
+		{"another replica sharing the store gives the answer too", true, true, false},
+		{"another tenant's key is not led to the turn's answer", true, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+			srv := miniredis.RunT(t)
+			gateway := func() string {
+				store, err := session.NewRedis("redis://"+srv.Addr(), time.Hour, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = store.Close() })
+				return newTestGateway(t, model, func(g *Gateway) { g.Sessions = store })
+			}
+			base := gateway()
+			ctx := context.Background()
+			params := responses.ResponseNewParams{
+				Model: "gpt-test", Tools: sdkResponseTools(40),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
+			}
+			resp, err := sdkResponse(ctx, t, sdkClient(base), params, tc.stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(model.Stored()); n < 2 {
+				t.Fatalf("the turn stored %d responses upstream: it did not search", n)
+			}
+			shown, _ := callOutputs(resp)
+			if len(shown) == 0 || slices.Contains(shown, "tool_search") {
+				t.Fatalf("the client was shown calls %v", shown)
+			}
+			if tc.replica {
+				base = gateway()
+			}
+			client := sdkClient(base)
+			if tc.otherKey {
+				client = openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey("sk-other-tenant"), option.WithMaxRetries(0))
+			}
+			got, err := client.Responses.Get(ctx, resp.ID, responses.ResponseGetParams{})
+			if err != nil {
+				t.Fatalf("retrieving %s: %v", resp.ID, err)
+			}
+			if got.ID != resp.ID {
+				t.Errorf("retrieved id %s; want the one shown, %s", got.ID, resp.ID)
+			}
+			names, _ := callOutputs(got)
+			if tc.otherKey {
+				// The upstream answers for its own id: the gateway adds
+				// nothing of the turn for a key that did not make it.
+				if slices.Equal(names, shown) {
+					t.Errorf("another tenant's key was given the turn's answer %v", names)
+				}
+				return
+			}
+			if !slices.Equal(names, shown) {
+				t.Errorf("the retrieved response calls %v; the client was shown %v", names, shown)
+			}
+		})
+	}
+}
+
+// TestAShownResponseLeavesOutOnlyTheGatewaysOwnCalls: a turn's last round
+// may end with a call of the gateway's next to the client's (a mixed
+// round); retrieved, it keeps the client's calls and messages only.
+func TestAShownResponseLeavesOutOnlyTheGatewaysOwnCalls(t *testing.T) {
+	round := `{"id":"resp_last","object":"response","output":[` +
+		`{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"On it."}]},` +
+		`{"type":"function_call","id":"fc_1","call_id":"call_gw","name":"tool_search","arguments":"{}"},` +
+		`{"type":"function_call","id":"fc_2","call_id":"call_client","name":"repo_create_issue","arguments":"{}"}]}`
+	for _, tc := range []struct {
+		name    string
+		pending []session.Output
+		want    []string // the output items' ids
+	}{
+		{"a round without the gateway's calls keeps every item", nil, []string{"msg_1", "fc_1", "fc_2"}},
+		{"the gateway's pending call is left out", []session.Output{{CallID: "call_gw"}}, []string{"msg_1", "fc_2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := shownResponse([]byte(round), "resp_first", session.Thread{Pending: tc.pending})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id := gjson.GetBytes(out, "id").String(); id != "resp_first" {
+				t.Errorf("id %s; want resp_first", id)
+			}
+			var ids []string
+			for _, it := range gjson.GetBytes(out, "output").Array() {
+				ids = append(ids, it.Get("id").String())
+			}
+			if !slices.Equal(ids, tc.want) {
+				t.Errorf("output items %v; want %v", ids, tc.want)
+			}
+		})
+	}
+}
