@@ -199,14 +199,6 @@ type statusError struct {
 	body []byte
 }
 
-// event is what a stream that already started tells its client of the
-// refusal: an upstream_error that quotes the status and the start of the
-// body.
-func (e *statusError) event() apiError {
-	return apiError{Type: "upstream_error", Code: "upstream_status",
-		Message: fmt.Sprintf("upstream answered %d: %s", e.resp.StatusCode, truncate(e.body, 500))}
-}
-
 func (e *statusError) Error() string {
 	return fmt.Sprintf("upstream answered %d", e.resp.StatusCode)
 }
@@ -214,11 +206,14 @@ func (e *statusError) Error() string {
 // upstreamStatusError is what a stream that already started tells its
 // client of an upstream's refusal of a later round: the upstream's own
 // type, code, message and param where its body has them (OpenAI's
-// {"error":{...}}, Anthropic's {"type":"error","error":{...}}), else its
-// status and body. A refusal of a later round is the upstream's (a prompt
-// grown too long, an overload), not the gateway's own failure.
+// {"error":{...}}, Anthropic's {"type":"error","error":{...}}), else an
+// upstream_error quoting its status and the start of its body. A refusal
+// of a later round is the upstream's (a prompt grown too long, an
+// overload), not the gateway's own failure, and its code is what an agent
+// acts on (context_length_exceeded: compact and retry).
 func upstreamStatusError(se *statusError) apiError {
-	e := se.event()
+	e := apiError{Type: "upstream_error", Code: "upstream_status",
+		Message: fmt.Sprintf("upstream answered %d: %s", se.resp.StatusCode, truncate(se.body, 500))}
 	up := gjson.GetBytes(se.body, "error")
 	if m := up.Get("message"); m.Type == gjson.String && m.Str != "" {
 		e.Message = m.Str

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
 )
@@ -27,9 +30,23 @@ func TestALaterRoundTheUpstreamRefusesEndsTheStreamWithItsError(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		refusal string // the upstream's 400 body
+		code    string // the error code the client must read, when its API has codes
 		stream  func(t *testing.T, base string) error
 	}{
+		{"Chat Completions", `{"error":{"message":"` + why + `","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+			"context_length_exceeded",
+			func(t *testing.T, base string) error {
+				client := sdkClient(base)
+				s := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+					Model: "gpt-test", Tools: sdkTools(40),
+					Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(twoStepTask.Prompt)},
+				})
+				for s.Next() {
+				}
+				return s.Err()
+			}},
 		{"the Responses API", `{"error":{"message":"` + why + `","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}`,
+			"context_length_exceeded",
 			func(t *testing.T, base string) error {
 				client := sdkClient(base)
 				s := client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{
@@ -43,7 +60,7 @@ func TestALaterRoundTheUpstreamRefusesEndsTheStreamWithItsError(t *testing.T) {
 				}
 				return s.Err()
 			}},
-		{"Anthropic's Messages API", `{"type":"error","error":{"type":"invalid_request_error","message":"` + why + `"}}`,
+		{"Anthropic's Messages API", `{"type":"error","error":{"type":"invalid_request_error","message":"` + why + `"}}`, "",
 			func(t *testing.T, base string) error {
 				client := anthropicClient(base)
 				s := client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{
@@ -71,6 +88,10 @@ func TestALaterRoundTheUpstreamRefusesEndsTheStreamWithItsError(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), why) {
 				t.Errorf("the stream's error is %v; want the upstream's %q", err, why)
+			}
+			var se *ssestream.StreamError
+			if tc.code != "" && (!errors.As(err, &se) || gjson.GetBytes(se.Event.Data, "error.code").String() != tc.code) {
+				t.Errorf("the stream's error is %v; want the upstream's code %s", err, tc.code)
 			}
 		})
 	}

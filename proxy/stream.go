@@ -594,7 +594,7 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 	}
 	var se *statusError
 	if errors.As(err, &se) {
-		_ = s.write(errorBody(se.event()))
+		_ = s.write(errorBody(upstreamStatusError(se)))
 		return
 	}
 	_, e := classify(err)

@@ -79,9 +79,10 @@ type Model struct {
 	// turn's first assistant message with calls, not its last, must start
 	// with it.
 	ThinkOnce bool
-	// Narrate is what the model says before each search, as a message
-	// item of its Responses API reply or a text block of its Messages API
-	// reply ("Let me look that up.").
+	// Narrate is what the model says before each search: the content of
+	// its Chat Completions message, a message item of its Responses API
+	// reply or a text block of its Messages API reply ("Let me look that
+	// up.").
 	Narrate string
 
 	seq     atomic.Int64
@@ -208,6 +209,9 @@ func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
 
 	reply := m.decide(req, avail, search)
 	reply.promptTokens = int64(len(body) / 4)
+	if m.Narrate != "" && reply.call != nil && reply.call.name == search {
+		reply.content = m.Narrate
+	}
 	if rec.Stream {
 		m.stream(w, r, reply, req.Get("stream_options.include_usage").Bool())
 		return

@@ -27,12 +27,13 @@ func (r reply) usage() map[string]any {
 func (r reply) json(m *Model) []byte {
 	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
 	finish := "stop"
+	if r.content != "" {
+		msg["content"] = r.content
+	}
 	if r.call != nil {
 		finish = "tool_calls"
 		msg["tool_calls"] = []any{map[string]any{"id": m.id("call_fake"), "type": "function",
 			"function": map[string]any{"name": r.call.name, "arguments": r.call.args}}}
-	} else {
-		msg["content"] = r.content
 	}
 	b, _ := json.Marshal(map[string]any{
 		"id": m.id("chatcmpl-fake"), "object": "chat.completion", "created": time.Now().Unix(),
@@ -62,7 +63,7 @@ func (m *Model) paced(r *http.Request, rc *http.ResponseController) bool {
 	return true
 }
 
-// stream writes the reply as OpenAI does: a role chunk, content or tool-call
+// stream writes the reply as OpenAI does: a role chunk, content, tool-call
 // fragments, a finish chunk, a usage chunk when asked, and [DONE].
 func (m *Model) stream(w http.ResponseWriter, r *http.Request, rep reply, usage bool) {
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -88,6 +89,11 @@ func (m *Model) stream(w http.ResponseWriter, r *http.Request, rep reply, usage 
 	if !send(delta(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil), nil) {
 		return
 	}
+	for _, word := range strings.SplitAfter(rep.content, " ") {
+		if word != "" && !send(delta(map[string]any{"content": word}, nil), nil) {
+			return
+		}
+	}
 	finish := "stop"
 	if rep.call != nil {
 		finish = "tool_calls"
@@ -98,12 +104,6 @@ func (m *Model) stream(w http.ResponseWriter, r *http.Request, rep reply, usage 
 		half := len(rep.call.args) / 2
 		for _, part := range []string{rep.call.args[:half], rep.call.args[half:]} {
 			if !send(delta(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": part}}}}, nil), nil) {
-				return
-			}
-		}
-	} else {
-		for _, word := range strings.SplitAfter(rep.content, " ") {
-			if !send(delta(map[string]any{"content": word}, nil), nil) {
 				return
 			}
 		}
