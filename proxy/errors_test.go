@@ -171,6 +171,12 @@ func TestRequestsCutByTheShutdownEndWithAnError(t *testing.T) {
 		{"a whole answer being waited on is a 503", "/chat/completions", func(t *testing.T) []byte { return bigRequest(t, false) }, ""},
 		{"a stream that has begun ends with an error event", "/chat/completions", func(t *testing.T) []byte { return bigRequest(t, true) }, textChunk("Working on it. ")},
 		{"a passed-through request being waited on is a 503", "/embeddings", func(*testing.T) []byte { return []byte(`{"model":"e","input":"x"}`) }, ""},
+		{"a stream of a turn without tools that has begun ends with an error event", "/chat/completions", func(t *testing.T) []byte {
+			return chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, nil, true, nil)
+		}, textChunk("Working on it. ")},
+		{"a passed-through stream that has begun ends with an error event", "/completions", func(*testing.T) []byte {
+			return []byte(`{"model":"m","prompt":"x","stream":true}`)
+		}, textChunk("Working on it. ")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

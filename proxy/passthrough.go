@@ -129,6 +129,10 @@ func (s *streamGuard) Read(p []byte) (int, error) {
 		cause = fmt.Errorf("%w: %s", ErrUpstreamTimeout, s.idle.silence())
 	case errors.Is(s.ctx.Err(), context.DeadlineExceeded):
 		cause = fmt.Errorf("%w: the request timeout passed mid-stream: %w", ErrUpstreamTimeout, err)
+	case errors.Is(context.Cause(s.ctx), ErrShuttingDown):
+		// The drain time ran out with the client still reading: it is
+		// told to retry elsewhere, as a rewritten stream's client is.
+		cause = fmt.Errorf("%w: %w", ErrShuttingDown, err)
 	case s.ctx.Err() != nil:
 		return n, err // the client left: nobody reads an error event
 	default:
