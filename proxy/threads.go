@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -14,7 +15,9 @@ import (
 )
 
 // threadsCacheSize bounds the response ids the gateway remembers in
-// process: about 300 bytes an entry with a hidden round, 20 MB at most.
+// process: about 300 bytes an entry with a hidden round (20 MB for all),
+// and up to 2 KB more for each output of the gateway's own calls a mixed
+// final round left pending (rememberThread copies what it keeps).
 const threadsCacheSize = 1 << 16
 
 // resolveThread points a request that continues an earlier response by
@@ -85,21 +88,26 @@ func sessionKey(in *http.Request, tenant string, req *rewrite.Request, chained s
 // that continues from it finds the turn's session and context, on this
 // replica and, through a shared session store, on any other. Only APIs
 // that chain by id are noted: a Chat Completions id is never sent back.
+//
+// Every string is copied: ids and call ids are read in place from the
+// upstream's answers, and one kept as it is would keep a whole response
+// (its instructions, tools and reasoning) alive as long as the thread.
 func (t *turn) rememberThread(ctx context.Context, shown, upstream string) {
 	if !t.req.ChainsByID || shown == "" {
 		return
 	}
-	th := session.Thread{Session: t.key}
+	th := session.Thread{Session: strings.Clone(t.key)}
 	if upstream != shown {
-		th.Upstream = upstream
+		th.Upstream = strings.Clone(upstream)
 	}
 	for _, id := range t.upstreamIDs {
 		if id != shown {
-			th.Hidden = append(th.Hidden, id)
+			th.Hidden = append(th.Hidden, strings.Clone(id))
 		}
 	}
 	for _, res := range t.pending {
-		th.Pending = append(th.Pending, session.Output{CallID: res.CallID, Output: clipMarked(res.Content, session.MaxPendingOutput)})
+		th.Pending = append(th.Pending, session.Output{CallID: strings.Clone(res.CallID),
+			Output: strings.Clone(clipMarked(res.Content, session.MaxPendingOutput))})
 	}
 	t.g.noteThread(ctx, threadKey(t.tenant, shown), th)
 }

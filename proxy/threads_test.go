@@ -3,16 +3,19 @@ package proxy
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
+	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/session"
 )
 
@@ -273,6 +276,52 @@ func TestAChainTheGatewayLostIsRefusedSayingWhatToDo(t *testing.T) {
 			}
 			if got := strings.Contains(apiErr.Message, "resend the conversation"); got != tc.wantNote {
 				t.Errorf("note in %q: %v, want %v", apiErr.Message, got, tc.wantNote)
+			}
+		})
+	}
+}
+
+// TestARememberedThreadKeepsNoUpstreamAnswerAlive: the ids and call ids
+// a turn notes are read in place from the upstream's answers, which repeat
+// the request's instructions and tools; the thread the gateway remembers
+// (up to 65,536 of them) must hold copies, not the answers they were read
+// from.
+func TestARememberedThreadKeepsNoUpstreamAnswerAlive(t *testing.T) {
+	answer := []byte(`{"id":"resp_a","next":"resp_b","output":[{"call_id":"call_gw"}],"instructions":"` + strings.Repeat("x", 1<<16) + `"}`)
+	in := func(s string) bool { // s's bytes lie in answer's
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		start := uintptr(unsafe.Pointer(&answer[0]))
+		return s != "" && p >= start && p < start+uintptr(len(answer))
+	}
+	view := unsafe.String(&answer[0], len(answer)) // as gjson reads a body in place
+	at := func(sub string) string { i := strings.Index(view, sub); return view[i : i+len(sub)] }
+	searchRound, last, callID := at("resp_a"), at("resp_b"), at("call_gw")
+	for _, tc := range []struct {
+		name          string
+		shown, upstrm string
+	}{
+		{"a whole answer's hidden search round", last, last},
+		{"a stream's later round", searchRound, last},
+	} {
+		t.Run(tc.name+" is remembered by a copy of its id", func(t *testing.T) {
+			g := testGateway(t, http.NotFoundHandler())
+			g.init()
+			tr := &turn{g: g, req: &rewrite.Request{ChainsByID: true}, tenant: "t", key: "k",
+				upstreamIDs: []string{searchRound, last},
+				pending:     []rewrite.ToolResult{{CallID: callID, Content: "Found 1 tool."}}}
+			tr.rememberThread(context.Background(), tc.shown, tc.upstrm)
+			th, ok := g.threads.Get(threadKey("t", tc.shown))
+			if !ok {
+				t.Fatal("no thread remembered")
+			}
+			kept := append([]string{th.Session, th.Upstream}, th.Hidden...)
+			for _, p := range th.Pending {
+				kept = append(kept, p.CallID, p.Output)
+			}
+			for _, s := range kept {
+				if in(s) {
+					t.Errorf("the thread keeps %q in place in the upstream's answer", s)
+				}
 			}
 		})
 	}

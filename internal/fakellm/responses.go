@@ -96,8 +96,14 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	m.mu.Unlock()
 	c := rep.completionTokens()
-	whole := fmt.Sprintf(`{"id":%q,"object":"response","created_at":%d,"status":"completed","model":"fake-model","output":[%s],"parallel_tool_calls":true,"tool_choice":"auto","tools":%s,"usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":0},"output_tokens":%d,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}}`,
-		id, time.Now().Unix(), strings.Join(out, ","), orEmpty(req.Get("tools").Raw), rep.promptTokens, c, rep.promptTokens+c)
+	// As the API does, the answer repeats the request's instructions and
+	// tools.
+	instructions := req.Get("instructions").Raw
+	if instructions == "" {
+		instructions = "null"
+	}
+	whole := fmt.Sprintf(`{"id":%q,"object":"response","created_at":%d,"status":"completed","model":"fake-model","instructions":%s,"output":[%s],"parallel_tool_calls":true,"tool_choice":"auto","tools":%s,"usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":0},"output_tokens":%d,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}}`,
+		id, time.Now().Unix(), instructions, strings.Join(out, ","), orEmpty(req.Get("tools").Raw), rep.promptTokens, c, rep.promptTokens+c)
 	if req.Get("store").Type != gjson.False {
 		m.mu.Lock()
 		if m.wholes == nil {
