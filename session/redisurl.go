@@ -53,6 +53,12 @@ func ParseRedisURL(rawURL string) (*redis.Options, error) {
 	if !q.Has("read_timeout") {
 		opt.ReadTimeout = redisReadTimeout
 	}
+	if opt.ReadTimeout <= 0 {
+		// It bounds each operation too (NewRedis): go-redis reads 0 as
+		// its default and a negative one as none, and with none a Redis
+		// that stalls with its connections open holds every request.
+		return nil, fmt.Errorf("parsing the redis store URL: read_timeout %v; want a positive duration such as 250ms", opt.ReadTimeout)
+	}
 	if !q.Has("write_timeout") {
 		opt.WriteTimeout = redisWriteTimeout
 	}

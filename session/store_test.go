@@ -222,6 +222,8 @@ func TestNewRedisRejectsBadURLsWithoutEchoingThem(t *testing.T) {
 		{"an unknown option", "redis://:hunter2@localhost:6379?colour=blue"},
 		{"a unix socket, which the store does not support", "unix://:hunter2@/tmp/redis.sock"},
 		{"a password with an unescaped slash", "redis://:hunt/er2@localhost:6379"},
+		{"no read timeout (-1), which would leave operations unbounded", "redis://:hunter2@localhost:6379?read_timeout=-1"},
+		{"a read timeout of 0, go-redis's default", "redis://:hunter2@localhost:6379?read_timeout=0"},
 	} {
 		t.Run(tc.name+" is rejected", func(t *testing.T) {
 			_, err := NewRedis(tc.url, time.Minute, nil)
