@@ -57,38 +57,40 @@ func (bp *bodyPool) put(v *bodyBuf) {
 // error. It returns the bytes it reserved of the in-flight bound, which the
 // caller releases when it no longer holds what it built from the body; a
 // body over the bound is an ErrOverloaded, refused before it is read when
-// its length is declared.
+// its length is declared, and as it arrives otherwise (chunked or
+// compressed: heldReader), so concurrent uploads of unknown length cannot
+// fill the memory the bound protects before any of them is counted.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, limit int64) (*bodyBuf, int64, error) {
 	if limit <= 0 {
 		limit = 32 << 20
 	}
-	var held int64
+	var upfront int64
 	if r.ContentLength > 0 && r.ContentLength <= limit {
-		held = r.ContentLength
-		if err := g.inflight.reserve(held); err != nil {
+		upfront = r.ContentLength
+		if err := g.inflight.reserve(upfront); err != nil {
 			return nil, 0, err
 		}
 	}
-	buf, err := g.readWhole(w, r, limit)
+	hold := &heldReader{f: &g.inflight, have: upfront}
+	buf, err := g.readWhole(w, r, limit, hold)
+	held := upfront + hold.held
 	if err != nil {
 		g.inflight.release(held)
 		return nil, 0, err
 	}
-	if n := int64(len(buf.b)); n > held { // chunked, or decoded
-		// Reserved again whole, so a request alone is admitted whatever
-		// it decodes to.
-		g.inflight.release(held)
-		if err := g.inflight.reserve(n); err != nil {
-			g.bodies.put(buf)
-			return nil, 0, err
-		}
+	if n := int64(len(buf.b)); held > n {
+		// What was read holds its own length: a compressed body's
+		// declared length and the last step's slack go back.
+		g.inflight.release(held - n)
 		held = n
 	}
 	return buf, held, nil
 }
 
-// readWhole is readBody's read, the in-flight bound aside.
-func (g *Gateway) readWhole(w http.ResponseWriter, r *http.Request, limit int64) (*bodyBuf, error) {
+// readWhole is readBody's read: a body of declared length into a buffer of
+// that size, any other through hold, which counts it against the
+// in-flight bound as it arrives.
+func (g *Gateway) readWhole(w http.ResponseWriter, r *http.Request, limit int64, hold *heldReader) (*bodyBuf, error) {
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("%w: %d bytes declared, the limit is %d", ErrBodyTooLarge, r.ContentLength, limit)
 	}
@@ -98,7 +100,7 @@ func (g *Gateway) readWhole(w http.ResponseWriter, r *http.Request, limit int64)
 	}
 	lift := g.bodyDeadline(w)
 	if len(codings) > 0 {
-		buf, err := readEncoded(w, r, codings, limit)
+		buf, err := readEncoded(w, r, codings, limit, hold)
 		if err == nil {
 			lift()
 		}
@@ -110,8 +112,9 @@ func (g *Gateway) readWhole(w http.ResponseWriter, r *http.Request, limit int64)
 		buf = g.bodies.get(int(r.ContentLength))
 		_, err = io.ReadFull(src, buf.b)
 	} else {
+		hold.r = src
 		buf = &bodyBuf{}
-		buf.b, err = io.ReadAll(src)
+		buf.b, err = io.ReadAll(hold)
 	}
 	if err != nil {
 		g.bodies.put(buf) // nothing was parsed from it
@@ -119,6 +122,33 @@ func (g *Gateway) readWhole(w http.ResponseWriter, r *http.Request, limit int64)
 	}
 	lift()
 	return buf, nil
+}
+
+// holdStep is how much more of the in-flight bound a body of unknown
+// length reserves each time what it read passes what it holds.
+const holdStep = 1 << 20
+
+// heldReader reserves against the in-flight bound the bytes read through
+// it, holdStep at a time, for a request that already holds have; a read
+// the bound refuses fails with ErrOverloaded. held is what it reserved.
+type heldReader struct {
+	r          io.Reader
+	f          *inflight
+	have, held int64
+	read       int64
+}
+
+func (h *heldReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.read += int64(n)
+	if h.read > h.held {
+		step := max(holdStep, h.read-h.held)
+		if e := h.f.grow(h.have+h.held, step); e != nil {
+			return n, e
+		}
+		h.held += step
+	}
+	return n, err
 }
 
 // bodyTimeout is BodyTimeout, or its default.

@@ -42,7 +42,7 @@ func contentCodings(h http.Header) ([]string, error) {
 // as sent and at most limit bytes once decoded: a body that decodes past
 // the limit is refused as one sent that big is, so a few kilobytes of
 // compressed zeros cannot make the gateway hold gigabytes.
-func readEncoded(w http.ResponseWriter, r *http.Request, codings []string, limit int64) (*bodyBuf, error) {
+func readEncoded(w http.ResponseWriter, r *http.Request, codings []string, limit int64, hold *heldReader) (*bodyBuf, error) {
 	var src io.Reader = http.MaxBytesReader(w, r.Body, limit)
 	for i := len(codings) - 1; i >= 0; i-- {
 		var err error
@@ -50,7 +50,8 @@ func readEncoded(w http.ResponseWriter, r *http.Request, codings []string, limit
 			return nil, bodyErr(fmt.Errorf("reading the %s request body: %w", codings[i], err), limit)
 		}
 	}
-	b, err := io.ReadAll(io.LimitReader(src, limit+1))
+	hold.r = io.LimitReader(src, limit+1)
+	b, err := io.ReadAll(hold)
 	if err != nil {
 		return nil, bodyErr(fmt.Errorf("decoding the request body: %w", err), limit)
 	}
@@ -79,6 +80,9 @@ func decoder(src io.Reader, coding string) (io.Reader, error) {
 // bodyErr says whether err, met reading the request body, is the body over
 // its limit (413) or a body the client sent broken (400).
 func bodyErr(err error, limit int64) error {
+	if errors.Is(err, ErrOverloaded) {
+		return err
+	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, limit)

@@ -28,12 +28,17 @@ type inflight struct {
 // reserve takes n bytes, or refuses them (and takes nothing) when they
 // would pass the bound. A request alone is always admitted, whatever its
 // size: the body limit bounds it, and refusing it could only ever fail.
-func (f *inflight) reserve(n int64) error {
+func (f *inflight) reserve(n int64) error { return f.grow(0, n) }
+
+// grow takes n more bytes for a request that holds have already, or
+// refuses them as reserve does: a request that holds everything held is
+// alone, and admitted.
+func (f *inflight) grow(have, n int64) error {
 	if n <= 0 {
 		return nil
 	}
 	held := f.held.Add(n)
-	if f.max <= 0 || held <= f.max || held == n {
+	if f.max <= 0 || held <= f.max || held == have+n {
 		return nil
 	}
 	f.held.Add(-n)

@@ -146,3 +146,73 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestABodyOfUnknownLengthCountsAgainstTheBoundAsItArrives: a chunked or
+// compressed body is read whole before its length is known; it must be
+// counted as it arrives, so many such uploads at once are refused before
+// they fill the memory the bound protects.
+func TestABodyOfUnknownLengthCountsAgainstTheBoundAsItArrives(t *testing.T) {
+	const mb = 1 << 20
+	for _, tc := range []struct {
+		name   string
+		max    int64
+		others int64 // held by other requests
+		body   int64
+		ok     bool
+	}{
+		{"a body alone passes the bound, as a request alone always may", 1 * mb, 0, 3 * mb, true},
+		{"a body that fits beside the others is read whole", 8 * mb, 2 * mb, 3 * mb, true},
+		{"a body that would pass the bound beside the others is refused mid-read", 4 * mb, 2 * mb, 3 * mb, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &inflight{max: tc.max}
+			if err := f.reserve(tc.others); err != nil {
+				t.Fatal(err)
+			}
+			h := &heldReader{r: io.LimitReader(zeros{}, tc.body), f: f}
+			n, err := io.Copy(io.Discard, h)
+			if ok := err == nil; ok != tc.ok || (err != nil && !errors.Is(err, ErrOverloaded)) {
+				t.Fatalf("read %d bytes, %v; want read whole: %v", n, err, tc.ok)
+			}
+			if got := f.held.Load(); got != tc.others+h.held {
+				t.Errorf("%d bytes held; want the others' %d and the %d the reader reserved", got, tc.others, h.held)
+			}
+			if tc.ok && h.held < tc.body {
+				t.Errorf("the reader reserved %d bytes for a %d-byte body", h.held, tc.body)
+			}
+			if !tc.ok && tc.others+h.held > tc.max {
+				t.Errorf("%d bytes held past the %d bound", tc.others+h.held, tc.max)
+			}
+		})
+	}
+	t.Run("a chunked upload under way shows in the in-flight gauge", func(t *testing.T) {
+		base := newTestGateway(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, plainAnswer)
+		}), func(g *Gateway) { g.Metrics = NewMetrics() })
+		pr, pw := io.Pipe()
+		req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions", pr)
+		req.Header.Set("Content-Type", "application/json")
+		done := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		_, _ = io.WriteString(pw, `{"model":"m","messages":[{"role":"user","content":"`+strings.Repeat("x", 3*mb))
+		waitFor(t, func() bool { return gatewayHolds(t, base) >= 2*mb })
+		_, _ = io.WriteString(pw, `"}]}`)
+		pw.Close()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return gatewayHolds(t, base) == 0 })
+	})
+}
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
