@@ -126,13 +126,14 @@ func (t *turn) bound() {
 
 // room is how many tools a search may still add this round and keep:
 // max_active less the pinned tools and what the round's searches found
-// (see bound), or -1 when there is no bound.
+// (see bound), 0 when those fill it or more (core tools alone may), or -1
+// when there is no bound.
 func (t *turn) room() int {
-	max := t.snap.Gateway.MaxActive
-	if max <= 0 {
+	limit := t.snap.Gateway.MaxActive
+	if limit <= 0 {
 		return -1
 	}
-	return max - len(t.pinned) - len(t.found)
+	return max(limit-len(t.pinned)-len(t.found), 0)
 }
 
 func (t *turn) count() int {

@@ -320,21 +320,29 @@ func TestOnlyChatRequestsAreRecorded(t *testing.T) {
 // query counted in toolgate_tool_search_calls_total but was missing from
 // the record's searches, so the two disagreed.
 func TestEverySearchCallIsInTheRecord(t *testing.T) {
+	const fullPolicy = "gateway: {mode: search, max_active: 2}\ncore: [util_gadget_30, util_gadget_31]\n"
 	for _, tc := range []struct {
 		name, args string
 		err        string // the search's error in the record
 		ranked     float64
+		policy     string // "" for search mode's defaults
 	}{
-		{"a search with an empty query is recorded with why it found nothing", `{"query":""}`, searchEmptyQuery, 0},
-		{"a search with only spaces for a query is recorded the same", `{"query":"   "}`, searchEmptyQuery, 0},
-		{"a search without a query is recorded the same", `{"limit":3}`, searchEmptyQuery, 0},
-		{"a search with a query is recorded without an error", `{"query":"create issue"}`, "", 1},
+		{"a search with an empty query is recorded with why it found nothing", `{"query":""}`, searchEmptyQuery, 0, ""},
+		{"a search with only spaces for a query is recorded the same", `{"query":"   "}`, searchEmptyQuery, 0, ""},
+		{"a search without a query is recorded the same", `{"limit":3}`, searchEmptyQuery, 0, ""},
+		{"a search with a query is recorded without an error", `{"query":"create issue"}`, "", 1, ""},
+		{"a search whose tools the full list could not keep is recorded with why it found nothing",
+			`{"query":"create issue"}`, searchListFull, 0, fullPolicy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &searchingUpstream{args: tc.args}
 			m := NewMetrics()
 			var buf syncBuffer
-			base := newTestGateway(t, up, searchOnly(t), func(g *Gateway) {
+			pol := searchOnly(t)
+			if tc.policy != "" {
+				pol = withPolicy(loadPolicy(t, tc.policy))
+			}
+			base := newTestGateway(t, up, pol, func(g *Gateway) {
 				g.Metrics = m
 				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
 			})

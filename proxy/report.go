@@ -68,6 +68,9 @@ type searchNote struct {
 const (
 	searchEmptyQuery = "empty query"   // answered without searching
 	searchFailed     = "search failed" // the catalog's search returned an error
+	// answered without searching: the tools never evicted and this round's
+	// earlier finds fill max_active, so nothing found could be kept
+	searchListFull = "tool list full"
 )
 
 type searchHit struct {

@@ -175,6 +175,13 @@ func (t *turn) search(ctx context.Context, raw string) string {
 		t.noteSearch(a.Query, nil, -1, searchEmptyQuery)
 		return "Error: " + t.searchName + " needs a non-empty \"query\" of English keywords."
 	}
+	// A search whose finds the round cannot keep would list tools that
+	// bound then evicts: the model would call tools it is not offered. It
+	// says so instead, before ranking anything.
+	if t.room() == 0 {
+		t.noteSearch(a.Query, nil, -1, searchListFull)
+		return t.fullAnswer()
+	}
 	limit := a.Limit
 	if limit <= 0 {
 		// Asking again what was asked this turn means the tools found did
@@ -205,8 +212,8 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	res.Items = t.withBundles(a.Query, res.Items)
 	if room := t.room(); room >= 0 && len(res.Items) > room {
 		// More than max_active keeps would be listed as callable and
-		// then evicted (bound): the best ranked stay, one at least.
-		res.Items = res.Items[:max(room, 1)]
+		// then evicted (bound): the best ranked stay.
+		res.Items = res.Items[:room]
 	}
 	// Noted once the bundles and the cut have had their say: an operator
 	// asking why the model did not see a tool needs the list the answer
@@ -223,6 +230,20 @@ func (t *turn) search(ctx context.Context, raw string) string {
 		t.found[it.Name], t.searched[it.Name] = true, true
 	}
 	return formatResults(a.Query, res, t.snap.Hints)
+}
+
+// fullAnswer answers a search that can add no tool to the round's list
+// (see room), with what the model can still do: when the tools that are
+// never evicted fill max_active, no search of this request can add one;
+// when this round's earlier searches took the last places, the next
+// round's search can, as their finds then make way.
+func (t *turn) fullAnswer() string {
+	if len(t.pinned) >= t.snap.Gateway.MaxActive {
+		return fmt.Sprintf("Your tool list is full (at most %d tools, all needed for this request): no search can add a tool now. "+
+			"Do not search again; use the tools offered, or answer without a tool.", t.snap.Gateway.MaxActive)
+	}
+	return fmt.Sprintf("Your tool list is full for this step (at most %d tools): this step's other searches took its last places. "+
+		"Use the tools they found; if none fits, search again in your next step.", t.snap.Gateway.MaxActive)
 }
 
 // newUpTo cuts ranked search results after their limit-th tool that is not
