@@ -92,28 +92,85 @@ const maxQueryLen = 200
 
 // parseSearchArgs reads tool_search arguments leniently: models send a
 // bare string, a number for the query, a limit as a string or a float,
-// unknown fields. The query is what matters; a limit that is not a
-// number is ignored. Arguments that are not JSON are the query.
+// unknown fields, text after the object or a second object, the object
+// encoded once more as a JSON string, a list of queries. The query is
+// what matters; a limit that is not a number is ignored. Arguments that
+// are not JSON are the query.
 func parseSearchArgs(raw string) searchArgs {
+	v, ok := firstJSON(raw)
+	if !ok {
+		return searchArgs{Query: strings.TrimSpace(raw)}
+	}
+	a := argsOf(v, 0)
+	a.Query = strings.TrimSpace(a.Query)
+	return a
+}
+
+// firstJSON returns the JSON in s: all of s, or the object s starts with
+// when text follows it. Read whole, such arguments were the query as JSON
+// text, and its words ("query", "limit") matched tools named after them.
+// Only an object is read out of a longer text: "null pointer" or
+// "404 page" is a query that starts like JSON.
+func firstJSON(s string) (gjson.Result, bool) {
+	if gjson.Valid(s) {
+		return gjson.Parse(s), true
+	}
+	var first json.RawMessage
+	if err := json.NewDecoder(strings.NewReader(s)).Decode(&first); err != nil {
+		return gjson.Result{}, false
+	}
+	v := gjson.ParseBytes(first)
+	return v, v.IsObject()
+}
+
+// maxArgsDepth bounds how deep argsOf looks into nested lists and wrapped
+// objects: a model's arguments nest one or two levels; a megabyte of
+// brackets must not cost a megabyte of stack.
+const maxArgsDepth = 4
+
+// querySep joins the parts of a query sent as a list: a seam the
+// selector's multi-part ranking (decompose, when on) splits on, so each
+// part can bring its own best tools.
+const querySep = "; "
+
+// argsOf reads the search arguments in v: an object's query and limit; a
+// string's text, or the object it encodes; a list's parts, each read the
+// same way, joined into one query; a number's text. A model that sends
+// a list asked for all of it in one search: answering with an error cost
+// it a round.
+func argsOf(v gjson.Result, depth int) searchArgs {
 	var a searchArgs
-	switch v := gjson.Parse(raw); {
-	case !gjson.Valid(raw):
-		a.Query = raw
+	if depth > maxArgsDepth {
+		return a
+	}
+	switch {
 	case v.IsObject():
-		if q := v.Get("query"); q.Type == gjson.String || q.Type == gjson.Number {
-			a.Query = q.String()
+		// An object for the query is none: which of its fields is the
+		// query would be a guess.
+		if q := v.Get("query"); !q.IsObject() {
+			a.Query = argsOf(q, depth+1).Query
 		}
 		if l := v.Get("limit"); l.Type == gjson.Number {
 			a.Limit = int(min(max(l.Float(), 0), maxSearchLimit))
 		} else if n, err := strconv.Atoi(strings.TrimSpace(l.String())); err == nil && l.Type == gjson.String {
 			a.Limit = min(max(n, 0), maxSearchLimit)
 		}
+	case v.IsArray():
+		var parts []string
+		for _, e := range v.Array() {
+			if q := strings.TrimSpace(argsOf(e, depth+1).Query); q != "" {
+				parts = append(parts, q)
+			}
+		}
+		a.Query = strings.Join(parts, querySep)
 	case v.Type == gjson.String:
+		if inner, ok := firstJSON(strings.TrimSpace(v.Str)); ok && inner.IsObject() {
+			return argsOf(inner, depth+1)
+		}
+		a.Query = v.Str
+	case v.Type == gjson.Number:
 		a.Query = v.String()
-	default:
-		a.Query = raw
 	}
-	a.Query = strings.TrimSpace(a.Query)
 	return a
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -136,6 +137,16 @@ func TestSearchArgumentsAreReadLeniently(t *testing.T) {
 		{"a bare JSON string is the query", `"send email"`, searchArgs{"send email", 0}},
 		{"text that is not JSON is the query", `send email`, searchArgs{"send email", 0}},
 		{"an object without a query has none", `{"q":"send email"}`, searchArgs{"", 0}},
+		{"an object for the query is none", `{"query":{"text":"send email"}}`, searchArgs{"", 0}},
+		{"text after the object is left out of the query", `{"query":"send email","limit":2} trailing`, searchArgs{"send email", 2}},
+		{"of two objects run together the first is read", `{"query":"send email"}{"query":"create issue"}`, searchArgs{"send email", 0}},
+		{"an object encoded again as a JSON string is read", `"{\"query\":\"send email\",\"limit\":3}"`, searchArgs{"send email", 3}},
+		{"a list of queries is one query of its parts", `{"query":["create issue"," send mail ",""]}`, searchArgs{"create issue; send mail", 0}},
+		{"a list of argument objects is one query of their queries", `[{"query":"create issue"},{"query":"send mail"}]`, searchArgs{"create issue; send mail", 0}},
+		{"a list without text is no query", `{"query":[null,{"text":"x"}]}`, searchArgs{"", 0}},
+		{"text that starts with a JSON number is the query", `404 page not found`, searchArgs{"404 page not found", 0}},
+		{"text that starts with a JSON literal is the query", `null pointer exception`, searchArgs{"null pointer exception", 0}},
+		{"an object cut off is the query as written", `{"query":"send email"`, searchArgs{`{"query":"send email"`, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,4 +171,51 @@ func TestSearchResultsCannotBeStretchedOrForged(t *testing.T) {
 			t.Errorf("the answer lists %v: %q", names, got)
 		}
 	})
+}
+
+// TestMalformedSearchArgumentsStillSearchWhatTheModelAsked: arguments
+// with text after the object, two objects, or the object encoded again
+// as a string were searched as their JSON text, whose word "query"
+// matched the tools named after it; a list of queries was no query, and
+// the model got an error for its round.
+func TestMalformedSearchArgumentsStillSearchWhatTheModelAsked(t *testing.T) {
+	tools := append(testCatalog(40),
+		map[string]any{"type": "function", "function": map[string]any{"name": "logs_query", "description": "Query application logs."}},
+		map[string]any{"type": "function", "function": map[string]any{"name": "metrics_query", "description": "Query metrics."}},
+		map[string]any{"type": "function", "function": map[string]any{"name": "graphql_query", "description": "Run a GraphQL query."}},
+	)
+	for _, tc := range []struct {
+		name, args string
+		want       []string
+	}{
+		{"text after the arguments does not join the query", `{"query":"send email recipients"} (to the team)`, []string{"mail_send"}},
+		{"a second object does not join the query", `{"query":"send email recipients"}{"query":"x"}`, []string{"mail_send"}},
+		{"arguments encoded again as a string are searched", `"{\"query\":\"send email recipients\"}"`, []string{"mail_send"}},
+		{"a list of queries finds the tools of every part", `{"query":["create issue repository","send email recipients"]}`, []string{"repo_create_issue", "mail_send"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &searchingUpstream{args: tc.args}
+			base := newTestGateway(t, up, searchOnly(t))
+			if x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "do the thing"}}, tools, false, nil), nil); x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			up.mu.Lock()
+			answer := up.answer
+			up.mu.Unlock()
+			if !strings.HasPrefix(answer, "Found ") {
+				t.Fatalf("the search answered %q; want the tools it found", answer)
+			}
+			listed := foundTools(answer)
+			for _, w := range tc.want {
+				if !slices.Contains(listed, w) {
+					t.Errorf("the search listed %v; want %s among them", listed, w)
+				}
+			}
+			for _, n := range listed {
+				if strings.HasSuffix(n, "_query") {
+					t.Errorf("the search listed %s, a match for the arguments' JSON, not for what the model asked: %v", n, listed)
+				}
+			}
+		})
+	}
 }
