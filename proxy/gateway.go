@@ -166,13 +166,15 @@ func (g *Gateway) routes() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(g.recoverPanics)
-	r.GET("/healthz", func(c *gin.Context) {
+	health := func(c *gin.Context) {
 		if g.Ready != nil && !g.Ready() {
 			c.String(http.StatusServiceUnavailable, "not ready\n") // starting or draining
 			return
 		}
 		c.String(http.StatusOK, "ok\n")
-	})
+	}
+	r.GET("/healthz", health)
+	r.HEAD("/healthz", health) // wget --spider and curl -I probe with HEAD
 	if g.Metrics != nil {
 		r.GET("/metrics", gin.WrapH(g.Metrics.Handler()))
 	}

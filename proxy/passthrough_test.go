@@ -101,15 +101,22 @@ func TestOtherAPIRoutesAreProxied(t *testing.T) {
 	}
 }
 
+// TestHealthzAnswersOK: probes ask with GET, and some with HEAD (wget
+// --spider, curl -I), which must not read as a gateway that is down.
 func TestHealthzAnswersOK(t *testing.T) {
 	base := newTestGateway(t, &recorder{})
-	resp, err := http.Get(base[:len(base)-3] + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/healthz = %d", resp.StatusCode)
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		t.Run(method+" /healthz answers 200", func(t *testing.T) {
+			req, _ := http.NewRequest(method, base[:len(base)-3]+"/healthz", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s /healthz = %d", method, resp.StatusCode)
+			}
+		})
 	}
 }
 
