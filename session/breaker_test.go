@@ -252,3 +252,34 @@ func TestARefusedPasswordIsReportedAsSuch(t *testing.T) {
 		})
 	}
 }
+
+// TestARedisThatRefusesCommandsIsStillAsked: a server that answers with an
+// error (OOM under maxmemory with noeviction, READONLY after a failover)
+// is there: each refused call fails, but the breaker stays shut, so reads
+// go on reaching it, and calls work again as soon as it accepts them.
+func TestARedisThatRefusesCommandsIsStillAsked(t *testing.T) {
+	ctx := context.Background()
+	for _, reply := range []string{
+		"OOM command not allowed when used memory > 'maxmemory'.",
+		"READONLY You can't write against a read only replica.",
+	} {
+		t.Run(strings.Fields(reply)[0]+" replies fail their calls without stopping later ones", func(t *testing.T) {
+			srv := miniredis.RunT(t)
+			r, err := NewRedis("redis://"+srv.Addr(), time.Minute, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = r.Close() })
+			srv.SetError(reply)
+			for range 2 * breakerThreshold {
+				if err := r.Put(ctx, "conv", State{Active: []string{"fs_read_file"}}); err == nil || !strings.Contains(err.Error(), strings.Fields(reply)[0]) {
+					t.Fatalf("Put: %v, want the server's %s", err, strings.Fields(reply)[0])
+				}
+			}
+			srv.SetError("")
+			if _, err := r.Get(ctx, "conv"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Get after the refusals: %v, want ErrNotFound from the server", err)
+			}
+		})
+	}
+}

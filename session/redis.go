@@ -98,6 +98,13 @@ func (r *Redis) do(ctx context.Context, what string, fn func(context.Context) er
 	case ctx.Err() != nil: // the caller gave up, not the server
 		r.breaker.abandoned(probe)
 		return fmt.Errorf("%s: %w", what, err)
+	case refusedCommand(err):
+		// The server is there and answered at once: what it refuses
+		// (OOM under maxmemory, READONLY after a failover) is that
+		// command's failure, and stopping every call, reads too, for
+		// it would take sessions away where only writes fail.
+		r.breaker.succeeded()
+		return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("no answer within %v: %w", r.opTimeout, err)
@@ -114,6 +121,14 @@ func (r *Redis) op(ctx context.Context) (context.Context, context.CancelFunc) {
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, r.opTimeout)
+}
+
+// refusedCommand reports whether err is the server's error reply to a
+// command, other than a refusal of the credentials, which no later call
+// can pass either.
+func refusedCommand(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) && !errors.Is(credentials(err), ErrCredentials)
 }
 
 // credentials marks an error of a server that refused the credentials
