@@ -40,11 +40,14 @@ func deletedID(r *http.Request, rest string) string {
 // under that id, and its refusal names the id the client knows instead
 // of a round it never saw.
 func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string) {
-	key := threadKey(session.Tenant(credential(in)), id)
-	th, ok := g.lookupThread(ctx, key)
+	th, ok := g.lookupThread(ctx, id)
 	if !ok || len(th.Hidden) == 0 {
 		return
 	}
+	// A 404 means deleted before only to the turn's own tenant; to
+	// another credential it may mean "not yours", and the turn's thread
+	// must then stay whole.
+	own := strings.HasPrefix(th.Session, session.Tenant(credential(in))+":")
 	gone := true
 	for _, hid := range th.Hidden {
 		if strings.ContainsAny(hid, "/?#") {
@@ -55,7 +58,7 @@ func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string)
 		case err != nil:
 			gone = false
 			g.logger().Log(ctx, failureLevel(ctx), "deleting a hidden round of a deleted response", "response_id", id, "round_id", hid, "err", err)
-		case status == http.StatusNotFound || status/100 == 2:
+		case status/100 == 2, status == http.StatusNotFound && own:
 			// Deleted, now or before.
 		default:
 			gone = false
@@ -63,7 +66,7 @@ func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string)
 		}
 	}
 	if gone {
-		g.noteThread(ctx, key, session.Thread{Session: th.Session})
+		g.noteThread(ctx, id, session.Thread{Session: th.Session})
 	}
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestDeletingAResponseDeletesTheTurnsHiddenRounds(t *testing.T) {
 		{"a whole answer's search rounds go with it", false, false, false, false},
 		{"a stream's later rounds go with it", true, false, false, false},
 		{"another replica sharing the store deletes them too", true, true, false, false},
-		{"another tenant's key deletes none of them", true, false, true, true},
+		{"another tenant's key deletes none of them and leaves the turn whole", true, false, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
@@ -64,21 +65,31 @@ func TestDeletingAResponseDeletesTheTurnsHiddenRounds(t *testing.T) {
 			if tc.otherKey {
 				client = openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey("sk-other-tenant"), option.WithMaxRetries(0))
 			}
-			if err := client.Responses.Delete(ctx, resp.ID); err != nil {
+			err = client.Responses.Delete(ctx, resp.ID)
+			var refused *openai.Error
+			switch {
+			case tc.otherKey && (!errors.As(err, &refused) || refused.StatusCode != http.StatusNotFound):
+				t.Fatalf("deleting %s with another tenant's key: %v; want the upstream's 404", resp.ID, err)
+			case !tc.otherKey && err != nil:
 				t.Fatalf("deleting %s: %v", resp.ID, err)
 			}
 			left := model.Stored()
 			if got := len(left) > 0; got != tc.wantLeft {
 				t.Errorf("stored after the delete: %v; want some left: %v", left, tc.wantLeft)
 			}
+			_, outputs := callOutputs(resp)
+			params.PreviousResponseID = openai.String(resp.ID)
+			params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}
 			if tc.wantLeft {
+				// The owner's chain still reaches the turn's context:
+				// another key's refused delete left its thread whole.
+				if _, err := sdkResponse(ctx, t, sdkClient(base), params, false); err != nil {
+					t.Errorf("the owner continuing from %s after another key's delete: %v", resp.ID, err)
+				}
 				return
 			}
 			// Continuing from the deleted id is refused naming that id,
 			// not a round the client never saw.
-			_, outputs := callOutputs(resp)
-			params.PreviousResponseID = openai.String(resp.ID)
-			params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}
 			_, err = sdkResponse(ctx, t, client, params, false)
 			var apiErr *openai.Error
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || !strings.Contains(apiErr.Message, resp.ID) {

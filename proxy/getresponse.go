@@ -39,7 +39,7 @@ func retrievedID(r *http.Request, rest string) string {
 // or a last round the upstream no longer has, passes through as asked.
 func (g *Gateway) serveRetrieved(w http.ResponseWriter, in *http.Request, id string) bool {
 	ctx := in.Context()
-	th, ok := g.lookupThread(ctx, threadKey(session.Tenant(credential(in)), id))
+	th, ok := g.lookupThread(ctx, id)
 	if !ok || th.Upstream == "" || th.Upstream == id || strings.ContainsAny(th.Upstream, "/?#") {
 		return false
 	}

@@ -451,11 +451,13 @@ func TestTurnsOfEachAPIAreRecordedAndCounted(t *testing.T) {
 }
 
 // TestAResponseIDLeadsNowhereForAnotherTenant: the gateway remembers
-// which session a response id belongs to per tenant, so a client with
+// which session a response id belongs to with its tenant, so a client with
 // another key that names the id starts afresh instead of finding the
-// first tenant's discovered tools.
+// first tenant's discovered tools, even where the upstream lets it
+// continue from the id (two keys of one project).
 func TestAResponseIDLeadsNowhereForAnotherTenant(t *testing.T) {
-	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true}
+	model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true,
+		Owner: func(*http.Request) string { return "one project" }}
 	base := newTestGateway(t, model)
 	params := responses.ResponseNewParams{Model: "gpt-test", Tools: sdkResponseTools(40),
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)}}

@@ -23,26 +23,35 @@ const threadsCacheSize = 1 << 16
 // resolveThread points a request that continues an earlier response by
 // its id at the upstream response that holds that turn's context, and
 // returns what the gateway remembers of that id (its session key, for
-// sessionKey), the zero thread when nothing. The tenant is only worked
-// out (a hash of the credential) for such a request. An id this process
-// did not give out is looked up in a shared session store (one that
-// implements session.Threads), as another replica, or this one before a
-// restart, noted it there.
+// sessionKey), the zero thread when nothing. An id this process did not
+// give out is looked up in a shared session store (one that implements
+// session.Threads), as another replica, or this one before a restart,
+// noted it there.
+//
+// Threads are kept by response id alone, not within the tenant (a hash of
+// the credential): a credential that rotates (Azure Entra ID and OAuth
+// tokens, every hour or so) is a new tenant, and a chain it continues must
+// still reach the round that holds its context. The upstream decides who
+// may continue from that round, as it does for the id the client names.
+// The session, the gateway's own state, stays with its tenant: a request
+// under another credential starts one of its own.
 func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewrite.Request) session.Thread {
 	if req.Previous == "" {
 		return session.Thread{}
 	}
-	th, _ := g.lookupThread(ctx, threadKey(session.Tenant(credential(in)), req.Previous))
+	th, _ := g.lookupThread(ctx, req.Previous)
 	req.PreviousUpstream = th.Upstream
 	for _, p := range th.Pending {
 		req.PendingOutputs = append(req.PendingOutputs, rewrite.ToolResult{CallID: p.CallID, Content: p.Output})
 	}
+	if !strings.HasPrefix(th.Session, session.Tenant(credential(in))+":") {
+		th.Session = ""
+	}
 	return th
 }
 
-// lookupThread returns what the gateway remembers under thread key (a
-// response id within its tenant, threadKey): in this process, or else in
-// a shared session store.
+// lookupThread returns what the gateway remembers of response id: in this
+// process, or else in a shared session store.
 func (g *Gateway) lookupThread(ctx context.Context, key string) (session.Thread, bool) {
 	if th, ok := g.threads.Get(key); ok {
 		return th, true
@@ -109,7 +118,7 @@ func (t *turn) rememberThread(ctx context.Context, shown, upstream string) {
 		th.Pending = append(th.Pending, session.Output{CallID: strings.Clone(res.CallID),
 			Output: strings.Clone(clipMarked(res.Content, session.MaxPendingOutput))})
 	}
-	t.g.noteThread(ctx, threadKey(t.tenant, shown), th)
+	t.g.noteThread(ctx, shown, th)
 }
 
 // noteThread keeps th under key in this process and, when the session
@@ -131,11 +140,6 @@ func (t *turn) noteUpstreamID(id string) {
 	}
 }
 
-// threadKey keys a response id within its tenant (a fixed-length hash, so
-// the two parts never run into each other): an id another tenant names
-// leads nowhere.
-func threadKey(tenant, id string) string { return tenant + ":" + id }
-
 // lostThreadNote ends the upstream's refusal of a request that continues
 // from a response id the gateway does not remember, when the refusal is
 // the one such a request gets if the id is a streamed turn's that searched.
@@ -153,7 +157,7 @@ func (g *Gateway) explainLostThread(in *http.Request, req *rewrite.Request, err 
 	var se *statusError
 	if req.Previous == "" || !errors.As(err, &se) || se.resp.StatusCode != http.StatusBadRequest ||
 		!bytes.Contains(se.body, []byte("No tool output found for function call")) ||
-		g.threads.Contains(threadKey(session.Tenant(credential(in)), req.Previous)) {
+		g.threads.Contains(req.Previous) {
 		return err
 	}
 	msg := gjson.GetBytes(se.body, "error.message")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
@@ -310,7 +311,7 @@ func TestARememberedThreadKeepsNoUpstreamAnswerAlive(t *testing.T) {
 				upstreamIDs: []string{searchRound, last},
 				pending:     []rewrite.ToolResult{{CallID: callID, Content: "Found 1 tool."}}}
 			tr.rememberThread(context.Background(), tc.shown, tc.upstrm)
-			th, ok := g.threads.Get(threadKey("t", tc.shown))
+			th, ok := g.threads.Get(tc.shown)
 			if !ok {
 				t.Fatal("no thread remembered")
 			}
@@ -322,6 +323,60 @@ func TestARememberedThreadKeepsNoUpstreamAnswerAlive(t *testing.T) {
 				if in(s) {
 					t.Errorf("the thread keeps %q in place in the upstream's answer", s)
 				}
+			}
+		})
+	}
+}
+
+// TestAChainOutlivesARotatedCredential streams a turn that searched under
+// one bearer token and continues from it under the next, as Azure Entra ID
+// and OAuth clients do when their token is refreshed: the upstream knows
+// both for one principal, and the chain must reach the turn's last round.
+// The gateway's session stays with the credential that made it.
+func TestAChainOutlivesARotatedCredential(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		replica bool // the continuation reaches another replica, sharing a Redis store
+	}{
+		{"on the same gateway", false},
+		{"on another replica sharing the store", true},
+	} {
+		t.Run("a chain continued under a refreshed token works "+tc.name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true,
+				Owner: func(*http.Request) string { return "one principal" }}
+			srv := miniredis.RunT(t)
+			gateway := func() string {
+				store, err := session.NewRedis("redis://"+srv.Addr(), time.Hour, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = store.Close() })
+				return newTestGateway(t, model, func(g *Gateway) { g.Sessions = store })
+			}
+			base := gateway()
+			ctx := context.Background()
+			token := func(base, tok string) openai.Client {
+				return openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(tok), option.WithMaxRetries(0))
+			}
+			params := responses.ResponseNewParams{
+				Model: "gpt-test", Tools: sdkResponseTools(40),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
+			}
+			first, err := sdkResponse(ctx, t, token(base, "eyJ-token-before-refresh-1111"), params, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(model.Stored()); n < 2 {
+				t.Fatalf("the turn stored %d responses upstream: it did not search", n)
+			}
+			if tc.replica {
+				base = gateway()
+			}
+			_, outputs := callOutputs(first)
+			params.PreviousResponseID = openai.String(first.ID)
+			params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}
+			if _, err := sdkResponse(ctx, t, token(base, "eyJ-token-after-refresh-2222"), params, true); err != nil {
+				t.Errorf("continuing from %s under the refreshed token: %v", first.ID, err)
 			}
 		})
 	}

@@ -79,6 +79,10 @@ type Model struct {
 	// turn's first assistant message with calls, not its last, must start
 	// with it.
 	ThinkOnce bool
+	// Owner names who a request is from, for the stored responses' owners:
+	// by default its credential (Authorization, else X-Api-Key). A test of
+	// a credential that rotates maps its tokens to one owner.
+	Owner func(r *http.Request) string
 	// Narrate is what the model says before each search: the content of
 	// its Chat Completions message, a message item of its Responses API
 	// reply or a text block of its Messages API reply ("Let me look that
@@ -94,6 +98,10 @@ type Model struct {
 	stored map[string][]gjson.Result
 	// wholes keeps each stored response as it was answered, for GET.
 	wholes map[string]string
+	// owners keeps whose each stored response is (Owner): another's
+	// retrieve, delete or chain from it finds nothing, as the API answers
+	// a key of another organisation.
+	owners map[string]string
 	// ephemeral holds the item ids of responses to store-false requests,
 	// which OpenAI cannot look up later.
 	ephemeral map[string]bool
@@ -102,6 +110,24 @@ type Model struct {
 	// signed maps each Messages API thinking signature to the thinking
 	// it came with, so an edited or forged thinking block is refused.
 	signed map[string]string
+}
+
+// owner returns who r is from (Owner).
+func (m *Model) owner(r *http.Request) string {
+	if m.Owner != nil {
+		return m.Owner(r)
+	}
+	if a := r.Header.Get("Authorization"); a != "" {
+		return a
+	}
+	return r.Header.Get("X-Api-Key")
+}
+
+// mine returns the stored response id's items, if it is stored and r's
+// owner's; the caller holds mu.
+func (m *Model) mine(r *http.Request, id string) ([]gjson.Result, bool) {
+	items, ok := m.stored[id]
+	return items, ok && m.owners[id] == m.owner(r)
 }
 
 // Records returns what the model saw, in order.

@@ -42,7 +42,7 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 	var items []gjson.Result
 	if prev := req.Get("previous_response_id").String(); prev != "" {
 		m.mu.Lock()
-		earlier, ok := m.stored[prev]
+		earlier, ok := m.mine(r, prev)
 		m.mu.Unlock()
 		if !ok {
 			writeErr(w, http.StatusNotFound, fmt.Sprintf("Previous response with id '%s' not found.", prev), "previous_response_not_found")
@@ -92,7 +92,10 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 			m.ephemeral[gjson.Get(o, "id").String()] = true
 		}
 	} else {
-		m.stored[id] = items
+		if m.owners == nil {
+			m.owners = map[string]string{}
+		}
+		m.stored[id], m.owners[id] = items, m.owner(r)
 	}
 	m.mu.Unlock()
 	c := rep.completionTokens()
@@ -121,13 +124,17 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 }
 
 // deleteResponse answers DELETE /responses/{id} as the Responses API
-// does: the response is forgotten, or a 404 when there is none.
+// does: the response is forgotten, or a 404 when there is none of the
+// caller's.
 func (m *Model) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
 	m.mu.Lock()
-	_, ok := m.stored[id]
-	delete(m.stored, id)
-	delete(m.wholes, id)
+	_, ok := m.mine(r, id)
+	if ok {
+		delete(m.stored, id)
+		delete(m.wholes, id)
+		delete(m.owners, id)
+	}
 	m.mu.Unlock()
 	if !ok {
 		writeErr(w, http.StatusNotFound, fmt.Sprintf("Response with id '%s' not found.", id), "not_found")
@@ -138,11 +145,12 @@ func (m *Model) deleteResponse(w http.ResponseWriter, r *http.Request) {
 }
 
 // getResponse answers GET /responses/{id} as the Responses API does:
-// the stored response, or a 404 when there is none.
+// the stored response, or a 404 when there is none of the caller's.
 func (m *Model) getResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
 	m.mu.Lock()
-	whole, ok := m.wholes[id]
+	whole := m.wholes[id]
+	_, ok := m.mine(r, id)
 	m.mu.Unlock()
 	if !ok {
 		writeErr(w, http.StatusNotFound, fmt.Sprintf("Response with id '%s' not found.", id), "not_found")
