@@ -71,7 +71,8 @@ func (g *Gateway) logDecision(tr *tracker, total time.Duration) {
 
 // writeDecision writes one record through the decision log's handler,
 // not its Logger, whose methods drop the write's error: a record lost to
-// a full disk must be counted and said.
+// a full disk must be counted and said. A DecisionWriter behind the
+// handler takes the record without waiting and accounts for it itself.
 func (g *Gateway) writeDecision(attrs []slog.Attr) {
 	ctx := context.Background()
 	h := g.DecisionLog.Handler()
@@ -81,28 +82,47 @@ func (g *Gateway) writeDecision(attrs []slog.Attr) {
 	now := time.Now()
 	r := slog.NewRecord(now, slog.LevelInfo, "decision", 0)
 	r.AddAttrs(attrs...)
-	err := h.Handle(ctx, r)
-	if err == nil {
+	if err := h.Handle(ctx, r); err != nil {
+		recordLost(g.Metrics, g.logger(), &g.dlogFails, lostWrite, err, now)
+	}
+}
+
+// Why a decision record was lost, the reason label of
+// toolgate_decision_log_errors_total.
+const (
+	lostWrite   = "write"   // the sink refused it
+	lostDropped = "dropped" // never written: the queue was full, or shutdown gave up
+)
+
+// recordLost counts a decision record lost for reason and says so on
+// logger, at most once a minute as pace allows.
+func recordLost(m *Metrics, logger *slog.Logger, pace *writeFailures, reason string, err error, now time.Time) {
+	m.decisionRecordLost(reason)
+	warn, n := pace.fail(now)
+	if !warn {
 		return
 	}
-	g.Metrics.decisionLogFailed()
-	if warn, n := g.dlogFails.fail(now); warn {
-		g.logger().Warn("writing the decision log failed; records are lost (toolgate_decision_log_errors_total counts them)",
+	switch reason {
+	case lostDropped:
+		logger.Warn("the decision log is not keeping up; records are dropped (toolgate_decision_log_errors_total{reason=\"dropped\"} counts them)",
+			"err", err, "dropped", n)
+	default:
+		logger.Warn("writing the decision log failed; records are lost (toolgate_decision_log_errors_total{reason=\"write\"} counts them)",
 			"err", err, "failures", n)
 	}
 }
 
-// decisionLogFailed counts a decision record that could not be written.
-func (m *Metrics) decisionLogFailed() {
+// decisionRecordLost counts a decision record lost for reason.
+func (m *Metrics) decisionRecordLost(reason string) {
 	if m == nil {
 		return
 	}
-	m.decisionLogErrors.Inc()
+	m.decisionLogErrors.WithLabelValues(reason).Inc()
 }
 
-// writeFailures paces the warnings about failed decision-log writes to
-// one a minute: a full disk fails every request's record, and a warning
-// for each would flood the gateway's own log, likely on the same disk.
+// writeFailures paces the warnings about lost decision records to one a
+// minute: a full disk fails every request's record, and a warning for
+// each would flood the gateway's own log, likely on the same disk.
 type writeFailures struct {
 	mu     sync.Mutex
 	warned time.Time // when the last warning was logged

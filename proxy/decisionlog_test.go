@@ -154,8 +154,8 @@ func TestFailedDecisionLogWritesAreCountedAndSaid(t *testing.T) {
 			text := scrapeUntil(t, base, func(text string) bool {
 				return metricValue(t, text, `toolgate_requests_total{mode="hybrid",route="chat",status="200"}`) == requests
 			})
-			if got := metricValue(t, text, "toolgate_decision_log_errors_total"); got != tc.failures {
-				t.Errorf("toolgate_decision_log_errors_total = %v, want %v", got, tc.failures)
+			if got := metricValue(t, text, `toolgate_decision_log_errors_total{reason="write"}`); got != tc.failures {
+				t.Errorf("toolgate_decision_log_errors_total{reason=\"write\"} = %v, want %v", got, tc.failures)
 			}
 			var warnings []gjson.Result
 			for _, l := range logs.lines(t) {

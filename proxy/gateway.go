@@ -65,6 +65,9 @@ type Gateway struct {
 	// DecisionLog receives one record per chat request: the session, the
 	// active set and why each tool is in it, the searches with their top
 	// results, the upstream calls and the token accounting. nil means none.
+	// Records are written on the request's goroutine once the client has
+	// its answer: behind a file, put a DecisionWriter under the logger's
+	// handler, so that no request waits on the file's I/O.
 	DecisionLog *slog.Logger
 
 	// AdminToken enables GET /debug/sessions/{id} for requests that carry it

@@ -34,7 +34,7 @@ type Metrics struct {
 	storeErrors   *prometheus.CounterVec
 	retries       prometheus.Counter
 
-	decisionLogErrors prometheus.Counter
+	decisionLogErrors *prometheus.CounterVec
 
 	bindOnce sync.Once
 }
@@ -108,16 +108,18 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(m.requests, m.passthrough, m.rounds, m.searches, m.searchSeconds, m.addedSeconds,
 		m.toolTokens, m.inputTokens, m.cachedTokens, m.misses, m.reloads, m.policyFileOK, m.storeErrors, m.retries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.decisionLogErrors = prometheus.NewCounter(prometheus.CounterOpts{
+	m.decisionLogErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolgate_decision_log_errors_total",
-		Help: "Decision records the gateway failed to write (a full disk, a closed pipe): each is lost. The gateway's log warns at most once a minute while they fail.",
-	})
+		Help: "Decision records lost, by reason: write (the file refused it: a full disk, a closed pipe) or dropped (never written: the queue of records waiting for the file was full, as when a FIFO's reader stops reading or a disk hangs, or shutdown gave up on a write that did not return). The gateway's log warns at most once a minute per reason while they are lost.",
+	}, []string{"reason"})
 	m.reg.MustRegister(m.decisionLogErrors)
 	// Both results exist from the start: a series that appears with its
 	// first increment is missed by rate() and increase(), which then never
 	// see the first failed reload after a restart.
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
+	m.decisionLogErrors.WithLabelValues(lostWrite) // and both reasons of a lost decision record
+	m.decisionLogErrors.WithLabelValues(lostDropped)
 	// The gateway does not start on a policy it cannot load, so the file
 	// is good until a reload says otherwise (and with no file, nothing is
 	// broken).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -69,11 +70,11 @@ func TestSIGHUPReopensTheDecisionLog(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "decisions.jsonl")
-			logger, file, err := openDecisionLog(path, io.Discard)
+			logger, dlog, err := openDecisionLog(path, io.Discard, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer file.Close()
+			defer dlog.Close(context.Background())
 			live, err := policy.NewLive("", nil)
 			if err != nil {
 				t.Fatal(err)
@@ -81,25 +82,48 @@ func TestSIGHUPReopensTheDecisionLog(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			hup := make(chan os.Signal, 1)
-			go reloadOnHangup(ctx, hup, live, file, slog.New(slog.DiscardHandler))
+			var said syncBuffer
+			go reloadOnHangup(ctx, hup, live, dlog, slog.New(slog.NewJSONHandler(&said, nil)))
 
 			logger.Info("decision", "n", 0)
 			tc.rotate(t, path)
 			hup <- nil // the value is not read
-			deadline := time.Now().Add(2 * time.Second)
-			for n := 1; len(lines(t, path)) == 0; n++ {
+			for deadline := time.Now().Add(2 * time.Second); !strings.Contains(said.String(), "decision log reopened"); {
 				if time.Now().After(deadline) {
-					t.Fatalf("no record reached %s in 2 s after SIGHUP (rotated file: %d records)", path, len(lines(t, path+".1")))
+					t.Fatalf("the decision log was not reopened in 2 s after SIGHUP; the gateway said: %s", said.String())
 				}
-				logger.Info("decision", "n", n)
 				time.Sleep(5 * time.Millisecond)
 			}
 			logger.Info("decision", "n", "last")
-			if got := lines(t, path); !strings.Contains(got[len(got)-1], `"n":"last"`) {
-				t.Errorf("the last record is not at the end of %s: %v", path, got)
+			if err := dlog.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := lines(t, path); len(got) != 1 || !strings.Contains(got[0], `"n":"last"`) {
+				t.Errorf("%s holds %v, want the record logged after the SIGHUP alone", path, got)
+			}
+			if got := lines(t, path+".1"); len(got) > 0 && (len(got) != 1 || !strings.Contains(got[0], `"n":0`)) {
+				t.Errorf("the rotated file holds %v, want the record logged before the SIGHUP alone", got)
 			}
 		})
 	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestAReopenLosesAndTearsNoRecord: records are written from request
@@ -108,7 +132,7 @@ func TestAReopenLosesAndTearsNoRecord(t *testing.T) {
 	const writers, each, rotations = 8, 300, 30
 	dir := t.TempDir()
 	path := filepath.Join(dir, "decisions.jsonl")
-	logger, file, err := openDecisionLog(path, io.Discard)
+	logger, dlog, err := openDecisionLog(path, io.Discard, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,12 +150,12 @@ func TestAReopenLosesAndTearsNoRecord(t *testing.T) {
 		if err := os.Rename(path, fmt.Sprintf("%s.%d", path, r)); err != nil {
 			t.Fatal(err)
 		}
-		if err := file.Reopen(); err != nil {
+		if err := dlog.Reopen(context.Background()); err != nil {
 			t.Fatalf("reopen %d: %v", r, err)
 		}
 	}
 	wg.Wait()
-	if err := file.Close(); err != nil {
+	if err := dlog.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob(path + "*")

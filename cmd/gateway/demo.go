@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -111,11 +112,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	}
-	decisions, decisionFile, err := openDecisionLog(*decisionLog, stderr)
+	decisions, dlog, err := openDecisionLog(*decisionLog, stderr, nil, slog.Default())
 	if err != nil {
 		return err
 	}
-	defer decisionFile.Close()
+	defer closeDecisionLog(ctx, dlog, slog.Default())
 	o.DecisionLog = decisions
 	if len(sizes) == 0 {
 		sizes = []int{0} // the bundled tasks, or the whole eval catalog

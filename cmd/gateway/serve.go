@@ -122,11 +122,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	metrics := proxy.NewMetrics()
 	catalogs := selector.NewCache(256)
 	onPolicyReload(live, metrics, catalogs) // before Watch starts reloading
-	decisions, decisionFile, err := openDecisionLog(c.decisionLog, stderr)
+	decisions, dlog, err := openDecisionLog(c.decisionLog, stderr, metrics, logger)
 	if err != nil {
 		return err
 	}
-	defer decisionFile.Close()
+	defer closeDecisionLog(ctx, dlog, logger)
 	snap := live.Current()
 	logger.Info("policy loaded", "source", snap.Source())
 	listen := firstNonEmpty(c.listen, snap.Gateway.Listen)
@@ -185,7 +185,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			logger.Warn("policy watch stopped; edits need SIGHUP or a restart", "err", err)
 		}
 	}()
-	go reloadOnHangup(ctx, hup, live, decisionFile, logger)
+	go reloadOnHangup(ctx, hup, live, dlog, logger)
 	srv.handler = gw.Handler()
 	served := make(chan struct{})
 	defer close(served)
@@ -235,42 +235,31 @@ func onPolicyReload(live *policy.Live, metrics *proxy.Metrics, catalogs *selecto
 	}
 }
 
-// openDecisionLog returns the decision logger for path ("" none, "-"
-// stderr, else a file opened for appending) and that file, to reopen on
-// SIGHUP and close; it is nil, and both are no-ops, without one.
-func openDecisionLog(path string, stderr io.Writer) (*slog.Logger, *decisionFile, error) {
-	switch path {
-	case "":
-		return nil, nil, nil
-	case "-":
-		return slog.New(slog.NewJSONHandler(stderr, nil)), nil, nil
-	}
-	f, err := openDecisionFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	return slog.New(slog.NewJSONHandler(f, nil)), f, nil
-}
-
-// reloadOnHangup reopens the decision log and reloads the policy on each
+// reloadOnHangup reloads the policy and reopens the decision log on each
 // SIGHUP from hup until ctx ends; later ones are ignored (the caller keeps
 // hup registered). The reopen is what logrotate's postrotate kill -HUP
-// asks for.
-func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, live *policy.Live, dlog *decisionFile, logger *slog.Logger) {
+// asks for. It comes second and waits at most decisionReopenWait: a
+// decision log that takes no writes (a FIFO whose reader stopped, a hung
+// disk) must not hold up the policy.
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, live *policy.Live, dlog *decisionLog, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			if dlog != nil {
-				if err := dlog.Reopen(); err != nil {
-					logger.Warn("reopening the decision log on SIGHUP; still writing to the previous file", "err", err)
-				} else {
-					logger.Info("decision log reopened on SIGHUP", "path", dlog.path)
-				}
-			}
 			if err := live.Reload(); err == nil {
 				logger.Info("policy reloaded on SIGHUP", "source", live.Current().Source())
+			}
+			if dlog == nil || dlog.path == "" {
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, decisionReopenWait)
+			err := dlog.Reopen(rctx)
+			cancel()
+			if err != nil {
+				logger.Warn("reopening the decision log on SIGHUP; still writing to the previous file", "err", err)
+			} else {
+				logger.Info("decision log reopened on SIGHUP", "path", dlog.path)
 			}
 		}
 	}
