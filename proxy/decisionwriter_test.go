@@ -142,7 +142,7 @@ func TestADecisionWriterNeverWaitsOnItsSink(t *testing.T) {
 			sink := newStuckSink()
 			w := NewDecisionWriter(sink, DecisionWriterOptions{Logger: slog.New(slog.DiscardHandler)})
 			log := slog.New(slog.NewJSONHandler(w, nil))
-			log.Info("decision", "n", 0)
+			go log.Info("decision", "n", 0) // the record the sink holds
 			<-sink.entered
 			returnsWithin(t, time.Second, tc.name, func() { tc.act(t, w, log) })
 			// The sink recovers: the goroutine ends, and leaks nothing.
@@ -247,9 +247,11 @@ func TestADecisionWriterCountsEveryRecordItLoses(t *testing.T) {
 			}
 			w := NewDecisionWriter(sink, DecisionWriterOptions{QueueSize: tc.queue, Metrics: m, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 			log := slog.New(slog.NewJSONHandler(w, nil))
-			log.Info("decision", "n", 0)
 			if tc.stuck {
+				go log.Info("decision", "n", 0) // the record the sink holds
 				<-stuck.entered
+			} else {
+				log.Info("decision", "n", 0)
 			}
 			returnsWithin(t, time.Second, "logging into a full queue", func() {
 				for i := range tc.records {
