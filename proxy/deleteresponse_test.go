@@ -6,15 +6,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
-	"github.com/toolgate/toolgate/session"
 )
 
 // TestDeletingAResponseDeletesTheTurnsHiddenRounds has the official
@@ -36,15 +33,7 @@ func TestDeletingAResponseDeletesTheTurnsHiddenRounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
-			srv := miniredis.RunT(t)
-			gateway := func() string {
-				store, err := session.NewRedis("redis://"+srv.Addr(), time.Hour, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = store.Close() })
-				return newTestGateway(t, model, func(g *Gateway) { g.Sessions = store })
-			}
+			gateway := replicas(t, model)
 			base := gateway()
 			ctx := context.Background()
 			params := responses.ResponseNewParams{

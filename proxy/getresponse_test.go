@@ -6,9 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"testing"
-	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -37,15 +35,7 @@ func TestRetrievingAResponseGivesTheTurnTheClientSaw(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
-			srv := miniredis.RunT(t)
-			gateway := func() string {
-				store, err := session.NewRedis("redis://"+srv.Addr(), time.Hour, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = store.Close() })
-				return newTestGateway(t, model, func(g *Gateway) { g.Sessions = store })
-			}
+			gateway := replicas(t, model)
 			base := gateway()
 			ctx := context.Background()
 			params := responses.ResponseNewParams{

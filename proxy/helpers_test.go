@@ -14,7 +14,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
@@ -299,4 +301,20 @@ func checkTwoStepRun(t *testing.T, model *fakellm.Model, run twoStepRun) []fakel
 		t.Errorf("SDK was billed %d input tokens, upstream counted %d", run.billed, upstream)
 	}
 	return recs
+}
+
+// replicas returns what starts one more gateway in front of upstream and
+// returns its base URL: each shares one Redis session store, as replicas
+// of a deployment do.
+func replicas(t *testing.T, upstream http.Handler) func() string {
+	t.Helper()
+	srv := miniredis.RunT(t)
+	return func() string {
+		store, err := session.NewRedis("redis://"+srv.Addr(), time.Hour, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = store.Close() })
+		return newTestGateway(t, upstream, func(g *Gateway) { g.Sessions = store })
+	}
 }

@@ -37,17 +37,9 @@ func TestAChainedResponseContinuesOnAnyReplica(t *testing.T) {
 		{"a whole turn that searched continues on the other replica", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := miniredis.RunT(t)
 			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true}
-			var replicas []openai.Client
-			for range 2 {
-				store, err := session.NewRedis("redis://"+srv.Addr(), time.Hour, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = store.Close() })
-				replicas = append(replicas, sdkClient(newTestGateway(t, model, func(g *Gateway) { g.Sessions = store })))
-			}
+			gateway := replicas(t, model)
+			replicas := []openai.Client{sdkClient(gateway()), sdkClient(gateway())}
 			ctx := context.Background()
 			params := responses.ResponseNewParams{
 				Model:        "gpt-test",
@@ -344,15 +336,7 @@ func TestAChainOutlivesARotatedCredential(t *testing.T) {
 		t.Run("a chain continued under a refreshed token works "+tc.name, func(t *testing.T) {
 			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true,
 				Owner: func(*http.Request) string { return "one principal" }}
-			srv := miniredis.RunT(t)
-			gateway := func() string {
-				store, err := session.NewRedis("redis://"+srv.Addr(), time.Hour, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = store.Close() })
-				return newTestGateway(t, model, func(g *Gateway) { g.Sessions = store })
-			}
+			gateway := replicas(t, model)
 			base := gateway()
 			ctx := context.Background()
 			token := func(base, tok string) openai.Client {
