@@ -199,6 +199,23 @@ func TestLiveReload(t *testing.T) {
 			t.Error("the oversized file replaced the policy")
 		}
 	})
+	t.Run("a reload whose upstream key names an unset variable is refused and the last good key keeps serving", func(t *testing.T) {
+		t.Setenv("TOOLGATE_TEST_KEY", "sk-good")
+		writeFile(t, path, "gateway: {upstream_key: $TOOLGATE_TEST_KEY}\n")
+		if err := live.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		good := live.Current()
+		writeFile(t, path, "gateway: {upstream_key: $TOOLGATE_TEST_UNSET_KEY}\n")
+		err := live.Reload()
+		var perr *Errors
+		if !errors.As(err, &perr) || perr.Problems[0].Line != 1 || perr.Problems[0].Col != 25 {
+			t.Fatalf("got %v, want the unset variable refused at 1:25", err)
+		}
+		if live.Current() != good || live.Current().Gateway.UpstreamKey != "sk-good" {
+			t.Errorf("the refused file replaced the policy: upstream key %q", live.Current().Gateway.UpstreamKey)
+		}
+	})
 	t.Run("an empty initial file is an error", func(t *testing.T) {
 		writeFile(t, path, "")
 		if _, err := NewLive(path, nil); err == nil {

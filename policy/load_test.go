@@ -238,6 +238,16 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{"2:39: search.embeddings.key: environment variable TOOLGATE_TEST_UNSET_KEY is not set"},
 		},
 		{
+			name: "an upstream key naming an unset environment variable is an error, not a pass-through of clients' keys",
+			src:  "gateway:\n  upstream_key: $TOOLGATE_TEST_UNSET_KEY\n",
+			want: []string{"2:17: gateway.upstream_key: environment variable TOOLGATE_TEST_UNSET_KEY is not set"},
+		},
+		{
+			name: "an upstream key naming an unset environment variable in braces is an error",
+			src:  "gateway: {upstream_key: \"${TOOLGATE_TEST_UNSET_KEY}\"}\n",
+			want: []string{"1:25: gateway.upstream_key: environment variable TOOLGATE_TEST_UNSET_KEY is not set"},
+		},
+		{
 			name: "two documents in one file are an error",
 			src:  "core: [a]\n---\ncore: [b]\n",
 			want: []string{"3:"},

@@ -57,6 +57,12 @@ func (v *validator) document(doc *Document, prefix string, bundles map[string]bo
 		v.check(p("gateway.listen"), false, "want host:port such as 127.0.0.1:8080 (%v)", err)
 	}
 	v.httpURL(p("gateway.upstream"), g.Upstream)
+	// An unset variable expands to "", which means "pass the client's key
+	// through": every client's own key would go upstream while validate
+	// said ok. An empty key is written as "".
+	if name, ok := envName(g.UpstreamKey); ok && os.Getenv(name) == "" {
+		v.check(p("gateway.upstream_key"), false, "environment variable %s is not set (or empty); write \"\" to pass clients' keys through", name)
+	}
 	v.check(p("gateway.mode"), validMode(g.Mode), "unknown mode %q; want search, preselect, hybrid or passthrough", g.Mode)
 	v.check(p("gateway.min_tools"), g.MinTools >= 0, "must be >= 0")
 	v.check(p("gateway.max_rounds"), g.MaxRounds >= 1 && g.MaxRounds <= 32, "must be between 1 and 32")

@@ -61,6 +61,12 @@ func TestValidate(t *testing.T) {
 			wantStderr: []string{"empty.yaml: the policy file is empty; write {} for the built-in defaults"},
 		},
 		{
+			name:       "an upstream key naming an unset environment variable names the file and line",
+			args:       []string{"--config", write("unsetkey.yaml", "gateway:\n  upstream_key: $TOOLGATE_TEST_UNSET_KEY\n")},
+			wantErr:    errSilent,
+			wantStderr: []string{"unsetkey.yaml:2:17: gateway.upstream_key: environment variable TOOLGATE_TEST_UNSET_KEY is not set"},
+		},
+		{
 			name:    "a missing file is an error",
 			args:    []string{"--config", filepath.Join(dir, "absent.yaml")},
 			wantErr: errSilent,
