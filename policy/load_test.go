@@ -193,6 +193,11 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{"3:8: transitions.a.b: probability 1.5"},
 		},
 		{
+			name: "a listen port out of range is an error, as serve refuses it",
+			src:  "gateway:\n  listen: 127.0.0.1:99999\n",
+			want: []string{"2:11: gateway.listen: want host:port such as 127.0.0.1:8080 (address 99999: invalid port)"},
+		},
+		{
 			name: "a bad upstream URL is an error",
 			src:  "gateway:\n  upstream: ftp://x/v1\n",
 			want: []string{"2:13: gateway.upstream: want an http:// or https:// URL"},

@@ -53,7 +53,7 @@ func (v *validator) check(path string, ok bool, format string, args ...any) {
 func (v *validator) document(doc *Document, prefix string, bundles map[string]bool) {
 	p := func(s string) string { return join(prefix, s) }
 	g := doc.Gateway
-	if _, _, err := net.SplitHostPort(g.Listen); err != nil {
+	if err := CheckListen(g.Listen); err != nil {
 		v.check(p("gateway.listen"), false, "want host:port such as 127.0.0.1:8080 (%v)", err)
 	}
 	v.httpURL(p("gateway.upstream"), g.Upstream)
@@ -219,6 +219,18 @@ func (v *validator) profile(i int, ps *ProfileSpec, bundles map[string]bool) {
 		}
 	}
 	v.document(&ps.Document, prefix, bundles)
+}
+
+// CheckListen returns why net.Listen would refuse addr as a TCP address
+// (no port, a port out of range or an unknown service name), or nil. serve
+// checks the address it will listen on with it and validation checks the
+// policy's, so a file validate passes is never one serve refuses at start.
+func CheckListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	return err
 }
 
 func (v *validator) httpURL(path, s string) {

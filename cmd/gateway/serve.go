@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -301,11 +300,7 @@ func newEmbedder(snap *policy.Snapshot, up *url.URL, rt http.RoundTripper, logge
 // checkListen refuses a listen address net.Listen would, as a usage
 // error: it comes from a flag, the environment or the policy.
 func checkListen(addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err == nil {
-		_, err = net.LookupPort("tcp", port)
-	}
-	if err != nil {
+	if err := policy.CheckListen(addr); err != nil {
 		return fmt.Errorf("%w: listen address %q: %w (want host:port, such as 127.0.0.1:8080)", errUsage, addr, err)
 	}
 	return nil

@@ -24,6 +24,7 @@ func TestValidate(t *testing.T) {
 		args       []string
 		wantErr    error
 		wantStdout string
+		notStdout  string // a secret stdout must not show
 		wantStderr []string
 	}{
 		{
@@ -67,6 +68,18 @@ func TestValidate(t *testing.T) {
 			wantStderr: []string{"unsetkey.yaml:2:17: gateway.upstream_key: environment variable TOOLGATE_TEST_UNSET_KEY is not set"},
 		},
 		{
+			name:       "the summary masks the upstream URL's password",
+			args:       []string{"--config", write("creds.yaml", "gateway: {upstream: 'https://user:s3cret@llm.internal/v1'}\n")},
+			wantStdout: "upstream https://user:xxxxx@llm.internal/v1,",
+			notStdout:  "s3cret",
+		},
+		{
+			name:       "a listen port serve would refuse names the file and line",
+			args:       []string{"--config", write("port.yaml", "gateway:\n  listen: 127.0.0.1:99999\n")},
+			wantErr:    errSilent,
+			wantStderr: []string{"port.yaml:2:11: gateway.listen: want host:port", "invalid port"},
+		},
+		{
 			name:    "a missing file is an error",
 			args:    []string{"--config", filepath.Join(dir, "absent.yaml")},
 			wantErr: errSilent,
@@ -86,6 +99,9 @@ func TestValidate(t *testing.T) {
 			}
 			if tt.wantStdout != "" && (!strings.Contains(stdout.String(), tt.wantStdout) || strings.Count(stdout.String(), "\n") != 1) {
 				t.Errorf("stdout %q, want one line containing %q", stdout.String(), tt.wantStdout)
+			}
+			if tt.notStdout != "" && strings.Contains(stdout.String(), tt.notStdout) {
+				t.Errorf("stdout %q shows %q", stdout.String(), tt.notStdout)
 			}
 			for _, w := range tt.wantStderr {
 				if !strings.Contains(stderr.String(), w) {
