@@ -241,11 +241,18 @@ func maps(a map[string]bool, b map[string]BundleSpec) map[string]bool {
 	return out
 }
 
-// elementDefaults fills defaults inside list items, which start from zero
-// values because a list replaces the list it overrides.
+// elementDefaults fills defaults inside the list items this decode wrote,
+// which start from zero values because a list replaces the list it
+// overrides. Items it did not write are left alone: a profile that does not
+// set anchors holds the base's, boosts already filled, and resetting them
+// to 1 changed its ranking and gave it a catalog key of its own.
 func elementDefaults(doc *Document, pos map[string]Pos, prefix string) {
 	for i := range doc.Anchors {
-		if _, set := pos[fmt.Sprintf("%s[%d].boost", join(prefix, "anchors"), i)]; !set {
+		item := fmt.Sprintf("%s[%d]", join(prefix, "anchors"), i)
+		if _, written := pos[item]; !written {
+			continue
+		}
+		if _, set := pos[item+".boost"]; !set {
 			doc.Anchors[i].Boost = 1
 		}
 	}

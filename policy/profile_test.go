@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net/http"
+	"slices"
 	"testing"
 )
 
@@ -98,4 +99,44 @@ profiles:
 			t.Error("ForRequest without profiles returned another snapshot")
 		}
 	})
+}
+
+func TestAProfileKeepsTheBaseAnchorsUnlessItSetsItsOwn(t *testing.T) {
+	const base = `
+anchors:
+  - {pattern: '(?i)screenshot', tools: ["*screenshot*"], boost: 3}
+  - {pattern: '(?i)issue', tools: ["*issue*"]}
+profiles:
+  - match: {model: "p*"}
+`
+	tests := []struct {
+		name    string
+		profile string // the profile's settings, indented under its match
+		boosts  []float64
+		sameKey bool // shares the base's catalog key
+	}{
+		{"a profile that sets no anchors keeps the base's boosts and catalog key", "    gateway: {usage: context}\n", []float64{3, 1}, true},
+		{"a profile whose anchors key has no value keeps the base's boosts", "    anchors:\n", []float64{3, 1}, true},
+		{"a profile's own anchor without a boost gets the default 1", "    anchors: [{pattern: x, tools: [a]}]\n", []float64{1}, false},
+		{"a profile's own anchor keeps the boost it sets", "    anchors: [{pattern: x, tools: [a], boost: 5}]\n", []float64{5}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustLoad(t, base+tt.profile, nil)
+			p := s.ForRequest(Request{Model: "p1"})
+			var got []float64
+			for _, a := range p.anchors {
+				got = append(got, a.boost)
+			}
+			if !slices.Equal(got, tt.boosts) {
+				t.Errorf("profile's anchor boosts %v, want %v", got, tt.boosts)
+			}
+			if s.anchors[0].boost != 3 || s.anchors[1].boost != 1 {
+				t.Errorf("base anchor boosts %v and %v, want 3 and 1", s.anchors[0].boost, s.anchors[1].boost)
+			}
+			if same := p.CatalogKey() == s.CatalogKey(); same != tt.sameKey {
+				t.Errorf("profile shares the base's catalog key: %v, want %v", same, tt.sameKey)
+			}
+		})
+	}
 }
