@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 // Live holds the current policy and replaces it when the file changes. A
@@ -47,6 +49,9 @@ type Live struct {
 	read stamps
 
 	debounce, poll, settle, maxWait, maxSettle time.Duration // Watch's intervals; NewLive sets the defaults
+	// newWatcher is fsnotify.NewWatcher, which tests replace with one that
+	// fails as it does when the inotify instances are used up.
+	newWatcher func() (*fsnotify.Watcher, error)
 }
 
 // NewLive loads path once and returns a Live serving it. An empty path
@@ -57,7 +62,8 @@ func NewLive(path string, logger *slog.Logger) (*Live, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Live{path: path, logger: logger, debounce: defaultDebounce, poll: defaultPoll, settle: defaultSettle, maxWait: defaultMaxWait, maxSettle: defaultMaxSettle}
+	l := &Live{path: path, logger: logger, debounce: defaultDebounce, poll: defaultPoll, settle: defaultSettle, maxWait: defaultMaxWait, maxSettle: defaultMaxSettle,
+		newWatcher: fsnotify.NewWatcher}
 	read := l.stampFiles(nil)
 	snap, src, err := loadSource(path, newGeneration())
 	if err != nil {

@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"go.uber.org/goleak"
 )
 
@@ -853,4 +856,39 @@ func TestLiveWatchReadsFilesThatNeverSettleAfterTheCap(t *testing.T) {
 	defer func() { close(stop); <-done }()
 	writeFile(t, filepath.Join(dir, "tools.yaml"), "deny: [b_*]\ncategories:\n  code: {hints: hints/code.md}\n")
 	eventually(t, "b_x is denied while the hints file keeps changing", func() bool { return !live.Current().Decide("b_x", "").Visible })
+}
+
+func TestLiveWatchFallsBackToThePeriodicCheckWithoutAWatcher(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"tools.yaml":    "deny: [a_*]\ncategories:\n  code: {hints: hints/code.md}\n",
+		"hints/code.md": "old guidance",
+	})
+	path := filepath.Join(dir, "tools.yaml")
+	logs := &syncBuffer{}
+	live, err := NewLive(path, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.poll, live.settle = 50*time.Millisecond, 100*time.Millisecond
+	live.newWatcher = func() (*fsnotify.Watcher, error) {
+		return nil, fmt.Errorf("creating inotify instance: %w", syscall.EMFILE) // max_user_instances used up
+	}
+	watching(t, live)
+
+	t.Run("an edit of the policy applies within the check's period", func(t *testing.T) {
+		writeFile(t, path, "deny: ['*delete*']\ncategories:\n  code: {hints: hints/code.md}\n")
+		eventually(t, "delete tools are denied", func() bool { return !live.Current().Decide("delete_repo", "delete it").Visible })
+	})
+	t.Run("an edit of a hints file applies too", func(t *testing.T) {
+		writeFile(t, filepath.Join(dir, "hints", "code.md"), "new guidance")
+		eventually(t, "the hints change", func() bool { return live.Current().Hints("code") == "new guidance" })
+	})
+	t.Run("the watcher's failure is logged once, as a warning", func(t *testing.T) {
+		if n := strings.Count(logs.String(), "cannot watch the policy for changes"); n != 1 {
+			t.Errorf("logged %d times, want once:\n%s", n, logs.String())
+		}
+		if !strings.Contains(logs.String(), "level=WARN msg=\"cannot watch the policy") || !strings.Contains(logs.String(), "too many open files") {
+			t.Errorf("no warning naming the cause in:\n%s", logs.String())
+		}
+	})
 }

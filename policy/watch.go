@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,22 +67,31 @@ const (
 // and renaming it over the policy is atomic and never is. SIGHUP (Reload)
 // reads at once.
 //
-// A failing reload is logged and Watch goes on. It returns an error only if
-// watching cannot start. Do not call it twice at once.
+// Without events (no inotify instance left for a watcher, or no watch left
+// for a directory) Watch logs a warning once and goes on with the periodic
+// check alone, so edits still apply, within the poll interval: a gateway
+// whose hot reload is off for good, while its operators edit the file, is
+// worse than one that reloads 2 s late.
+//
+// A failing reload is logged and Watch goes on. It returns nil when ctx
+// ends. Do not call it twice at once.
 func (l *Live) Watch(ctx context.Context) error {
 	if l.path == "" {
 		<-ctx.Done()
 		return nil
 	}
-	w, err := fsnotify.NewWatcher()
+	var events <-chan fsnotify.Event // nil without a watcher: never ready
+	var errs <-chan error
+	w, err := l.newWatcher()
 	if err != nil {
-		return fmt.Errorf("watching policy: %w", err)
+		l.logger.Warn("cannot watch the policy for changes; the periodic check applies edits instead", "file", l.path, "every", l.poll, "err", err)
+		w = nil
+	} else {
+		defer w.Close()
+		events, errs = w.Events, w.Errors
 	}
-	defer w.Close()
 	ws := &watchSet{l: l, w: w, dirs: map[string]os.FileInfo{}, lost: map[string]bool{}, failed: map[string]bool{}}
-	if _, err := ws.rewatch(true); err != nil {
-		return err
-	}
+	ws.rewatch(true)
 
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -112,7 +120,7 @@ func (l *Live) Watch(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-w.Events:
+		case ev, ok := <-events:
 			if !ok {
 				return nil
 			}
@@ -127,20 +135,20 @@ func (l *Live) Watch(ctx context.Context) error {
 				// A watched directory, or one to watch, was created,
 				// removed or moved: fix the watches now, so the files
 				// written into a new one next are seen.
-				if again, _ := ws.rewatch(false); again {
+				if ws.rewatch(false) {
 					arm()
 				}
 			}
 			if l.relevant(name, ws.target) {
 				arm()
 			}
-		case err, ok := <-w.Errors:
+		case err, ok := <-errs:
 			if !ok {
 				return nil
 			}
 			l.logger.Warn("policy watcher error", "err", err)
 		case <-poll.C:
-			again, _ := ws.rewatch(false)
+			again := ws.rewatch(false)
 			// A reload already on its way reads the change; resetting its
 			// timer would only put it off.
 			if (again || l.changedOnDisk()) && !pending {
@@ -160,7 +168,7 @@ func (l *Live) Watch(ctx context.Context) error {
 			// What the reload read is current, and a change since is
 			// caught by the next poll: a directory this adds needs no
 			// reload of its own.
-			_, _ = ws.rewatch(false)
+			ws.rewatch(false)
 		}
 	}
 }
@@ -169,7 +177,7 @@ func (l *Live) Watch(ctx context.Context) error {
 // policy reads. Only Watch's goroutine uses it.
 type watchSet struct {
 	l      *Live
-	w      *fsnotify.Watcher
+	w      *fsnotify.Watcher      // nil when none could be created: the periodic check alone sees changes
 	target string                 // the file the config resolves to, as of the last rewatch that resolved it
 	want   map[string]bool        // the directories to watch, as of the last rewatch
 	dirs   map[string]os.FileInfo // watched directory -> what it was when added
@@ -205,15 +213,18 @@ func (ws *watchSet) isDir(name string) bool {
 // may be reused by the next one, so the identity check alone could miss
 // it), and adds each wanted directory that exists. again reports a
 // directory watched after the start, whose files may have changed while
-// unwatched. Only the initial call fails, when the config directory cannot
-// be watched; later failures are logged once each.
-func (ws *watchSet) rewatch(initial bool) (again bool, err error) {
+// unwatched. A directory that cannot be watched, the config's included
+// (no inotify watch left), is logged once and tried again at the next
+// call: the periodic check sees its changes meanwhile.
+func (ws *watchSet) rewatch(initial bool) (again bool) {
 	l := ws.l
 	if t := resolveFile(l.path); t != "" {
 		ws.target = t
 	} // else a dangling link or a missing file: keep watching where it was, where it may come back
 	ws.want = l.watchDirs(ws.target)
-	configDir := filepath.Dir(l.path)
+	if ws.w == nil {
+		return false
+	}
 	listed := map[string]bool{}
 	for _, d := range ws.w.WatchList() {
 		listed[filepath.Clean(d)] = true
@@ -236,9 +247,6 @@ func (ws *watchSet) rewatch(initial bool) (again bool, err error) {
 			err = ws.w.Add(dir)
 		}
 		if err != nil {
-			if initial && dir == configDir {
-				return false, fmt.Errorf("watching %s: %w", dir, err)
-			}
 			if !errors.Is(err, os.ErrNotExist) && !ws.failed[dir] {
 				ws.failed[dir] = true
 				l.logger.Warn("not watching a policy directory; the periodic check still sees its changes", "dir", dir, "err", err)
@@ -258,7 +266,7 @@ func (ws *watchSet) rewatch(initial bool) (again bool, err error) {
 			delete(ws.lost, dir)
 		}
 	}
-	return again, nil
+	return again
 }
 
 // drop stops watching dir. A directory still wanted is lost until a
