@@ -170,6 +170,13 @@ func parse(path string, src []byte, gen uint64) (*Snapshot, error) {
 	for i := range doc.Profiles {
 		names := maps(baseBundles, doc.Profiles[i].Bundles)
 		v.profile(i, &doc.Profiles[i], names)
+		// A null item (a stray "-", or ~) decodes to an empty match, which
+		// matches every request and shadows every later profile while
+		// looking like nothing at all. {} says that on purpose.
+		path := "profiles[" + strconv.Itoa(i) + "]"
+		if isNull(d.nodes[path], anchors) {
+			probs.add(d.pos[path], "%s is empty (a stray '-' or null), which would match every request and shadow the profiles after it; remove it, or write {} for a profile that matches every request", path)
+		}
 	}
 	if err := probs.err(); err != nil {
 		return nil, err
@@ -228,6 +235,14 @@ func overlayProfile(base Document, first *decoder, i int, anchors map[string]ast
 	}
 	eff.Profiles = nil
 	return eff, nil
+}
+
+// isNull reports whether n, its anchors and aliases followed, is a YAML
+// null. An unknown alias is not one; the decode reported it.
+func isNull(n ast.Node, anchors map[string]ast.Node) bool {
+	quiet := &decoder{probs: &problems{}, anchors: anchors}
+	_, null := quiet.resolve(n).(*ast.NullNode)
+	return null
 }
 
 func maps(a map[string]bool, b map[string]BundleSpec) map[string]bool {

@@ -253,6 +253,16 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{"1:25: gateway.upstream_key: environment variable TOOLGATE_TEST_UNSET_KEY is not set"},
 		},
 		{
+			name: "a null profile is an error, not a catch-all that shadows the profiles after it",
+			src:  "profiles: [~, {match: {model: x}}]\n",
+			want: []string{"1:12: profiles[0] is empty (a stray '-' or null), which would match every request"},
+		},
+		{
+			name: "a stray dash in profiles is an error on its line",
+			src:  "profiles:\n  -\n  - name: small-models\n    match: {model: \"gpt-4o-mini*\"}\n",
+			want: []string{"2:4: profiles[0] is empty"},
+		},
+		{
 			name: "two documents in one file are an error",
 			src:  "core: [a]\n---\ncore: [b]\n",
 			want: []string{"3:"},
