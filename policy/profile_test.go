@@ -19,7 +19,7 @@ profiles:
     gateway: {mode: preselect}
     deny: ["*write*"]
   - name: team-a
-    match: {key: "team-a*"}
+    match: {key: "team-*"} # labels of keys team-a-…: "team-...1234"
     core: [team_core]
     tools:
       x: {hint: team hint}
@@ -38,8 +38,8 @@ profiles:
 		profile string
 	}{
 		{"a model glob selects its profile", Request{Model: "gpt-4o-mini-2024"}, "mini"},
-		{"the first match wins over later ones", Request{Model: "gpt-4o-mini", Key: "team-a-1"}, "mini"},
-		{"a key glob selects its profile", Request{Model: "gpt-4o", Key: "team-a-1"}, "team-a"},
+		{"the first match wins over later ones", Request{Model: "gpt-4o-mini", Key: "team-...1234"}, "mini"},
+		{"a key glob selects its profile", Request{Model: "gpt-4o", Key: "team-...1234"}, "team-a"},
 		{"all conditions of a match must hold", Request{Model: "claude", Header: hdr(http.Header{"X-Agent": {"ci-7"}})}, "fallback"},
 		{"a header glob with a model selects its profile", Request{Model: "gpt-4.1", Header: hdr(http.Header{"X-Agent": {"ci-7"}})}, "ci"},
 		{"an empty match catches the rest", Request{Model: "llama"}, "fallback"},
@@ -68,13 +68,13 @@ profiles:
 		}
 	})
 	t.Run("a profile's list replaces the base list", func(t *testing.T) {
-		p := s.ForRequest(Request{Key: "team-a"})
+		p := s.ForRequest(Request{Key: "team-...1234"})
 		if !p.Decide("team_core", "").Core || p.Decide("base_core", "").Core {
 			t.Error("core not replaced")
 		}
 	})
 	t.Run("a profile's tool entry merges field by field", func(t *testing.T) {
-		p := s.ForRequest(Request{Key: "team-a"})
+		p := s.ForRequest(Request{Key: "team-...1234"})
 		m, _ := p.Meta("x")
 		if m.Hint != "team hint" || len(m.Keywords) != 1 || m.Keywords[0] != "base" {
 			t.Errorf("profile meta %+v", m)

@@ -351,8 +351,10 @@ func (g *Gateway) retries(snap *policy.Snapshot, round int) int {
 }
 
 // keyLabel returns a label of a credential that profiles can match and logs
-// may show, never the credential: its first dash-separated prefix and its
-// last four characters ("sk-...wxyz"); "" when there is none.
+// may show, never the credential: its first dash-separated prefix when that
+// is at most 8 characters, and its last four characters ("sk-...wxyz");
+// "" for a credential under 12 characters. The format is documented for
+// match.key (policy.Request.Key, README.md, tools.yaml): keep them in step.
 func keyLabel(cred string) string {
 	cred = strings.TrimSpace(strings.TrimPrefix(cred, "Bearer "))
 	if len(cred) < 12 {

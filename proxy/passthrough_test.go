@@ -125,6 +125,11 @@ func TestKeyLabelNeverRevealsTheCredential(t *testing.T) {
 		{"a bearer key keeps its prefix and last four characters", "Bearer sk-proj-abcdefghijklmnop", "sk-...mnop"},
 		{"a key without dashes keeps only its last four characters", "abcdefghijklmnopqrst", "...qrst"},
 		{"a short secret yields no label at all", "Bearer sk-12", ""},
+		{"a dash-ended prefix keeps only its text before the first dash", "team-a-0123456789abcdef", "team-...cdef"},
+		{"a prefix of 8 characters is kept", "abcdefgh-0123456789", "abcdefgh-...6789"},
+		{"a prefix longer than 8 characters is left out", "abcdefghi-0123456789", "...6789"},
+		{"a credential of 12 characters is the shortest with a label", "Bearer sk-123456789", "sk-...6789"},
+		{"a credential of 11 characters has none", "sk-12345678", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := keyLabel(tc.cred); got != tc.want {
