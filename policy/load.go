@@ -228,6 +228,23 @@ func overlayProfile(base Document, first *decoder, i int, anchors map[string]ast
 	d.decode(node, reflect.ValueOf(&ps).Elem(), "")
 	eff := ps.Document
 	elementDefaults(&eff, d.pos, "")
+	// A category's hints and text are one setting written two ways: the
+	// one the profile writes replaces the base's, however the base wrote
+	// it. Merged field by field, both stayed set and the base's text won
+	// over the profile's file.
+	for name, c := range eff.Categories {
+		_, hints := d.pos[join("categories", name)+".hints"]
+		_, text := d.pos[join("categories", name)+".text"]
+		switch {
+		case hints && !text:
+			c.Text = ""
+		case text && !hints:
+			c.Hints = ""
+		default:
+			continue
+		}
+		eff.Categories[name] = c
+	}
 	// deny only grows: a profile must not be able to expose what the base
 	// policy forbids.
 	if _, set := d.pos["deny"]; set {

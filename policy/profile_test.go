@@ -3,6 +3,7 @@ package policy
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -136,6 +137,34 @@ profiles:
 			}
 			if same := p.CatalogKey() == s.CatalogKey(); same != tt.sameKey {
 				t.Errorf("profile shares the base's catalog key: %v, want %v", same, tt.sameKey)
+			}
+		})
+	}
+}
+
+func TestAProfilesCategoryHintsReplaceTheBasesWhicheverWayEachIsWritten(t *testing.T) {
+	files := map[string]string{"hints/base.md": "base file guidance", "hints/ci.md": "ci file guidance"}
+	tests := []struct {
+		name, base, profile string
+		want                string // the profile's hints for code
+	}{
+		{"a profile's hints file replaces the base's inline text", "{text: base inline guidance}", "{hints: hints/ci.md}", "ci file guidance"},
+		{"a profile's inline text replaces the base's hints file", "{hints: hints/base.md}", "{text: ci inline guidance}", "ci inline guidance"},
+		{"a profile's hints file replaces the base's hints file", "{hints: hints/base.md}", "{hints: hints/ci.md}", "ci file guidance"},
+		{"a profile that sets only other categories keeps the base's", "{text: base inline guidance}", "", "base inline guidance"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "categories:\n  code: " + tt.base + "\nprofiles:\n  - match: {model: ci-*}\n    categories:\n      web: {text: web guidance}\n"
+			if tt.profile != "" {
+				src += "      code: " + tt.profile + "\n"
+			}
+			s := mustLoad(t, src, files)
+			if got := s.ForRequest(Request{Model: "ci-model"}).Hints("code"); got != tt.want {
+				t.Errorf("profile's hints for code %q, want %q", got, tt.want)
+			}
+			if got := s.Hints("code"); !strings.HasPrefix(got, "base ") {
+				t.Errorf("base's hints for code became %q", got)
 			}
 		})
 	}
