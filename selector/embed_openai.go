@@ -32,7 +32,7 @@ var (
 type OpenAIEmbedder struct {
 	baseURL  string
 	model    string
-	key      string
+	key      func() string
 	client   *http.Client
 	cacheDir string
 	mem      *lru.Cache[string, []float32]
@@ -81,6 +81,10 @@ type OpenAIEmbedderOptions struct {
 	Logger *slog.Logger
 	// Observer, when not nil, is told of every call and skipped query.
 	Observer EmbedObserver
+	// APIKeyFunc, when not nil, is asked for the key at each request
+	// instead of APIKey: a key a policy reload rotated is then sent
+	// without a restart.
+	APIKeyFunc func() string
 }
 
 // queryFailTTL is how long a query text whose call failed is not sent
@@ -111,6 +115,10 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.APIKeyFunc == nil {
+		key := opts.APIKey
+		opts.APIKeyFunc = func() string { return key }
+	}
 	mem, err := lru.New[string, []float32](opts.MemSize)
 	if err != nil {
 		return nil, fmt.Errorf("openai embedder: %w", err)
@@ -129,7 +137,7 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 		}
 	}
 	return &OpenAIEmbedder{
-		baseURL: strings.TrimRight(opts.BaseURL, "/"), model: opts.Model, key: opts.APIKey,
+		baseURL: strings.TrimRight(opts.BaseURL, "/"), model: opts.Model, key: opts.APIKeyFunc,
 		client: opts.Client, cacheDir: opts.CacheDir, mem: mem, batch: opts.Batch, batchBytes: opts.BatchBytes,
 		attempts: 3, retryWait: time.Second, batchTimeout: 30 * time.Second,
 		queryTimeout: opts.QueryTimeout, failed: failed, now: time.Now,
@@ -311,8 +319,8 @@ func (e *OpenAIEmbedder) call(ctx context.Context, texts []string) ([][]float32,
 		return nil, fmt.Errorf("building embeddings request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if e.key != "" {
-		req.Header.Set("Authorization", "Bearer "+e.key)
+	if key := e.key(); key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {

@@ -8,7 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,7 +72,7 @@ func TestEmbedderReportsToTheGateway(t *testing.T) {
 			var logs bytes.Buffer
 			logger := slog.New(slog.NewJSONHandler(&logs, nil))
 			up, _ := url.Parse("http://127.0.0.1:1/v1")
-			emb, err := newEmbedder(snap, up, http.DefaultTransport, logger, metrics.Embeddings())
+			emb, err := newEmbedder(func() *policy.Snapshot { return snap }, up, http.DefaultTransport, logger, metrics.Embeddings())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,13 +142,74 @@ func TestTheEmbeddingsQueryTimeoutIsThePolicys(t *testing.T) {
 				t.Fatal(err)
 			}
 			up, _ := url.Parse("http://127.0.0.1:1/v1")
-			emb, err := newEmbedder(snap, up, http.DefaultTransport, slog.New(slog.DiscardHandler), nil)
+			emb, err := newEmbedder(func() *policy.Snapshot { return snap }, up, http.DefaultTransport, slog.New(slog.DiscardHandler), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			v, err := emb.(selector.QueryEmbedder).EmbedQuery(context.Background(), "read a file "+tc.name)
 			if got := err == nil && len(v) == 3; got != tc.waits {
 				t.Errorf("query got its vector: %v (err %v), want %v", got, err, tc.waits)
+			}
+		})
+	}
+}
+
+// TestTheEmbeddingsClientFollowsARotatedUpstreamKey: without a key of its
+// own, the embeddings client borrows gateway.upstream_key, and a reload
+// that rotates it must reach the client as it reaches the upstream calls.
+// A key of its own is a start-up setting, kept until a restart.
+func TestTheEmbeddingsClientFollowsARotatedUpstreamKey(t *testing.T) {
+	t.Setenv("TOOLGATE_TEST_OLD_KEY", "sk-old")
+	t.Setenv("TOOLGATE_TEST_NEW_KEY", "sk-new")
+	var mu sync.Mutex
+	var auth []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"data":[{"index":0,"embedding":[1,2,3]}]}`))
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name, embeddingsKey string
+		want                []string // Authorization before and after the reload
+	}{
+		{"without a key of its own it sends the upstream key a reload rotated", "", []string{"Bearer sk-old", "Bearer sk-new"}},
+		{"with a key of its own it keeps that key", "    key: sk-own\n", []string{"Bearer sk-own", "Bearer sk-own"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			policyWith := func(upstreamKey string) string {
+				return "gateway: {upstream_key: $" + upstreamKey + "}\nsearch:\n  embeddings:\n    provider: openai\n    url: " + srv.URL + "\n    cache_dir: " + t.TempDir() + "\n" + tc.embeddingsKey
+			}
+			cfg := writeFile(t, "tools.yaml", policyWith("TOOLGATE_TEST_OLD_KEY"))
+			live, err := policy.NewLive(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up, _ := url.Parse("http://127.0.0.1:1/v1")
+			emb, err := newEmbedder(live.Current, up, http.DefaultTransport, slog.New(slog.DiscardHandler), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			auth = nil
+			mu.Unlock()
+			if _, err := emb.(selector.QueryEmbedder).EmbedQuery(context.Background(), "before "+tc.name); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(cfg, []byte(policyWith("TOOLGATE_TEST_NEW_KEY")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := live.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := emb.(selector.QueryEmbedder).EmbedQuery(context.Background(), "after "+tc.name); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(auth, tc.want) {
+				t.Errorf("Authorization sent %q, want %q", auth, tc.want)
 			}
 		})
 	}

@@ -153,7 +153,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("the upstream URL has no path; OpenAI-compatible servers usually serve under /v1", "upstream", up.Redacted())
 	}
 	transport := newTransport(snap.Gateway)
-	embedder, err := newEmbedder(snap, up, transport, logger, metrics.Embeddings())
+	embedder, err := newEmbedder(live.Current, up, transport, logger, metrics.Embeddings())
 	if err != nil {
 		return err
 	}
@@ -266,10 +266,15 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, live *policy.Live
 
 // newEmbedder returns the remote embedder when the policy asks for one
 // (defaulting to the upstream's /embeddings with the upstream key), or nil
-// for the offline word vectors. Settings are read at start-up. The
-// embedder logs its endpoint's failures and recoveries on logger and
-// reports its calls to obs (nil: none).
-func newEmbedder(snap *policy.Snapshot, up *url.URL, rt http.RoundTripper, logger *slog.Logger, obs selector.EmbedObserver) (selector.Embedder, error) {
+// for the offline word vectors. Its settings are read from current() once,
+// at start-up, except the upstream key it borrows when the policy gives it
+// no key of its own: that is read at each call, so a key rotated by a
+// reload reaches it as it reaches the upstream requests (with the old key
+// revoked, every call failed and ranking fell back to the word vectors
+// until a restart). The embedder logs its endpoint's failures and
+// recoveries on logger and reports its calls to obs (nil: none).
+func newEmbedder(current func() *policy.Snapshot, up *url.URL, rt http.RoundTripper, logger *slog.Logger, obs selector.EmbedObserver) (selector.Embedder, error) {
+	snap := current()
 	e := snap.Search.Embeddings
 	if e.Provider != "openai" {
 		return nil, nil
@@ -280,15 +285,20 @@ func newEmbedder(snap *policy.Snapshot, up *url.URL, rt http.RoundTripper, logge
 			cacheDir = filepath.Join(d, "toolgate", "embeddings")
 		}
 	}
+	var upstreamKey func() string // nil: the embeddings key, fixed at start-up
+	if e.Key == "" {
+		upstreamKey = func() string { return current().Gateway.UpstreamKey }
+	}
 	emb, err := selector.NewOpenAIEmbedder(selector.OpenAIEmbedderOptions{
 		BaseURL:  firstNonEmpty(e.URL, up.String()),
 		Model:    e.Model,
-		APIKey:   firstNonEmpty(e.Key, snap.Gateway.UpstreamKey),
+		APIKey:   e.Key,
 		Client:   &http.Client{Transport: rt, Timeout: 30 * time.Second},
 		CacheDir: cacheDir,
 		Logger:   logger.With("component", "embeddings"),
 		Observer: obs,
 
+		APIKeyFunc:   upstreamKey,
 		QueryTimeout: e.QueryTimeout,
 	})
 	if err != nil {
