@@ -126,6 +126,11 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			want: []string{`2:8: sessions.ttl: time: unknown unit "x"`},
 		},
 		{
+			name: "a session ttl too short for the store to sweep is reported",
+			src:  "sessions:\n  ttl: 50ns\n",
+			want: []string{"2:8: sessions.ttl: must be a duration of at least 1s, such as 1h"},
+		},
+		{
 			name: "a scalar where a list belongs is reported",
 			src:  "core: github_*\n",
 			want: []string{"1:7: core must be a list"},

@@ -112,7 +112,9 @@ func (v *validator) document(doc *Document, prefix string, bundles map[string]bo
 	}
 
 	ss := doc.Sessions
-	v.check(p("sessions.ttl"), ss.TTL > 0, "must be a positive duration such as 1h")
+	// The memory store sweeps expired sessions every ttl/100, which must
+	// be a positive interval: 50ns passed here and panicked serve.
+	v.check(p("sessions.ttl"), ss.TTL >= time.Second, "must be a duration of at least 1s, such as 1h")
 	v.check(p("sessions.max_entries"), ss.MaxEntries >= 1, "must be >= 1")
 	if err := validStore(ss.Store); err != nil {
 		v.check(p("sessions.store"), false, "%v", err)
