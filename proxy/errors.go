@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/rewrite"
+	"github.com/toolgate/toolgate/selector"
 )
 
 // Sentinel errors of the proxy; writeError maps them to statuses.
@@ -90,6 +91,12 @@ func classify(err error) (int, apiError) {
 		return http.StatusBadGateway, apiError{Message: err.Error(), Type: "gateway_error", Code: "upstream_bad_response"}
 	case errors.Is(err, ErrOutOfFiles), errors.Is(err, ErrOverloaded):
 		return http.StatusServiceUnavailable, apiError{Message: err.Error(), Type: "gateway_error", Code: "gateway_overloaded"}
+	case errors.Is(err, selector.ErrCompileBusy):
+		// Not passed through instead: a catalog worth compiling is one the
+		// gateway hides from the model, often more tools than the
+		// upstream takes (OpenAI refuses over 128 with a 400 no SDK
+		// retries), and a 503 is retried after Retry-After.
+		return http.StatusServiceUnavailable, apiError{Message: err.Error() + " (--max-compile-mb); retry shortly", Type: "gateway_error", Code: "gateway_overloaded"}
 	default:
 		return http.StatusInternalServerError, apiError{Message: "internal gateway error", Type: "gateway_error", Code: "internal_error"}
 	}

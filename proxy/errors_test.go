@@ -21,6 +21,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/rewrite"
+	"github.com/toolgate/toolgate/selector"
 )
 
 func TestBadRequestsGetOpenAIShapedErrors(t *testing.T) {
@@ -281,6 +282,25 @@ func TestWorkForAClientThatLeftFailsQuietly(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := failureLevel(tt.ctx); got != tt.want {
 				t.Errorf("level %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestACompileWithoutRoomIsARetryable503(t *testing.T) {
+	g := testGateway(t, &recorder{})
+	busy := fmt.Errorf("compiling catalog: %w", fmt.Errorf("compiling catalog k: %w: no room for 4096 KB of tool text within 5s", selector.ErrCompileBusy))
+	for _, route := range []string{routeChat, routeMessages} {
+		t.Run("on the "+route+" route the client gets a 503 gateway_overloaded with Retry-After", func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			w := g.track(rec, route)
+			g.writeError(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), busy)
+			w.done()
+			if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+				t.Errorf("status %d, Retry-After %q; want 503 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
+			}
+			if body := rec.Body.String(); !strings.Contains(body, "overloaded") || !strings.Contains(body, "--max-compile-mb") {
+				t.Errorf("body %s; want an overloaded error naming --max-compile-mb", body)
 			}
 		})
 	}

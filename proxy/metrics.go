@@ -192,6 +192,10 @@ func (m *Metrics) bind(g *Gateway) {
 					Name: "toolgate_catalog_cache_misses_total",
 					Help: "Catalog lookups that compiled (or waited on a compile).",
 				}, func() float64 { return float64(c.Stats().Misses) }),
+				prometheus.NewCounterFunc(prometheus.CounterOpts{
+					Name: "toolgate_catalog_compiles_refused_total",
+					Help: "Catalog compiles given up for want of room among the compiles running (--max-compile-mb): each request was answered 503 gateway_overloaded.",
+				}, func() float64 { return float64(c.Stats().Refused) }),
 			)
 		}
 	})

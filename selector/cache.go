@@ -2,10 +2,13 @@ package selector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -20,13 +23,27 @@ import (
 // realistic 4,096-tool catalog held some 50 MB) and clients, or tenants,
 // that send a changed catalog with every request would fill a count
 // bound with the largest ones.
+//
+// Compiling costs far more than the compiled catalog holds: a 4,096-tool
+// catalog of 4 MB of text took about a second of CPU and peaked at 300 to
+// 570 MB of heap, so eight such requests at once peaked at 4.2 GB. The
+// compiles running at once are therefore bounded by their text
+// (CacheOptions.CompileBytes); a Get that finds no room waits for it, up
+// to CompileWait, then fails with ErrCompileBusy.
 type Cache struct {
 	lru      *lru.Cache[string, *Catalog]
 	group    singleflight.Group
 	hits     atomic.Int64
 	misses   atomic.Int64
+	refused  atomic.Int64
 	tools    atomic.Int64 // tools of the catalogs held
 	maxTools int64
+
+	room     *semaphore.Weighted // compile weight (compileWeight) free; nil: no bound
+	roomSize int64
+	wait     time.Duration
+	// compile is Compile; tests count the compiles running through it.
+	compile func(context.Context, []Tool, Config) (*Catalog, error)
 }
 
 // CacheTools is the most tools the catalogs a Cache holds may have in
@@ -34,24 +51,78 @@ type Cache struct {
 // compiled is held whatever its size.
 const CacheTools = 1 << 15
 
+// DefaultCompileBytes is CacheOptions.CompileBytes' default: a catalog
+// at the proxy's text cap (4 MB for 4,096 tools, 5 MB of weight)
+// compiles alone, and a 200-tool one beside some forty others.
+// BenchmarkFreshCatalogsAtOnce: eight fresh 2,048-tool catalogs of 2 MB
+// peaked at 2.4 GB of heap unbounded, 0.75 GB under this bound, in as
+// much time (the compiles are CPU-bound).
+const DefaultCompileBytes = 4 << 20
+
+// DefaultCompileWait is CacheOptions.CompileWait's default: several
+// compiles of the largest catalogs.
+const DefaultCompileWait = 5 * time.Second
+
+// toolWeight is what a tool weighs in compile work beyond its text: its
+// document, postings and field tables exist whatever its text.
+const toolWeight = 256
+
+// ErrCompileBusy is returned by Get when the catalog could not start
+// compiling within CacheOptions.CompileWait, other compiles taking the
+// room. Nothing was compiled; asking again later may succeed.
+var ErrCompileBusy = errors.New("too many catalogs compiling at once")
+
+// errStarterLeft: the caller whose Get started a compile left while the
+// compile waited for room. The Gets that joined it wait again themselves.
+var errStarterLeft = errors.New("the request that started the compile left while it waited")
+
+// CacheOptions configures NewCacheWith.
+type CacheOptions struct {
+	// Catalogs bounds the catalogs held; <= 0 means 64.
+	Catalogs int
+	// CompileBytes bounds the compile work running at once, all Gets
+	// together, in bytes of tool text (plus 256 a tool): memory while
+	// compiling grows with it (100 to 200 bytes of heap a byte). A
+	// catalog heavier than the bound compiles alone. 0 means
+	// DefaultCompileBytes; below 0, no bound.
+	CompileBytes int64
+	// CompileWait is how long a Get waits for room to compile before it
+	// fails with ErrCompileBusy; <= 0 means DefaultCompileWait. The Get's
+	// ctx ending stops the wait sooner.
+	CompileWait time.Duration
+}
+
 // CacheStats are a Cache's counters since it was created.
 type CacheStats struct {
-	Hits   int64 // Gets answered from the cache
-	Misses int64 // Gets that compiled or waited on another Get's compile
-	Len    int   // catalogs held now
-	Tools  int64 // their tools
+	Hits    int64 // Gets answered from the cache
+	Misses  int64 // Gets that compiled or waited on another Get's compile
+	Refused int64 // compiles given up for want of room (ErrCompileBusy)
+	Len     int   // catalogs held now
+	Tools   int64 // their tools
 }
 
 // NewCache returns a cache holding up to size catalogs (<= 0 means 64),
-// least recently used evicted first.
-func NewCache(size int) *Cache { return newCache(size, CacheTools) }
+// least recently used evicted first, with the default compile bounds.
+func NewCache(size int) *Cache { return NewCacheWith(CacheOptions{Catalogs: size}) }
 
-func newCache(size, maxTools int) *Cache {
-	if size <= 0 {
-		size = 64
+// NewCacheWith returns a cache configured by o.
+func NewCacheWith(o CacheOptions) *Cache { return newCache(o, CacheTools) }
+
+func newCache(o CacheOptions, maxTools int) *Cache {
+	if o.Catalogs <= 0 {
+		o.Catalogs = 64
 	}
-	c := &Cache{maxTools: int64(maxTools)}
-	c.lru, _ = lru.NewWithEvict(size, func(_ string, cat *Catalog) { c.tools.Add(-int64(cat.Len())) }) // errors only for size <= 0
+	if o.CompileBytes == 0 {
+		o.CompileBytes = DefaultCompileBytes
+	}
+	if o.CompileWait <= 0 {
+		o.CompileWait = DefaultCompileWait
+	}
+	c := &Cache{maxTools: int64(maxTools), wait: o.CompileWait, compile: Compile}
+	if o.CompileBytes > 0 {
+		c.room, c.roomSize = semaphore.NewWeighted(o.CompileBytes), o.CompileBytes
+	}
+	c.lru, _ = lru.NewWithEvict(o.Catalogs, func(_ string, cat *Catalog) { c.tools.Add(-int64(cat.Len())) }) // errors only for size <= 0
 	return c
 }
 
@@ -74,36 +145,95 @@ func (c *Cache) add(key string, cat *Catalog) {
 // Get returns the catalog for key, compiling build's tools and config on a
 // miss. build runs at most once per key among concurrent callers; a caller
 // whose ctx ends stops waiting (the compile itself finishes for the
-// others and is cached).
+// others and is cached). A compile that finds no room waits for it up to
+// CacheOptions.CompileWait, then fails with ErrCompileBusy.
 func (c *Cache) Get(ctx context.Context, key string, build func() ([]Tool, Config)) (*Catalog, error) {
 	if cat, ok := c.lru.Get(key); ok {
 		c.hits.Add(1)
 		return cat, nil
 	}
 	c.misses.Add(1)
-	ch := c.group.DoChan(key, func() (any, error) {
-		if cat, ok := c.lru.Get(key); ok {
-			return cat, nil
+	for {
+		ch := c.group.DoChan(key, func() (any, error) { return c.compileKey(ctx, key, build) })
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for catalog compile: %w", ctx.Err())
+		case r := <-ch:
+			if errors.Is(r.Err, errStarterLeft) && ctx.Err() == nil {
+				continue // this caller still wants it: wait for room in its own name
+			}
+			if r.Err != nil {
+				return nil, fmt.Errorf("compiling catalog %s: %w", key, r.Err)
+			}
+			return r.Val.(*Catalog), nil
 		}
-		tools, cfg := build()
-		// Detached from the first caller's ctx: other callers share this
-		// compile, and one client leaving must not fail it for them.
-		cat, err := Compile(context.WithoutCancel(ctx), tools, cfg)
-		if err != nil {
-			return nil, err
-		}
-		c.add(key, cat)
-		return cat, nil
-	})
-	select {
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for catalog compile: %w", ctx.Err())
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, fmt.Errorf("compiling catalog %s: %w", key, r.Err)
-		}
-		return r.Val.(*Catalog), nil
 	}
+}
+
+// compileKey compiles key's catalog once there is room for it, for the
+// Get whose ctx is given and those that joined it, and holds it.
+func (c *Cache) compileKey(ctx context.Context, key string, build func() ([]Tool, Config)) (*Catalog, error) {
+	if cat, ok := c.lru.Get(key); ok {
+		return cat, nil
+	}
+	tools, cfg := build()
+	release, err := c.admit(ctx, compileWeight(tools))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	// Detached from the first caller's ctx: other callers share this
+	// compile, and one client leaving must not fail it for them.
+	cat, err := c.compile(context.WithoutCancel(ctx), tools, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.add(key, cat)
+	return cat, nil
+}
+
+// admit takes room for a compile of weight n, waiting for it up to the
+// cache's wait while ctx lasts, and returns what gives it back. A compile
+// heavier than the whole room takes all of it: it runs alone.
+func (c *Cache) admit(ctx context.Context, n int64) (release func(), err error) {
+	if c.room == nil || n <= 0 {
+		return func() {}, nil
+	}
+	weight := n
+	n = min(n, c.roomSize)
+	if !c.room.TryAcquire(n) {
+		wctx, cancel := context.WithTimeout(ctx, c.wait)
+		err := c.room.Acquire(wctx, n)
+		cancel()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("%w: %w", errStarterLeft, ctx.Err())
+		default:
+			c.refused.Add(1)
+			return nil, fmt.Errorf("%w: no room for %d KB of tool text within %v", ErrCompileBusy, max(weight>>10, 1), c.wait)
+		}
+	}
+	return func() { c.room.Release(n) }, nil
+}
+
+// compileWeight is what compiling tools costs against the compile room:
+// the bytes of their text, and toolWeight a tool.
+func compileWeight(tools []Tool) int64 {
+	var n int
+	for i := range tools {
+		t := &tools[i]
+		n += toolWeight + len(t.Name) + len(t.Description) + len(t.Meta.Title) + len(t.Meta.Category) + len(t.Meta.Hint)
+		for _, p := range t.Params {
+			n += len(p.Name) + len(p.Description)
+		}
+		for _, lists := range [...][]string{t.Meta.Keywords, t.Meta.Examples, t.Meta.AvoidWhen} {
+			for _, s := range lists {
+				n += len(s)
+			}
+		}
+	}
+	return int64(n)
 }
 
 // Purge lets every catalog go, counting them as evicted. A policy reload
@@ -118,5 +248,5 @@ func (c *Cache) Purge() {
 
 // Stats returns the hit and miss counters and the current size.
 func (c *Cache) Stats() CacheStats {
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Len: c.lru.Len(), Tools: c.tools.Load()}
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Refused: c.refused.Load(), Len: c.lru.Len(), Tools: c.tools.Load()}
 }

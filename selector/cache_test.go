@@ -80,7 +80,7 @@ func TestCacheCompilesEachKeyOnce(t *testing.T) {
 }
 
 func TestCacheHoldsNoMoreToolsThanItsBound(t *testing.T) {
-	c := newCache(10, 300)
+	c := newCache(CacheOptions{Catalogs: 10}, 300)
 	get := func(key string, n int) {
 		t.Helper()
 		if _, err := c.Get(context.Background(), key, func() ([]Tool, Config) { return syntheticTools(n), Config{} }); err != nil {

@@ -45,3 +45,16 @@ func inflightLimit(text string, files []string) (int64, string, error) {
 	}
 	return proxy.DefaultMaxInflightBytes, "default", nil
 }
+
+// compileLimit returns the compile bound for the --max-compile-mb flag's
+// text, in bytes of tool text (below 0: none).
+func compileLimit(text string) (int64, error) {
+	mb, err := strconv.ParseInt(text, 10, 64)
+	if err != nil || mb < 0 || mb > 1<<20 {
+		return 0, fmt.Errorf("%w: --max-compile-mb %q must be a whole number of megabytes, 0 for no bound", errUsage, text)
+	}
+	if mb == 0 {
+		return -1, nil
+	}
+	return mb << 20, nil
+}

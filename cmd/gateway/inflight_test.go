@@ -52,3 +52,30 @@ func TestTheInflightLimitComesFromTheFlagOrTheContainersMemory(t *testing.T) {
 		})
 	}
 }
+
+func TestTheCompileLimitComesFromTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flag  string
+		want  int64
+		usage bool
+	}{
+		{"the flag sets it in megabytes", "16", 16 << 20, false},
+		{"a flag of 0 lifts the bound", "0", -1, false},
+		{"a negative flag is a usage error", "-1", 0, true},
+		{"a flag that is not a number is a usage error", "8mb", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := compileLimit(tc.flag)
+			if tc.usage {
+				if !errors.Is(err, errUsage) {
+					t.Errorf("err = %v, want a usage error", err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("compileLimit = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,7 @@ type serveConfig struct {
 	drainDelay, drainTimeout time.Duration
 	maxInflight              int64  // bytes; below 0: no bound
 	maxInflightFrom          string // where maxInflight came from, for the log
+	maxCompile               int64  // bytes of tool text compiling at once; below 0: no bound
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -49,11 +51,15 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&drainDelay, "drain-delay", envOr("GATEWAY_DRAIN_DELAY", "0s"), "on SIGTERM, how long /healthz answers 503 while requests are still served, before the listener closes (env GATEWAY_DRAIN_DELAY; set it to what a load balancer needs to stop sending, e.g. 5s)")
 	fs.StringVar(&drainTimeout, "drain-timeout", envOr("GATEWAY_DRAIN_TIMEOUT", "25s"), "then how long requests in flight may finish; those left end with a gateway_shutting_down error (env GATEWAY_DRAIN_TIMEOUT; keep delay + timeout under the orchestrator's kill grace, 30s in Kubernetes)")
 	maxInflight := fs.String("max-inflight-mb", os.Getenv("GATEWAY_MAX_INFLIGHT_MB"), "megabytes of request bodies the gateway may hold at once, all requests together; a request past it gets a 503 gateway_overloaded with Retry-After, which the SDKs retry; 0 for no bound (env GATEWAY_MAX_INFLIGHT_MB; default 1024, or a quarter of the container's memory limit when lower)")
+	maxCompile := fs.String("max-compile-mb", envOr("GATEWAY_MAX_COMPILE_MB", strconv.Itoa(selector.DefaultCompileBytes>>20)), "megabytes of tool text the gateway may compile into catalogs at once, all requests together (a compile peaks at 100 to 200 times its text in memory); a request whose new catalog finds no room within 5s gets a 503 gateway_overloaded with Retry-After; a catalog larger than the bound compiles alone; 0 for no bound (env GATEWAY_MAX_COMPILE_MB)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	var err error
 	if c.maxInflight, c.maxInflightFrom, err = inflightLimit(*maxInflight, cgroupMemoryFiles); err != nil {
+		return c, err
+	}
+	if c.maxCompile, err = compileLimit(*maxCompile); err != nil {
 		return c, err
 	}
 	for _, d := range []struct {
@@ -113,13 +119,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// there) by way of slog's default.
 	redis.SetLogger(redisLogger{logger})
 	slog.SetDefault(logger)
-	logger.Info("starting", "version", versionString(), "max_inflight_mb", max(c.maxInflight>>20, 0), "max_inflight_from", c.maxInflightFrom)
+	logger.Info("starting", "version", versionString(), "max_inflight_mb", max(c.maxInflight>>20, 0), "max_inflight_from", c.maxInflightFrom,
+		"max_compile_mb", max(c.maxCompile>>20, 0))
 	live, err := policy.NewLive(c.config, logger)
 	if err != nil {
 		return err
 	}
 	metrics := proxy.NewMetrics()
-	catalogs := selector.NewCache(256)
+	catalogs := selector.NewCacheWith(selector.CacheOptions{Catalogs: 256, CompileBytes: c.maxCompile})
 	onPolicyReload(live, metrics, catalogs) // before Watch starts reloading
 	decisions, dlog, err := openDecisionLog(c.decisionLog, stderr, metrics, logger)
 	if err != nil {

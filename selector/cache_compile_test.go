@@ -1,0 +1,221 @@
+package selector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// compileGate counts the compiles a Cache runs through it and holds each
+// until open is closed.
+type compileGate struct {
+	live, peak, runs atomic.Int64
+	open             chan struct{}
+}
+
+func newCompileGate(c *Cache) *compileGate {
+	g := &compileGate{open: make(chan struct{})}
+	c.compile = func(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
+		l := g.live.Add(1)
+		defer g.live.Add(-1)
+		for p := g.peak.Load(); l > p && !g.peak.CompareAndSwap(p, l); p = g.peak.Load() {
+		}
+		g.runs.Add(1)
+		<-g.open
+		return Compile(ctx, tools, cfg)
+	}
+	return g
+}
+
+// waitFor polls cond for up to a few seconds: the tests synchronise on
+// counters, they do not time anything.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+func TestCacheBoundsTheCompilesRunningAtOnce(t *testing.T) {
+	tools := syntheticTools(50)
+	w := compileWeight(tools)
+	tests := []struct {
+		name     string
+		room     int64 // CompileBytes
+		gets     int
+		wantPeak int64
+	}{
+		{"eight different catalogs with room for two compile two at a time", 2 * w, 8, 2},
+		{"catalogs heavier than the whole room compile one at a time", w / 2, 4, 1},
+		{"without a bound every catalog compiles at once", -1, 4, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewCacheWith(CacheOptions{Catalogs: 16, CompileBytes: tt.room, CompileWait: time.Minute})
+			gate := newCompileGate(c)
+			var builds atomic.Int64
+			var wg sync.WaitGroup
+			for i := range tt.gets {
+				wg.Go(func() {
+					_, err := c.Get(context.Background(), fmt.Sprint("k", i), func() ([]Tool, Config) {
+						builds.Add(1)
+						return syntheticTools(50), Config{}
+					})
+					if err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			// Every Get has built its tools and asked for room: the ones
+			// admitted are compiling, the others waiting. Those past the
+			// bound, had they been let in, would start within this grace.
+			waitFor(t, "every get has built its tools", func() bool { return builds.Load() == int64(tt.gets) })
+			waitFor(t, "the admitted compiles run", func() bool { return gate.live.Load() >= tt.wantPeak })
+			time.Sleep(20 * time.Millisecond)
+			close(gate.open)
+			wg.Wait()
+			if p := gate.peak.Load(); p != tt.wantPeak {
+				t.Errorf("at most %d compiles ran at once, want %d", p, tt.wantPeak)
+			}
+			if r := gate.runs.Load(); r != int64(tt.gets) {
+				t.Errorf("%d compiles, want %d", r, tt.gets)
+			}
+		})
+	}
+}
+
+func TestCacheGivesUpWhenThereIsNoRoomToCompile(t *testing.T) {
+	tools := syntheticTools(50)
+	w := compileWeight(tools)
+	build := func() ([]Tool, Config) { return syntheticTools(50), Config{} }
+	// hold starts a compile of "held" that takes the whole room until the
+	// returned func lets it finish.
+	hold := func(t *testing.T, c *Cache) (finish func()) {
+		gate := newCompileGate(c)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if _, err := c.Get(context.Background(), "held", build); err != nil {
+				t.Error(err)
+			}
+		}()
+		waitFor(t, "the held compile runs", func() bool { return gate.live.Load() == 1 })
+		return func() { close(gate.open); <-done }
+	}
+	t.Run("a get that finds no room within the wait fails with ErrCompileBusy and compiles nothing", func(t *testing.T) {
+		c := NewCacheWith(CacheOptions{CompileBytes: w, CompileWait: 10 * time.Millisecond})
+		finish := hold(t, c)
+		defer finish()
+		_, err := c.Get(context.Background(), "other", build)
+		if !errors.Is(err, ErrCompileBusy) {
+			t.Fatalf("err = %v, want ErrCompileBusy", err)
+		}
+		if s := c.Stats(); s.Refused != 1 || s.Len != 0 {
+			t.Errorf("stats %+v, want 1 refused and nothing cached yet", s)
+		}
+	})
+	t.Run("a get whose ctx ends while it waits for room stops waiting with its ctx's error", func(t *testing.T) {
+		c := NewCacheWith(CacheOptions{CompileBytes: w, CompileWait: time.Minute})
+		finish := hold(t, c)
+		defer finish()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		_, err := c.Get(ctx, "other", build)
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrCompileBusy) {
+			t.Errorf("err = %v, want the ctx's deadline", err)
+		}
+	})
+	t.Run("gets that joined a compile whose starter left still get the catalog", func(t *testing.T) {
+		c := NewCacheWith(CacheOptions{CompileBytes: w, CompileWait: time.Minute})
+		finish := hold(t, c)
+		var builds atomic.Int64
+		counted := func() ([]Tool, Config) { builds.Add(1); return build() }
+		ctx, cancel := context.WithCancel(context.Background())
+		starter := make(chan error, 1)
+		go func() { _, err := c.Get(ctx, "shared", counted); starter <- err }()
+		waitFor(t, "the starter waits for room", func() bool { return builds.Load() == 1 })
+		joined := make(chan error, 1)
+		go func() { _, err := c.Get(context.Background(), "shared", counted); joined <- err }()
+		waitFor(t, "the second get asked", func() bool { return c.Stats().Misses == 3 })
+		time.Sleep(10 * time.Millisecond) // into the shared flight
+		cancel()
+		if err := <-starter; !errors.Is(err, context.Canceled) {
+			t.Errorf("the starter's err = %v, want context.Canceled", err)
+		}
+		finish()
+		if err := <-joined; err != nil {
+			t.Errorf("the get that joined failed: %v", err)
+		}
+		if _, err := c.Get(context.Background(), "shared", build); err != nil || c.Stats().Hits != 1 {
+			t.Errorf("shared is not cached: %v, %+v", err, c.Stats())
+		}
+	})
+}
+
+// BenchmarkFreshCatalogsAtOnce compiles eight catalogs no cache holds,
+// all at once, as eight clients that each send a new 2,048-tool catalog
+// of some 2 MB of text: peak-heap-MB is the heap in use at its highest
+// (sampled every 10 ms), with the default compile room and without one.
+func BenchmarkFreshCatalogsAtOnce(b *testing.B) {
+	const n, size = 8, 2048
+	cats := make([][]Tool, n)
+	for i := range cats {
+		cats[i] = syntheticTools(size)
+		for j := range cats[i] {
+			t := &cats[i][j]
+			t.Name = fmt.Sprintf("%s_r%d", t.Name, i)
+			for len(t.Description) < 1000 {
+				t.Description += fmt.Sprintf(" token%d_%d", i, len(t.Description)+j)
+			}
+		}
+	}
+	for _, room := range []struct {
+		name  string
+		bytes int64
+	}{{"room=default", 0}, {"room=none", -1}} {
+		b.Run(room.name, func(b *testing.B) {
+			var peak uint64
+			for b.Loop() {
+				c := NewCacheWith(CacheOptions{CompileBytes: room.bytes, CompileWait: time.Minute})
+				runtime.GC()
+				stop := make(chan struct{})
+				sampled := make(chan uint64)
+				go func() {
+					var ms runtime.MemStats
+					var top uint64
+					for {
+						runtime.ReadMemStats(&ms)
+						top = max(top, ms.HeapInuse)
+						select {
+						case <-stop:
+							sampled <- top
+							return
+						case <-time.After(10 * time.Millisecond):
+						}
+					}
+				}()
+				var wg sync.WaitGroup
+				for i := range cats {
+					wg.Go(func() {
+						tools := slices.Clone(cats[i])
+						if _, err := c.Get(context.Background(), fmt.Sprint(i), func() ([]Tool, Config) { return tools, Config{} }); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				close(stop)
+				peak = max(peak, <-sampled)
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+		})
+	}
+}
