@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
 )
@@ -22,7 +21,9 @@ import (
 // (BenchmarkCompile's MB-held: 1.7 MB at 500 tools, 3.2 at 2,000; a
 // realistic 4,096-tool catalog held some 50 MB) and clients, or tenants,
 // that send a changed catalog with every request would fill a count
-// bound with the largest ones.
+// bound with the largest ones. Catalogs compiled once and not asked for
+// again may fill a quarter of either bound, no more (catalogStore): such
+// clients let go of each other's catalogs, not the ones re-sent.
 //
 // Compiling costs far more than the compiled catalog holds: a 4,096-tool
 // catalog of 4 MB of text took about a second of CPU and peaked at 300 to
@@ -31,13 +32,11 @@ import (
 // (CacheOptions.CompileBytes); a Get that finds no room waits for it, up
 // to CompileWait, then fails with ErrCompileBusy.
 type Cache struct {
-	lru      *lru.Cache[string, *Catalog]
-	group    singleflight.Group
-	hits     atomic.Int64
-	misses   atomic.Int64
-	refused  atomic.Int64
-	tools    atomic.Int64 // tools of the catalogs held
-	maxTools int64
+	held    *catalogStore
+	group   singleflight.Group
+	hits    atomic.Int64
+	misses  atomic.Int64
+	refused atomic.Int64
 
 	room     *semaphore.Weighted // compile weight (compileWeight) free; nil: no bound
 	roomSize int64
@@ -48,7 +47,8 @@ type Cache struct {
 
 // CacheTools is the most tools the catalogs a Cache holds may have in
 // all: a few hundred megabytes of compiled catalogs. The catalog last
-// compiled is held whatever its size.
+// compiled is held whatever its size. Those compiled once and not asked
+// for again hold a quarter of it at most.
 const CacheTools = 1 << 15
 
 // DefaultCompileBytes is CacheOptions.CompileBytes' default: a catalog
@@ -118,28 +118,11 @@ func newCache(o CacheOptions, maxTools int) *Cache {
 	if o.CompileWait <= 0 {
 		o.CompileWait = DefaultCompileWait
 	}
-	c := &Cache{maxTools: int64(maxTools), wait: o.CompileWait, compile: Compile}
+	c := &Cache{held: newCatalogStore(o.Catalogs, int64(maxTools)), wait: o.CompileWait, compile: Compile}
 	if o.CompileBytes > 0 {
 		c.room, c.roomSize = semaphore.NewWeighted(o.CompileBytes), o.CompileBytes
 	}
-	c.lru, _ = lru.NewWithEvict(o.Catalogs, func(_ string, cat *Catalog) { c.tools.Add(-int64(cat.Len())) }) // errors only for size <= 0
 	return c
-}
-
-// add holds cat, then lets the least recently used catalogs go until the
-// tools held fit the bound (cat itself stays).
-func (c *Cache) add(key string, cat *Catalog) {
-	if prev, ok := c.lru.Peek(key); ok { // replaced without an eviction
-		c.tools.Add(-int64(prev.Len()))
-	}
-	c.tools.Add(int64(cat.Len()))
-	c.lru.Add(key, cat)
-	for c.tools.Load() > c.maxTools && c.lru.Len() > 1 {
-		if k, _, ok := c.lru.GetOldest(); !ok || k == key {
-			return
-		}
-		c.lru.RemoveOldest()
-	}
 }
 
 // Get returns the catalog for key, compiling build's tools and config on a
@@ -148,7 +131,7 @@ func (c *Cache) add(key string, cat *Catalog) {
 // others and is cached). A compile that finds no room waits for it up to
 // CacheOptions.CompileWait, then fails with ErrCompileBusy.
 func (c *Cache) Get(ctx context.Context, key string, build func() ([]Tool, Config)) (*Catalog, error) {
-	if cat, ok := c.lru.Get(key); ok {
+	if cat, ok := c.held.get(key); ok {
 		c.hits.Add(1)
 		return cat, nil
 	}
@@ -173,7 +156,7 @@ func (c *Cache) Get(ctx context.Context, key string, build func() ([]Tool, Confi
 // compileKey compiles key's catalog once there is room for it, for the
 // Get whose ctx is given and those that joined it, and holds it.
 func (c *Cache) compileKey(ctx context.Context, key string, build func() ([]Tool, Config)) (*Catalog, error) {
-	if cat, ok := c.lru.Get(key); ok {
+	if cat, ok := c.held.get(key); ok {
 		return cat, nil
 	}
 	tools, cfg := build()
@@ -188,7 +171,7 @@ func (c *Cache) compileKey(ctx context.Context, key string, build func() ([]Tool
 	if err != nil {
 		return nil, err
 	}
-	c.add(key, cat)
+	c.held.add(key, cat)
 	return cat, nil
 }
 
@@ -236,17 +219,18 @@ func compileWeight(tools []Tool) int64 {
 	return int64(n)
 }
 
-// Purge lets every catalog go, counting them as evicted. A policy reload
+// Purge lets every catalog go. A policy reload
 // that changes what catalogs compile from calls it: the catalogs compiled
 // under the old rules are keyed by them and never asked for again, yet each would hold its memory, and its
 // index's goroutine, until the LRU got round to it. A caller that still
 // holds a catalog keeps using it; it is collected when the last one is
 // done. The hit and miss counters stay.
 func (c *Cache) Purge() {
-	c.lru.Purge() // runs the evict callback for each, so tools drops with them
+	c.held.purge()
 }
 
 // Stats returns the hit and miss counters and the current size.
 func (c *Cache) Stats() CacheStats {
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Refused: c.refused.Load(), Len: c.lru.Len(), Tools: c.tools.Load()}
+	n, tools := c.held.size()
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Refused: c.refused.Load(), Len: n, Tools: tools}
 }

@@ -49,7 +49,7 @@ func TestCacheCompilesEachKeyOnce(t *testing.T) {
 		}
 	})
 	t.Run("the least recently used catalog is evicted", func(t *testing.T) {
-		for _, k := range []string{"k2", "k3"} {
+		for _, k := range []string{"k2", "k2", "k3", "k3"} { // each asked for twice, as k1 was
 			if _, err := c.Get(context.Background(), k, build); err != nil {
 				t.Fatal(err)
 			}
@@ -83,8 +83,10 @@ func TestCacheHoldsNoMoreToolsThanItsBound(t *testing.T) {
 	c := newCache(CacheOptions{Catalogs: 10}, 300)
 	get := func(key string, n int) {
 		t.Helper()
-		if _, err := c.Get(context.Background(), key, func() ([]Tool, Config) { return syntheticTools(n), Config{} }); err != nil {
-			t.Fatal(err)
+		for range 2 { // asked for again, as a client re-sending its tools does
+			if _, err := c.Get(context.Background(), key, func() ([]Tool, Config) { return syntheticTools(n), Config{} }); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	steps := []struct {
@@ -146,4 +148,57 @@ func TestCachePurgeLetsEveryCatalogGo(t *testing.T) {
 			t.Errorf("%d catalogs, %d tools; want 1, 20", s.Len, s.Tools)
 		}
 	})
+}
+
+func TestCacheKeepsTheCatalogsClientsSendAgain(t *testing.T) {
+	// Room for 1,000 tools: fresh catalogs may hold 250 of them.
+	type step struct {
+		key   string
+		tools int
+	}
+	tests := []struct {
+		name      string
+		steps     []step // Gets, in order
+		then      string // a key asked for after them
+		wantBuild bool   // whether that Get compiles
+	}{
+		{"a client re-sending its tools compiles once and hits from its second request",
+			[]step{{"agent", 100}}, "agent", false},
+		{"one client's stream of new catalogs does not evict a catalog another client re-sends",
+			[]step{{"victim", 200}, {"victim", 200}, {"f1", 240}, {"f2", 240}, {"f3", 240}, {"f4", 240}, {"f5", 240}, {"f6", 240}}, "victim", false},
+		{"new catalogs hold no more than a quarter of the bound: the oldest of them goes first",
+			[]step{{"f1", 200}, {"f2", 200}}, "f1", true},
+		{"a catalog let go before it was asked again is kept once compiled again",
+			[]step{{"slow", 200}, {"f1", 200}, {"slow", 200}, {"f2", 200}, {"f3", 200}}, "slow", false},
+		{"catalogs asked for again still go least recently used first when they fill the bound",
+			[]step{{"a", 400}, {"a", 400}, {"b", 400}, {"b", 400}, {"c", 400}, {"c", 400}}, "a", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCache(CacheOptions{Catalogs: 16}, 1000)
+			sizes := map[string]int{}
+			var builds atomic.Int32
+			get := func(key string) {
+				t.Helper()
+				if _, err := c.Get(context.Background(), key, func() ([]Tool, Config) {
+					builds.Add(1)
+					return syntheticTools(sizes[key]), Config{}
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, st := range tt.steps {
+				sizes[st.key] = st.tools
+				get(st.key)
+			}
+			before := builds.Load()
+			get(tt.then)
+			if built := builds.Load() > before; built != tt.wantBuild {
+				t.Errorf("asking for %q again compiled: %v, want %v (stats %+v)", tt.then, built, tt.wantBuild, c.Stats())
+			}
+			if s := c.Stats(); s.Tools > 1000 && s.Len > 1 {
+				t.Errorf("%d catalogs hold %d tools, over the bound of 1000", s.Len, s.Tools)
+			}
+		})
+	}
 }
