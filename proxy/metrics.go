@@ -270,11 +270,11 @@ func (m *Metrics) Embeddings() *EmbeddingMetrics {
 	return &EmbeddingMetrics{
 		calls: registerOnce(m.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_embedding_calls_total",
-			Help: "Calls of the embeddings endpoint by kind (query: a request's text, which the request waits on; catalog: a batch of tool texts, in the background) and outcome (ok, timeout, network_error, rate_limited, unauthorized, status_4xx, status_5xx, bad_response, canceled; skipped: a query not sent while the endpoint cools down after a failure). Any outcome but ok means that ranking used the offline word vectors.",
+			Help: "Calls of the embeddings endpoint by kind (query: a request's text, which the request waits on; catalog: a batch of tool texts, in the background) and outcome (ok, timeout, network_error, rate_limited, unauthorized, status_4xx, status_5xx, bad_response, canceled; skipped: a query, or the rest of a catalog, not sent while the endpoint cools down after a failure). Any outcome but ok means that ranking used the offline word vectors.",
 		}, []string{"kind", "outcome"})),
 		seconds: registerOnce(m.reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "toolgate_embedding_call_duration_seconds",
-			Help:    "Duration of the embeddings endpoint's calls by kind (query, catalog), whatever their outcome; skipped queries are not observed.",
+			Help:    "Duration of the embeddings endpoint's calls by kind (query, catalog), whatever their outcome; skipped calls are not observed.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10),
 		}, []string{"kind"})),
 	}

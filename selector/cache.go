@@ -41,6 +41,7 @@ type Cache struct {
 	room     *semaphore.Weighted // compile weight (compileWeight) free; nil: no bound
 	roomSize int64
 	wait     time.Duration
+	embeds   *semaphore.Weighted // background catalog embeddings running (Config.Embedder)
 	// compile is Compile; tests count the compiles running through it.
 	compile func(context.Context, []Tool, Config) (*Catalog, error)
 }
@@ -58,6 +59,9 @@ const CacheTools = 1 << 15
 // peaked at 2.4 GB of heap unbounded, 0.75 GB under this bound, in as
 // much time (the compiles are CPU-bound).
 const DefaultCompileBytes = 4 << 20
+
+// DefaultCatalogEmbeddings is CacheOptions.CatalogEmbeddings' default.
+const DefaultCatalogEmbeddings = 2
 
 // DefaultCompileWait is CacheOptions.CompileWait's default: several
 // compiles of the largest catalogs.
@@ -90,6 +94,12 @@ type CacheOptions struct {
 	// fails with ErrCompileBusy; <= 0 means DefaultCompileWait. The Get's
 	// ctx ending stops the wait sooner.
 	CompileWait time.Duration
+	// CatalogEmbeddings bounds the catalogs whose tools a Config.Embedder
+	// embeds in the background at once, the cache's catalogs together;
+	// the others wait their turn, and stop waiting, or embedding, when
+	// the cache lets their catalog go. <= 0 means
+	// DefaultCatalogEmbeddings.
+	CatalogEmbeddings int
 }
 
 // CacheStats are a Cache's counters since it was created.
@@ -118,7 +128,11 @@ func newCache(o CacheOptions, maxTools int) *Cache {
 	if o.CompileWait <= 0 {
 		o.CompileWait = DefaultCompileWait
 	}
-	c := &Cache{held: newCatalogStore(o.Catalogs, int64(maxTools)), wait: o.CompileWait, compile: Compile}
+	if o.CatalogEmbeddings <= 0 {
+		o.CatalogEmbeddings = DefaultCatalogEmbeddings
+	}
+	c := &Cache{held: newCatalogStore(o.Catalogs, int64(maxTools)), wait: o.CompileWait, compile: Compile,
+		embeds: semaphore.NewWeighted(int64(o.CatalogEmbeddings))}
 	if o.CompileBytes > 0 {
 		c.room, c.roomSize = semaphore.NewWeighted(o.CompileBytes), o.CompileBytes
 	}
@@ -160,6 +174,7 @@ func (c *Cache) compileKey(ctx context.Context, key string, build func() ([]Tool
 		return cat, nil
 	}
 	tools, cfg := build()
+	cfg.embedSlots = c.embeds
 	release, err := c.admit(ctx, compileWeight(tools))
 	if err != nil {
 		return nil, err

@@ -92,23 +92,31 @@ func (s *catalogStore) dropOldest(l *simplelru.LRU[string, *Catalog], keep strin
 	return true
 }
 
-// remove lets key's catalog go, if held.
+// remove lets key's catalog go, if held, and stops its background work.
 func (s *catalogStore) remove(key string) {
 	if cat, ok := s.fresh.Peek(key); ok {
 		s.fresh.Remove(key)
 		s.freshTools -= int64(cat.Len())
 		s.tools -= int64(cat.Len())
+		cat.stopBackground()
 	}
 	if cat, ok := s.kept.Peek(key); ok {
 		s.kept.Remove(key)
 		s.tools -= int64(cat.Len())
+		cat.stopBackground()
 	}
 }
 
-// purge lets every catalog go and forgets the keys seen.
+// purge lets every catalog go, stopping their background work, and
+// forgets the keys seen.
 func (s *catalogStore) purge() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, l := range []*simplelru.LRU[string, *Catalog]{s.fresh, s.kept} {
+		for _, cat := range l.Values() {
+			cat.stopBackground()
+		}
+	}
 	s.fresh.Purge()
 	s.kept.Purge()
 	s.seen.Purge()

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Embedder turns texts into vectors, e.g. an OpenAI-compatible
@@ -83,7 +85,13 @@ func checkVector(v []float32, dims int) error {
 type remoteSemantic struct {
 	e     Embedder
 	texts []string
-	bg    context.Context // the compile's context without its cancellation
+	// bg is the compile's context without its cancellation, ended by
+	// halt: a catalog its cache let go stops embedding.
+	bg   context.Context
+	halt context.CancelFunc
+	// slots, when not nil, bounds the catalog embeddings running at once,
+	// the cache's catalogs together.
+	slots *semaphore.Weighted
 	vecs  atomic.Pointer[toolVecs]
 	now   func() time.Time
 
@@ -103,7 +111,8 @@ type toolVecs struct {
 // search never waits on a cold catalog; until they arrive, and whenever the
 // query cannot be embedded, the catalog ranks with its offline vectors.
 func (c *Catalog) startRemote(ctx context.Context, e Embedder) *remoteSemantic {
-	r := &remoteSemantic{e: e, texts: make([]string, len(c.tools)), bg: context.WithoutCancel(ctx), now: time.Now}
+	r := &remoteSemantic{e: e, texts: make([]string, len(c.tools)), slots: c.cfg.embedSlots, now: time.Now}
+	r.bg, r.halt = context.WithCancel(context.WithoutCancel(ctx))
 	for i := range c.tools {
 		r.texts[i], _ = toolText(&c.tools[i])
 	}
@@ -115,7 +124,7 @@ func (c *Catalog) startRemote(ctx context.Context, e Embedder) *remoteSemantic {
 // the next attempt. The embedder keeps what it computed, so a later attempt
 // asks only for what is still missing.
 func (r *remoteSemantic) fetch() {
-	vecs, err := r.e.Embed(r.bg, r.texts)
+	vecs, err := r.embed()
 	var tv *toolVecs
 	if err == nil {
 		tv, err = newToolVecs(vecs, len(r.texts))
@@ -123,6 +132,9 @@ func (r *remoteSemantic) fetch() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.inflight = false
+	if r.bg.Err() != nil { // halted: no catalog to embed for
+		return
+	}
 	if err != nil {
 		r.failures++
 		wait := catalogRetryMin << min(r.failures-1, 10)
@@ -133,6 +145,27 @@ func (r *remoteSemantic) fetch() {
 	r.vecs.Store(tv)
 }
 
+// embed embeds the tool texts once one of the shared slots is free, or
+// fails when the catalog is halted first.
+func (r *remoteSemantic) embed() ([][]float32, error) {
+	if r.slots != nil {
+		if err := r.slots.Acquire(r.bg, 1); err != nil {
+			return nil, fmt.Errorf("waiting to embed the catalog: %w", err)
+		}
+		defer r.slots.Release(1)
+	}
+	return r.e.Embed(r.bg, r.texts)
+}
+
+// stop ends the catalog's background embedding, running or waiting, for
+// good: its cache let it go. Searches of it still running rank with the
+// offline vectors.
+func (r *remoteSemantic) stop() {
+	if r.halt != nil {
+		r.halt()
+	}
+}
+
 // retry starts a fetch if none runs, none has succeeded and the last
 // failure's wait, if any, is over. A search that found no vectors may get
 // here after a fetch published them: without the check it started a
@@ -141,7 +174,7 @@ func (r *remoteSemantic) fetch() {
 func (r *remoteSemantic) retry() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.inflight || r.vecs.Load() != nil || r.now().Before(r.next) {
+	if r.inflight || r.vecs.Load() != nil || r.now().Before(r.next) || r.bg.Err() != nil {
 		return
 	}
 	r.inflight = true

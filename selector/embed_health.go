@@ -16,13 +16,18 @@ const (
 	cooldownMax = time.Minute
 )
 
+// errCoolingDown: a call not made while the endpoint cools down after a
+// failure.
+var errCoolingDown = errors.New("embeddings endpoint cooling down after a failure")
+
 // health is the embeddings endpoint's state as the query path sees it.
 // A request waits on its query's embedding, so a failing endpoint must
 // cost one call per cooldown, not one or two per request: while it cools
 // down, queries fail without a call; then one query probes while the
-// others still skip. Catalog batches are not held back (they run in the
-// background and back off on their own) but their outcomes count. The
-// start and the end of a failure are logged once each.
+// others still skip. Catalog batches count too, and are not sent while
+// it cools down (coolingDown); once it is over they go without waiting
+// for a probe, for they may be the only calls. The start and the end of a
+// failure are logged once each.
 type health struct {
 	now    func() time.Time
 	logger *slog.Logger
@@ -45,6 +50,14 @@ func (h *health) allow() bool {
 	}
 	h.probing = true
 	return true
+}
+
+// coolingDown reports whether the endpoint is in a cooldown after a
+// failure (a probe after it does not count).
+func (h *health) coolingDown() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.failures > 0 && h.now().Before(h.until)
 }
 
 // record takes a call's outcome. A call its caller cancelled says nothing

@@ -157,7 +157,8 @@ func (e *OpenAIEmbedder) Model() string { return e.model }
 // can, else from the endpoint in batches, each tried up to three times
 // (see callRetrying). It stops at the first batch that still fails: the
 // endpoint is likely down, and the batches before it are cached, so the
-// catalog's next attempt asks only for the rest.
+// catalog's next attempt asks only for the rest. It stops, too, before a
+// batch while the endpoint cools down after a failure (errCoolingDown).
 func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
 	var missIdx []int
@@ -175,6 +176,12 @@ func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 		missIdx = append(missIdx, i)
 	}
 	for len(missIdx) > 0 {
+		if e.health.coolingDown() {
+			// Queries skip the endpoint meanwhile; a catalog's batches
+			// would go on calling it, for a whole catalog, every time.
+			e.observe("catalog", "skipped", 0)
+			return nil, fmt.Errorf("embedding %d catalog texts: %w", len(missIdx), errCoolingDown)
+		}
 		var idx []int
 		idx, missIdx = e.nextBatch(texts, missIdx)
 		batch := make([]string, len(idx))
@@ -212,7 +219,7 @@ func (e *OpenAIEmbedder) EmbedQuery(ctx context.Context, text string) ([]float32
 	ch := e.flights.DoChan(k, func() (any, error) {
 		if !e.health.allow() {
 			e.observe("query", "skipped", 0)
-			return nil, errors.New("embeddings endpoint cooling down after a failure")
+			return nil, errCoolingDown
 		}
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.queryTimeout)
 		defer cancel()

@@ -499,15 +499,19 @@ func TestOpenAIEmbedderReportsFailures(t *testing.T) {
 			t.Errorf("%d warnings and %d info lines, want 1 and 1:\n%s", w, i, logs)
 		}
 	})
-	t.Run("every call and skipped query is observed with its kind and outcome", func(t *testing.T) {
-		e, f, _, obs, _ := setup(t, failFirst(1, 500, "", letters(8)))
+	t.Run("every call and skipped query or catalog is observed with its kind and outcome", func(t *testing.T) {
+		e, f, _, obs, clock := setup(t, failFirst(1, 500, "", letters(8)))
 		_, _ = e.EmbedQuery(ctx, "read a file")
 		_, _ = e.EmbedQuery(ctx, "send a message")
 		f.set(letters(8))
+		if _, err := e.Embed(ctx, []string{"open a page"}); err == nil {
+			t.Fatal("a catalog was embedded while the endpoint cools down")
+		}
+		clock.advance(cooldownMin)
 		if _, err := e.Embed(ctx, []string{"open a page"}); err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"query status_5xx", "query skipped", "catalog ok"}
+		want := []string{"query status_5xx", "query skipped", "catalog skipped", "catalog ok"}
 		if !slices.Equal(obs.calls, want) {
 			t.Errorf("observed %q, want %q", obs.calls, want)
 		}

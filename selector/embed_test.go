@@ -182,10 +182,11 @@ func waitRemote(t *testing.T, c *Catalog) {
 func TestRemoteCatalogTriesAgainAfterCooldown(t *testing.T) {
 	f := newFakeEndpoint(t, failFirst(1, http.StatusUnauthorized, "", letters(26)))
 	e := newTestEmbedder(t, f.srv.URL, "")
-	c := compileTest(t, testTools(t), Config{Embedder: e})
-	r := c.sem.remote
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixNano())
+	e.health.now = func() time.Time { return time.Unix(0, clock.Load()) } // the failure's cooldown passes with the clock
+	c := compileTest(t, testTools(t), Config{Embedder: e})
+	r := c.sem.remote
 	for {
 		r.mu.Lock()
 		failed := r.failures

@@ -158,6 +158,14 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 	return c, nil
 }
 
+// stopBackground ends the catalog's background work (the remote
+// embedding of its tools, running or waiting): its cache let it go.
+func (c *Catalog) stopBackground() {
+	if c.sem != nil && c.sem.remote != nil {
+		c.sem.remote.stop()
+	}
+}
+
 // Len returns the number of tools in the catalog.
 func (c *Catalog) Len() int { return len(c.tools) }
 

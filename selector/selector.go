@@ -10,6 +10,8 @@ package selector
 import (
 	"context"
 	"regexp"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Tool is one tool of a catalog as the selector sees it: what the client sent,
@@ -82,6 +84,9 @@ type Config struct {
 	// Embedder computes semantic vectors when Weights.Semantic > 0; nil
 	// means the offline word vectors embedded in the binary.
 	Embedder Embedder
+	// embedSlots bounds the background catalog embeddings of a Cache's
+	// catalogs running at once; nil (Compile outside a Cache) means none.
+	embedSlots *semaphore.Weighted
 }
 
 // Query is one search.
