@@ -103,7 +103,8 @@ type Embeddings struct {
 	Model    string
 	Key      string // environment references already expanded
 	CacheDir string // absolute, or "" for the default
-	// QueryTimeout bounds a request's wait for its query's vector.
+	// QueryTimeout bounds a request's waits for its queries' vectors,
+	// all of them together.
 	QueryTimeout time.Duration
 }
 

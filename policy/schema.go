@@ -226,8 +226,9 @@ type EmbeddingsSpec struct {
 	// CacheDir holds embeddings on disk, relative to this file if not
 	// absolute. Default empty: the user cache dir (toolgate/embeddings).
 	CacheDir string `yaml:"cache_dir"`
-	// QueryTimeout is how long a request waits for its query's vector
-	// before it ranks with the word vectors, at most 1m. Default 2s: a
+	// QueryTimeout is how long a request waits for its queries' vectors,
+	// all of them together (its preselection and every search), before
+	// it ranks with the word vectors, at most 1m. Default 2s: a
 	// CPU-hosted endpoint may need more, a latency budget less.
 	QueryTimeout time.Duration `yaml:"query_timeout"`
 }

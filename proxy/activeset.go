@@ -19,6 +19,8 @@ func (t *turn) query(text string, limit int) selector.Query {
 		Last:    t.st.Last,
 		Recent:  t.st.Recent,
 		Learned: t.learned,
+
+		EmbedBudget: t.embedWait,
 	}
 }
 

@@ -58,6 +58,9 @@ type turn struct {
 	shown            []bool            // by catalog position: what the policy shows this message
 	learned          *selector.Transitions
 	habits           *selector.Habits
+	// embedWait bounds the turn's waits for query embeddings, all of
+	// them together; nil without a remote embedder.
+	embedWait *selector.EmbedBudget
 
 	searchName string // the gateway's search tool: tool_search, unless a client tool has the name
 	searchDef  string
@@ -124,6 +127,13 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	})
 	if err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
+	}
+	if snap.Search.Embeddings.Provider == "openai" && g.Embedder != nil {
+		// The query timeout is the turn's, not each search's: a slow
+		// endpoint costs a turn that much at most, however many
+		// searches its rounds make. The embedder's, read at start-up
+		// as the rest of its settings.
+		t.embedWait = selector.NewEmbedBudget(selector.QueryTimeoutOf(g.Embedder))
 	}
 	t.cat, t.catKey, t.rulesKey = cat, key, tools+"g"+strconv.FormatUint(snap.Generation(), 36)
 	rules := g.decisions(t.rulesKey, snap, req.Tools, cat)

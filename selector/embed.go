@@ -44,6 +44,54 @@ type EmbedObserver interface {
 // much at most, not the catalog batches' 30 s.
 const DefaultQueryTimeout = 2 * time.Second
 
+// EmbedBudget is how long the query embeddings of one request may keep it
+// waiting, all of them together (Query.EmbedBudget): its preselection and
+// every search of every round. A query timeout alone bounds each query,
+// and an endpoint slower than usual but inside it (never failing, so never
+// cooled down) cost a request that timeout once per search, one search
+// after another. Once the budget is spent, the request's rankings use the
+// offline word vectors. It is safe for concurrent use; queries waiting at
+// once each get what is left.
+type EmbedBudget struct {
+	mu   sync.Mutex
+	left time.Duration
+}
+
+// NewEmbedBudget returns a budget of d.
+func NewEmbedBudget(d time.Duration) *EmbedBudget { return &EmbedBudget{left: d} }
+
+// QueryTimeoutOf is how long e lets one query wait for its vector: its
+// QueryTimeout method's answer, or DefaultQueryTimeout.
+func QueryTimeoutOf(e Embedder) time.Duration {
+	if q, ok := e.(interface{ QueryTimeout() time.Duration }); ok && q.QueryTimeout() > 0 {
+		return q.QueryTimeout()
+	}
+	return DefaultQueryTimeout
+}
+
+// begin returns ctx bounded by what is left of b, and end, which spends
+// the time since; ok is false, and nothing else set, when nothing is left.
+// A nil budget bounds nothing.
+func (b *EmbedBudget) begin(ctx context.Context) (bctx context.Context, end func(), ok bool) {
+	if b == nil {
+		return ctx, func() {}, true
+	}
+	b.mu.Lock()
+	left := b.left
+	b.mu.Unlock()
+	if left <= 0 {
+		return nil, nil, false
+	}
+	start := time.Now()
+	bctx, cancel := context.WithTimeout(ctx, left)
+	return bctx, func() {
+		cancel()
+		b.mu.Lock()
+		b.left -= time.Since(start)
+		b.mu.Unlock()
+	}, true
+}
+
 // Catalog retries: a catalog whose vectors could not be computed tries
 // again when a search finds them missing, this long after the failure,
 // doubling with each failure. Its searches rank with the offline word
@@ -208,8 +256,14 @@ func newToolVecs(vecs [][]float32, n int) (*toolVecs, error) {
 	return tv, nil
 }
 
-// query embeds text as a unit vector of dims dimensions, or returns nil.
-func (r *remoteSemantic) query(ctx context.Context, text string, dims int) []float32 {
+// query embeds text as a unit vector of dims dimensions, or returns nil;
+// budget, when not nil, bounds the wait and is charged with it.
+func (r *remoteSemantic) query(ctx context.Context, text string, dims int, budget *EmbedBudget) []float32 {
+	ctx, end, ok := budget.begin(ctx)
+	if !ok {
+		return nil
+	}
+	defer end()
 	var v []float32
 	if qe, ok := r.e.(QueryEmbedder); ok {
 		v, _ = qe.EmbedQuery(ctx, text)
@@ -230,13 +284,13 @@ func (r *remoteSemantic) query(ctx context.Context, text string, dims int) []flo
 // sims returns each tool's similarity to text in buf (one slot per tool),
 // or nil when the tool vectors are missing (a search then asks for them
 // again, see retry) or the query has no vector of their space.
-func (r *remoteSemantic) sims(ctx context.Context, text string, buf []float64) []float64 {
+func (r *remoteSemantic) sims(ctx context.Context, text string, budget *EmbedBudget, buf []float64) []float64 {
 	tv := r.vecs.Load()
 	if tv == nil {
 		r.retry()
 		return nil
 	}
-	qv := r.query(ctx, text, tv.dims)
+	qv := r.query(ctx, text, tv.dims, budget)
 	if qv == nil {
 		return nil
 	}

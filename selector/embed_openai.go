@@ -153,6 +153,10 @@ const maxRetryWait = 30 * time.Second
 // Model returns the embedding model name.
 func (e *OpenAIEmbedder) Model() string { return e.model }
 
+// QueryTimeout returns how long a query may wait for its vector
+// (OpenAIEmbedderOptions.QueryTimeout).
+func (e *OpenAIEmbedder) QueryTimeout() time.Duration { return e.queryTimeout }
+
 // Embed returns one vector per text of a catalog, from the caches where it
 // can, else from the endpoint in batches, each tried up to three times
 // (see callRetrying). It stops at the first batch that still fails: the

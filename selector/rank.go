@@ -338,7 +338,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	}
 	var semDocs []int32
 	if w.Semantic > 0 && c.sem != nil {
-		semDocs = c.sem.ranked(ctx, q.Text, words, rows, candidatePool, sc.sims)
+		semDocs = c.sem.ranked(ctx, q.Text, q.EmbedBudget, words, rows, candidatePool, sc.sims)
 		for _, d := range semDocs {
 			if !seen[d] {
 				seen[d] = true

@@ -112,6 +112,12 @@ type Query struct {
 	// words; Preselect lifts those tools for a request with the same
 	// words. nil means no habits.
 	Habits *Habits
+	// EmbedBudget, when not nil, bounds how long the query's remote
+	// embedding may keep the caller waiting, shared with the other
+	// queries given the same budget (one request's); once it is spent
+	// they rank with the offline word vectors. nil: each query waits up
+	// to the embedder's query timeout.
+	EmbedBudget *EmbedBudget
 	// Explain fills each Result's Signals, the per-signal view `gateway
 	// search` prints. The request path leaves it off: a map per result
 	// was a tenth of a preselection's allocations, read by nothing.

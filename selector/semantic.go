@@ -141,11 +141,12 @@ func removeCommon(vecs [][]float32, share float32) {
 // ready, the query has no known word, or the n are all alike: the
 // semantic signal enters the ensemble by rank alone, and a ranking of
 // equals says nothing. buf (one slot per tool) holds the scores of the
-// remembered rows.
-func (s *semantic) ranked(ctx context.Context, text string, words []string, rows []int32, n int, buf []float64) []int32 {
+// remembered rows; budget, when not nil, bounds the wait for the query's
+// remote vector.
+func (s *semantic) ranked(ctx context.Context, text string, budget *EmbedBudget, words []string, rows []int32, n int, buf []float64) []int32 {
 	var sims []float64
 	if s.remote != nil {
-		sims = s.remote.sims(ctx, text, buf)
+		sims = s.remote.sims(ctx, text, budget, buf)
 	}
 	if sims == nil {
 		sims = s.offlineSims(ctx, text, words, rows, buf)
