@@ -133,9 +133,10 @@ func (w *DecisionWriter) Write(p []byte) (int, error) {
 }
 
 // Reopen has the writer's goroutine reopen the sink once the records
-// queued before the call are written, and waits for it until ctx ends. When a write has not returned by then,
-// the reopen stays handed over and happens once the write returns; the
-// error says so. A sink with no Reopen method has nothing to reopen.
+// queued before the call are written, and waits for it until ctx ends.
+// When a write has not returned by then, the reopen stays handed over and
+// happens once the write returns; the error says so. A sink with no
+// Reopen method has nothing to reopen.
 func (w *DecisionWriter) Reopen(ctx context.Context) error {
 	if _, ok := w.sink.(decisionReopener); !ok {
 		return nil

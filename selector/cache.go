@@ -234,12 +234,12 @@ func compileWeight(tools []Tool) int64 {
 	return int64(n)
 }
 
-// Purge lets every catalog go. A policy reload
-// that changes what catalogs compile from calls it: the catalogs compiled
-// under the old rules are keyed by them and never asked for again, yet each would hold its memory, and its
-// index's goroutine, until the LRU got round to it. A caller that still
-// holds a catalog keeps using it; it is collected when the last one is
-// done. The hit and miss counters stay.
+// Purge lets every catalog go. A policy reload that changes what catalogs
+// compile from calls it: the catalogs compiled under the old rules are
+// keyed by them and never asked for again, yet each would hold its
+// memory, and its index's goroutine, until the LRU got round to it. A
+// caller that still holds a catalog keeps using it; it is collected when
+// the last one is done. The hit and miss counters stay.
 func (c *Cache) Purge() {
 	c.held.purge()
 }
