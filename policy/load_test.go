@@ -525,3 +525,28 @@ func TestShippedPolicyLoadsAndRunsTheDefaults(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestABadUpstreamURLIsReportedWithoutItsPassword: validate prints these
+// problems, and CI keeps what it prints.
+func TestABadUpstreamURLIsReportedWithoutItsPassword(t *testing.T) {
+	for _, tc := range []struct{ name, url, want string }{
+		{"a scheme that is not http", "ftp://user:hunter2@x/v1", "want an http:// or https:// URL"},
+		{"a URL that does not parse", "https://user:hunter2@ho st/v1", "not a URL"},
+		{"a URL without a host", "https://user:hunter2@/v1", "has no host"},
+	} {
+		t.Run(tc.name+" is refused without its password", func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "tools.yaml")
+			if err := os.WriteFile(path, []byte("gateway:\n  upstream: \""+tc.url+"\"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load: %v; want %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("the problem repeats the password: %v", err)
+			}
+		})
+	}
+}

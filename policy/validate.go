@@ -235,15 +235,20 @@ func CheckListen(addr string) error {
 	return err
 }
 
+// httpURL checks an http(s) URL. Its errors never repeat a password the
+// URL holds: they are printed by validate, and so land in CI logs.
 func (v *validator) httpURL(path, s string) {
 	u, err := url.Parse(s)
+	var ue *url.Error
 	switch {
+	case errors.As(err, &ue):
+		v.check(path, false, "not a URL: %v", ue.Err) // ue.URL is the text as written
 	case err != nil:
 		v.check(path, false, "not a URL: %v", err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		v.check(path, false, "want an http:// or https:// URL, got %q", s)
+		v.check(path, false, "want an http:// or https:// URL, got %q", u.Redacted())
 	case u.Host == "":
-		v.check(path, false, "URL %q has no host", s)
+		v.check(path, false, "URL %q has no host", u.Redacted())
 	}
 }
 
