@@ -323,10 +323,15 @@ func checkListen(addr string) error {
 	return nil
 }
 
+// parseUpstream reads the upstream URL; its error never repeats a
+// password the URL holds, as the process's output ends up in logs.
 func parseUpstream(s string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimRight(s, "/"))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: upstream %q must be an http(s) URL such as https://api.openai.com/v1", errUsage, s)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: the upstream is not a URL such as https://api.openai.com/v1", errUsage)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return nil, fmt.Errorf("%w: upstream %q must be an http(s) URL such as https://api.openai.com/v1", errUsage, u.Redacted())
 	}
 	return u, nil
 }

@@ -122,3 +122,23 @@ func TestAnOverriddenPolicySettingIsLogged(t *testing.T) {
 		})
 	}
 }
+
+// TestABadUpstreamIsRefusedWithoutItsPassword: serve's error goes to the
+// process's output, which logs keep.
+func TestABadUpstreamIsRefusedWithoutItsPassword(t *testing.T) {
+	for _, tc := range []struct{ name, url string }{
+		{"a scheme that is not http", "ftp://user:hunter2@x/v1"},
+		{"a URL that does not parse", "https://user:hunter2@ho st/v1"},
+		{"a URL without a host", "https://user:hunter2@/v1"},
+	} {
+		t.Run(tc.name+" is refused without its password", func(t *testing.T) {
+			_, err := parseUpstream(tc.url)
+			if !errors.Is(err, errUsage) {
+				t.Fatalf("parseUpstream: %v; want a usage error", err)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("the error repeats the password: %v", err)
+			}
+		})
+	}
+}
