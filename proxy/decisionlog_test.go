@@ -330,6 +330,7 @@ func TestEverySearchCallIsInTheRecord(t *testing.T) {
 		{"a search with an empty query is recorded with why it found nothing", `{"query":""}`, searchEmptyQuery, 0, ""},
 		{"a search with only spaces for a query is recorded the same", `{"query":"   "}`, searchEmptyQuery, 0, ""},
 		{"a search without a query is recorded the same", `{"limit":3}`, searchEmptyQuery, 0, ""},
+		{"a search whose query has no word (zero-width spaces, punctuation) is recorded the same", `{"query":"\u200b\u200b ?!"}`, searchEmptyQuery, 0, ""},
 		{"a search with a query is recorded without an error", `{"query":"create issue"}`, "", 1, ""},
 		{"a search whose tools the full list could not keep is recorded with why it found nothing",
 			`{"query":"create issue"}`, searchListFull, 0, fullPolicy},

@@ -228,7 +228,7 @@ func (t *turn) searchLimit() int {
 func (t *turn) search(ctx context.Context, raw string) string {
 	t.searches++
 	a := parseSearchArgs(raw)
-	if a.Query == "" {
+	if !hasWord(a.Query) {
 		t.noteSearch(a.Query, nil, -1, searchEmptyQuery)
 		return "Error: " + t.searchName + " needs a non-empty \"query\" of English keywords."
 	}
@@ -301,6 +301,13 @@ func (t *turn) fullAnswer() string {
 	}
 	return fmt.Sprintf("Your tool list is full for this step (at most %d tools): this step's other searches took its last places. "+
 		"Use the tools they found; if none fits, search again in your next step.", t.snap.Gateway.MaxActive)
+}
+
+// hasWord reports whether a query has a letter or a digit: one of only
+// zero-width spaces or punctuation finds nothing, and searched it would
+// list arbitrary tools as found.
+func hasWord(q string) bool {
+	return strings.IndexFunc(q, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) >= 0
 }
 
 // newUpTo cuts ranked search results after their limit-th tool that is not
