@@ -14,10 +14,13 @@ import (
 
 // Token accounting: how many tokens the client's tools array costs and how
 // many the tools the upstream really received cost. Counts use the model's
-// BPE (o200k_base, or cl100k_base for gpt-3.5 and gpt-4 before 4o) over the
-// tools' JSON text. Providers render tools in their own format before
-// counting, so an absolute count is an estimate within some percent; both
-// sides are counted the same way, so the ratio is fair.
+// BPE (o200k_base, or cl100k_base for gpt-3.5 and gpt-4 before 4o; an
+// o200k_base estimate for other providers' models, whose tokenizers are
+// not public) over the tools' JSON text. Providers render tools in their
+// own format before counting, so an absolute count is an estimate; both
+// sides are counted the same way, so their ratio is fair. Where a count
+// meets the upstream's own (the direct estimate), the tools are counted as
+// the model reads them (tokenrender.go).
 
 // Encodings the counter chooses between.
 const (
@@ -59,9 +62,10 @@ type tokenCounter struct {
 }
 
 type tokenKey struct {
-	enc  tokenizer.Encoding
-	hash uint64
-	n    int // the text's length, against hash collisions
+	enc      tokenizer.Encoding
+	hash     uint64
+	n        int  // the text's length, against hash collisions
+	rendered bool // the count of the tool as the model reads it (renderedTool)
 }
 
 // Cache sizes: tools are small entries (a key and an int), so the per-tool
@@ -101,6 +105,29 @@ func (c *tokenCounter) tool(enc tokenizer.Encoding, raw string) (int, error) {
 		return 0, fmt.Errorf("loading %s: %w", enc, err)
 	}
 	n, err := cd.Count(raw)
+	if err != nil {
+		return 0, fmt.Errorf("counting tokens: %w", err)
+	}
+	c.perTool.Add(k, n)
+	return n, nil
+}
+
+// rendered returns the tokens of one tool as the model reads it
+// (renderedTool), or of its JSON text for a tool not rendered.
+func (c *tokenCounter) rendered(enc tokenizer.Encoding, raw string) (int, error) {
+	k := tokenKey{enc: enc, hash: maphash.String(c.seed, raw), n: len(raw), rendered: true}
+	if n, ok := c.perTool.Get(k); ok {
+		return n, nil
+	}
+	text, ok := renderedTool(raw)
+	if !ok {
+		return c.tool(enc, raw)
+	}
+	cd, err := c.codec(enc)
+	if err != nil {
+		return 0, fmt.Errorf("loading %s: %w", enc, err)
+	}
+	n, err := cd.Count(text)
 	if err != nil {
 		return 0, fmt.Errorf("counting tokens: %w", err)
 	}
@@ -149,10 +176,22 @@ func boundary(enc tokenizer.Encoding, i int, raw string) int {
 }
 
 // catalogTokens is a client's tools array counted once: each tool's
-// tokens, by position, and the whole array's.
+// tokens, by position, and the whole array's, as JSON text and as the
+// model reads it (rendered).
 type catalogTokens struct {
-	total int
-	per   []int
+	total    int
+	per      []int
+	rendered int
+}
+
+// renderedShare scales a count of the catalog's tools' JSON text to the
+// tokens the model reads for them: the catalog's rendered count over its
+// JSON count.
+func (ct *catalogTokens) renderedShare(n int64) int64 {
+	if ct == nil || ct.total <= 0 {
+		return n
+	}
+	return n * int64(ct.rendered) / int64(ct.total)
 }
 
 // catalog returns the tokens of a client's full tools array and of each of
@@ -171,6 +210,11 @@ func (c *tokenCounter) catalog(enc tokenizer.Encoding, key string, tools []rewri
 		}
 		ct.per[i] = n
 		ct.total += n + boundary(enc, i, tools[i].Raw)
+		r, err := c.rendered(enc, tools[i].Raw)
+		if err != nil {
+			return nil, err
+		}
+		ct.rendered += r
 	}
 	c.catalogs.Add(ck, ct)
 	return ct, nil
