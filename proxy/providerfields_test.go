@@ -350,7 +350,7 @@ func testStreamOptionsRefusal(t *testing.T, status int, refusal string) {
 			`{"id":"s1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
 		))
 	})
-	base := newTestGateway(t, up)
+	base := newTestGateway(t, up, func(g *Gateway) { g.Metrics = NewMetrics() })
 	msgs := []map[string]any{{"role": "user", "content": "Say hello."}}
 	turn := func(extra map[string]any) (int, streamReply) {
 		resp := post(t, base, chatRequest(t, msgs, testCatalog(30), true, extra), nil)
@@ -364,6 +364,11 @@ func testStreamOptionsRefusal(t *testing.T, status int, refusal string) {
 		}
 		if len(seen) != 2 || !seen[0] || seen[1] {
 			t.Errorf("upstream requests carried stream_options: %v, want [true false]", seen)
+		}
+		// The refused attempt and its resend are one round, one call.
+		text := scrapeUntil(t, base, func(text string) bool { return metricValue(t, text, "toolgate_upstream_rounds_count") == 1 })
+		if calls := metricValue(t, text, "toolgate_upstream_rounds_sum"); calls != 1 {
+			t.Errorf("toolgate_upstream_rounds counted %v calls for the turn; want 1", calls)
 		}
 	})
 	t.Run("later turns go without it from the start", func(t *testing.T) {

@@ -86,7 +86,12 @@ func (g *Gateway) knownRefusals(req *rewrite.Request) {
 // sendRound makes a round's upstream call with o, and sends it again,
 // built anew with tools, without what the gateway added that the upstream
 // refuses. Each refusal flips a flag of t.req once: at most two resends.
+// The round counts as one call, as a round retried after a 5xx does: the
+// upstream answered its refused attempts at once and billed none.
 func (t *turn) sendRound(ctx context.Context, in *http.Request, o sendOptions, tools []string) (*http.Response, error) {
+	if t.rep != nil {
+		t.rep.calls++
+	}
 	resp, err := t.send(ctx, in, o)
 	for err != nil && (t.g.refusedUsageRequest(t.req, err) || t.g.refusedMessageExtras(t.req, t.rounds, err)) {
 		if o.body, err = t.d.Build(t.req, tools, t.rounds); err == nil {

@@ -128,7 +128,6 @@ func (t *turn) send(ctx context.Context, in *http.Request, o sendOptions) (*http
 	if t.rep == nil {
 		return resp, err
 	}
-	t.rep.calls++
 	t.rep.upstream += time.Since(start)
 	if err != nil {
 		return resp, err
