@@ -44,12 +44,15 @@ const streamUsageTail = 8 << 10
 
 // usageTap keeps a copy of a passed-through answer as it is relayed, to
 // read its usage at the end: a whole (non-streamed) answer up to
-// maxUsageTap, or a stream's last streamUsageTail bytes. Only
-// uncompressed 200s with tools are read.
+// maxUsageTap, or a stream's first and last streamUsageTail bytes (an
+// Anthropic-compatible upstream may count input tokens in its stream's
+// first event, message_start, alone). Only uncompressed 200s with tools
+// are read.
 type usageTap struct {
 	on     bool
 	stream bool
 	buf    []byte
+	head   []byte // a stream's first bytes
 }
 
 func newUsageTap(req *rewrite.Request, resp *http.Response) *usageTap {
@@ -63,6 +66,9 @@ func (u *usageTap) see(b []byte) {
 	switch {
 	case !u.on:
 	case u.stream:
+		if room := streamUsageTail - len(u.head); room > 0 {
+			u.head = append(u.head, b[:min(room, len(b))]...)
+		}
 		if len(b) >= streamUsageTail {
 			u.buf = append(u.buf[:0], b[len(b)-streamUsageTail:]...)
 			return
@@ -102,8 +108,18 @@ func (u *usageTap) usage() gjson.Result {
 	if !u.stream {
 		return gjson.GetBytes(u.buf, "usage")
 	}
-	// The tail's first line may be cut and then is not JSON.
-	for rest := u.buf; len(rest) > 0; {
+	// The tail's first line, and the head's last, may be cut and then
+	// are not JSON.
+	if usage := lastUsage(u.buf); usage.Exists() {
+		return usage
+	}
+	return lastUsage(u.head)
+}
+
+// lastUsage returns the usage of the last data line of stream text b that
+// carries input tokens.
+func lastUsage(b []byte) gjson.Result {
+	for rest := b; len(rest) > 0; {
 		i := bytes.LastIndexByte(rest[:len(rest)-1], '\n') + 1
 		line := bytes.TrimSpace(rest[i:])
 		rest = rest[:max(i-1, 0)]

@@ -65,3 +65,36 @@ func TestPassedThroughRequestsCountTheirCachedTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestAPassedThroughStreamsUsageIsFoundWhereverItCame: the usage a
+// passthrough reads for the token metrics may come last (OpenAI's
+// include_usage chunk, Anthropic's message_delta) or, from an
+// Anthropic-compatible upstream whose message_delta has no input tokens,
+// only in the stream's first event, message_start: a long answer must not
+// push it out of what is kept.
+func TestAPassedThroughStreamsUsageIsFoundWhereverItCame(t *testing.T) {
+	long := strings.Repeat(`event: content_block_delta`+"\n"+`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"word word word"}}`+"\n\n", 400)
+	for _, tc := range []struct {
+		name   string
+		chunks []string
+		want   int64
+	}{
+		{"a chat stream's last chunk", []string{`data: {"choices":[{"delta":{"content":"hi"}}]}` + "\n\n", long, `data: {"choices":[],"usage":{"prompt_tokens":900,"completion_tokens":3}}` + "\n\ndata: [DONE]\n\n"}, 900},
+		{"a Messages stream's message_delta", []string{`event: message_start` + "\n" + `data: {"type":"message_start","message":{"usage":{"input_tokens":1,"output_tokens":1}}}` + "\n\n", long,
+			`event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"input_tokens":700,"output_tokens":9}}` + "\n\n"}, 700},
+		{"a long Messages stream counted in its message_start alone", []string{`event: message_start` + "\n" + `data: {"type":"message_start","message":{"usage":{"input_tokens":800,"output_tokens":1}}}` + "\n\n", long,
+			`event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}` + "\n\n"}, 800},
+	} {
+		t.Run(tc.name+" gives the input tokens", func(t *testing.T) {
+			u := &usageTap{on: true, stream: true}
+			for _, c := range tc.chunks {
+				for b := []byte(c); len(b) > 0; b = b[min(1000, len(b)):] {
+					u.see(b[:min(1000, len(b))])
+				}
+			}
+			if got, _ := u.tokens(); got != tc.want {
+				t.Errorf("input tokens %d; want %d", got, tc.want)
+			}
+		})
+	}
+}
