@@ -36,17 +36,7 @@ func TestDeletingAResponseDeletesTheTurnsHiddenRounds(t *testing.T) {
 			gateway := replicas(t, model)
 			base := gateway()
 			ctx := context.Background()
-			params := responses.ResponseNewParams{
-				Model: "gpt-test", Tools: sdkResponseTools(40),
-				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
-			}
-			resp, err := sdkResponse(ctx, t, sdkClient(base), params, tc.stream)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := len(model.Stored()); n < 2 {
-				t.Fatalf("the turn stored %d responses upstream: it did not search", n)
-			}
+			params, resp := storedSearchedTurn(t, model, base, tc.stream)
 			if tc.replica {
 				base = gateway()
 			}
@@ -54,7 +44,7 @@ func TestDeletingAResponseDeletesTheTurnsHiddenRounds(t *testing.T) {
 			if tc.otherKey {
 				client = openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey("sk-other-tenant"), option.WithMaxRetries(0))
 			}
-			err = client.Responses.Delete(ctx, resp.ID)
+			err := client.Responses.Delete(ctx, resp.ID)
 			var refused *openai.Error
 			switch {
 			case tc.otherKey && (!errors.As(err, &refused) || refused.StatusCode != http.StatusNotFound):

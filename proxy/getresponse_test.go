@@ -38,17 +38,7 @@ func TestRetrievingAResponseGivesTheTurnTheClientSaw(t *testing.T) {
 			gateway := replicas(t, model)
 			base := gateway()
 			ctx := context.Background()
-			params := responses.ResponseNewParams{
-				Model: "gpt-test", Tools: sdkResponseTools(40),
-				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
-			}
-			resp, err := sdkResponse(ctx, t, sdkClient(base), params, tc.stream)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := len(model.Stored()); n < 2 {
-				t.Fatalf("the turn stored %d responses upstream: it did not search", n)
-			}
+			_, resp := storedSearchedTurn(t, model, base, tc.stream)
 			shown, _ := callOutputs(resp)
 			if len(shown) == 0 || slices.Contains(shown, "tool_search") {
 				t.Fatalf("the client was shown calls %v", shown)

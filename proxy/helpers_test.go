@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
@@ -317,4 +320,24 @@ func replicas(t *testing.T, upstream http.Handler) func() string {
 		t.Cleanup(func() { _ = store.Close() })
 		return newTestGateway(t, upstream, func(g *Gateway) { g.Sessions = store })
 	}
+}
+
+// storedSearchedTurn runs twoStepTask's first turn over the Responses API
+// through the gateway at base, streamed or not, and returns its request
+// and the response the client was shown; the turn must have searched, so
+// that model stores more rounds than the client saw.
+func storedSearchedTurn(t *testing.T, model *fakellm.Model, base string, stream bool) (responses.ResponseNewParams, *responses.Response) {
+	t.Helper()
+	params := responses.ResponseNewParams{
+		Model: "gpt-test", Tools: sdkResponseTools(40),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
+	}
+	resp, err := sdkResponse(context.Background(), t, sdkClient(base), params, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(model.Stored()); n < 2 {
+		t.Fatalf("the turn stored %d responses upstream: it did not search", n)
+	}
+	return params, resp
 }
