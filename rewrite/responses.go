@@ -269,9 +269,7 @@ func Continue(body []byte, req *Request) ([]byte, error) {
 		if i > 0 {
 			outputs = append(outputs, ',')
 		}
-		outputs = appendString(append(outputs, `{"type":"function_call_output","call_id":`...), res.CallID)
-		outputs = appendString(append(outputs, `,"output":`...), res.Content)
-		outputs = append(outputs, '}')
+		outputs = appendOutput(outputs, res)
 	}
 	list := append([]byte{'['}, outputs...)
 	switch in := gjson.GetBytes(body, respInput); {
@@ -326,11 +324,16 @@ func appendRoundItems(b []byte, r Round) []byte {
 		}
 	}
 	for _, res := range r.Results {
-		b = appendString(append(b, `,{"type":"function_call_output","call_id":`...), res.CallID)
-		b = appendString(append(b, `,"output":`...), res.Content)
-		b = append(b, '}')
+		b = appendOutput(append(b, ','), res)
 	}
 	return b
+}
+
+// appendOutput appends res as a function_call_output input item.
+func appendOutput(b []byte, res ToolResult) []byte {
+	b = appendString(append(b, `{"type":"function_call_output","call_id":`...), res.CallID)
+	b = appendString(append(b, `,"output":`...), res.Content)
+	return append(b, '}')
 }
 
 // statelessItems returns a round's output items as a request with store
