@@ -18,6 +18,13 @@ func deletedID(r *http.Request, rest string) string {
 	if r.Method != http.MethodDelete {
 		return ""
 	}
+	return responseID(rest)
+}
+
+// responseID returns the id in API path rest when it names one response
+// (/responses/{id}), or "": a path with more after the id (its
+// input_items) names something else.
+func responseID(rest string) string {
 	id, ok := strings.CutPrefix(rest, "/responses/")
 	if !ok || id == "" || strings.ContainsAny(id, "/?#") {
 		return ""
@@ -47,7 +54,7 @@ func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string)
 	// A 404 means deleted before only to the turn's own tenant; to
 	// another credential it may mean "not yours", and the turn's thread
 	// must then stay whole.
-	own := strings.HasPrefix(th.Session, session.Tenant(credential(in))+":")
+	own := session.InTenant(th.Session, session.Tenant(credential(in)))
 	gone := true
 	for _, hid := range th.Hidden {
 		if strings.ContainsAny(hid, "/?#") {

@@ -21,11 +21,7 @@ func retrievedID(r *http.Request, rest string) string {
 	if r.Method != http.MethodGet || r.URL.Query().Get("stream") == "true" {
 		return ""
 	}
-	id, ok := strings.CutPrefix(rest, "/responses/")
-	if !ok || id == "" || strings.ContainsAny(id, "/?#") {
-		return ""
-	}
-	return id
+	return responseID(rest)
 }
 
 // serveRetrieved answers GET /responses/{id} for a streamed turn that

@@ -44,7 +44,7 @@ func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewr
 	for _, p := range th.Pending {
 		req.PendingOutputs = append(req.PendingOutputs, rewrite.ToolResult{CallID: p.CallID, Content: p.Output})
 	}
-	if !strings.HasPrefix(th.Session, session.Tenant(credential(in))+":") {
+	if !session.InTenant(th.Session, session.Tenant(credential(in))) {
 		th.Session = ""
 	}
 	return th

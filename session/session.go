@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -192,6 +193,9 @@ func Tenant(credential string) string {
 // the session lives, and a client's header must not set how much memory
 // that is (a 900 KB id per session held 1.6 GB over 1,000 sessions).
 const MaxReadableID = 128
+
+// InTenant reports whether store key, one of Key's, belongs to tenant.
+func InTenant(key, tenant string) bool { return strings.HasPrefix(key, tenant+":") }
 
 // Key returns the store key of a conversation: the client's explicit
 // session id when it sends one (hashed when longer than MaxReadableID),
