@@ -100,16 +100,7 @@ func (c *tokenCounter) tool(enc tokenizer.Encoding, raw string) (int, error) {
 	if n, ok := c.perTool.Get(k); ok {
 		return n, nil
 	}
-	cd, err := c.codec(enc)
-	if err != nil {
-		return 0, fmt.Errorf("loading %s: %w", enc, err)
-	}
-	n, err := cd.Count(raw)
-	if err != nil {
-		return 0, fmt.Errorf("counting tokens: %w", err)
-	}
-	c.perTool.Add(k, n)
-	return n, nil
+	return c.count(k, raw)
 }
 
 // rendered returns the tokens of one tool as the model reads it
@@ -123,9 +114,14 @@ func (c *tokenCounter) rendered(enc tokenizer.Encoding, raw string) (int, error)
 	if !ok {
 		return c.tool(enc, raw)
 	}
-	cd, err := c.codec(enc)
+	return c.count(k, text)
+}
+
+// count counts text in k's encoding and caches the count under k.
+func (c *tokenCounter) count(k tokenKey, text string) (int, error) {
+	cd, err := c.codec(k.enc)
 	if err != nil {
-		return 0, fmt.Errorf("loading %s: %w", enc, err)
+		return 0, fmt.Errorf("loading %s: %w", k.enc, err)
 	}
 	n, err := cd.Count(text)
 	if err != nil {
