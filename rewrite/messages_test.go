@@ -434,12 +434,7 @@ func TestMessagesClientResponseCarriesTheTurnsThinking(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var types []string
-			gjson.GetBytes(out, "content").ForEach(func(_, b gjson.Result) bool {
-				types = append(types, b.Get("type").String())
-				return true
-			})
-			if got := strings.Join(types, ","); got != tc.want {
+			if got := strings.Join(itemTypes(out, "content"), ","); got != tc.want {
 				t.Errorf("content %s, want blocks %s", gjson.GetBytes(out, "content").Raw, tc.want)
 			}
 		})
@@ -489,11 +484,7 @@ func TestMessagesClientResponseShowsTheRoundsBlocks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var types []string
-			gjson.GetBytes(out, "content").ForEach(func(_, b gjson.Result) bool {
-				types = append(types, b.Get("type").String())
-				return true
-			})
+			types := itemTypes(out, "content")
 			if !slices.Equal(types, tc.types) {
 				t.Errorf("content %v, want %v: %s", types, tc.types, out)
 			}

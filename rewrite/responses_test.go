@@ -203,11 +203,7 @@ func TestResponsesClientResponseShowsOnlyTheClientsCalls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var types []string
-			gjson.GetBytes(out, "output").ForEach(func(_, it gjson.Result) bool {
-				types = append(types, it.Get("type").String())
-				return true
-			})
+			types := itemTypes(out, "output")
 			if !slices.Equal(types, tc.wantTypes) {
 				t.Errorf("output %v, want %v: %s", types, tc.wantTypes, out)
 			}
@@ -285,4 +281,15 @@ func TestStatelessItemsGoBackWithoutIDs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// itemTypes returns the types of the items of the array at path in body
+// (a response's output, a message's content blocks), in order.
+func itemTypes(body []byte, path string) []string {
+	var types []string
+	gjson.GetBytes(body, path).ForEach(func(_, it gjson.Result) bool {
+		types = append(types, it.Get("type").String())
+		return true
+	})
+	return types
 }
