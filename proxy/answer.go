@@ -38,6 +38,7 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call, round int) []re
 	clear(t.found)
 	searched := 0
 	for _, c := range calls {
+		answered := len(results)
 		switch {
 		case c.Name == t.searchName && round >= t.maxRounds():
 			// The round offered no search, yet the model searched (it sees
@@ -70,6 +71,9 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call, round int) []re
 			if e := t.cat.Entity(name); e != "" {
 				t.st.Focus = e
 			}
+		}
+		if len(results) > answered {
+			t.noteHidden(c, results[answered].Content)
 		}
 	}
 	t.bound()

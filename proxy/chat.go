@@ -39,6 +39,7 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 		g.bodies.put(buf) // nothing holds the body any more
 	}
 	th := g.resolveThread(r.Context(), r, req)
+	tr.rep.hiddenBefore = th.HiddenTokens
 	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
 	if d := snap.Gateway.RequestTimeout; d > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), d)

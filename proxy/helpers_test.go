@@ -295,7 +295,7 @@ func checkTwoStepRun(t *testing.T, model *fakellm.Model, run twoStepRun) []fakel
 	}
 	var upstream int64
 	for i, r := range recs {
-		upstream += int64(r.BodyBytes / 4)
+		upstream += r.PromptTokens
 		if r.Tools >= 20 || !slices.Contains(r.Names, SearchToolName) {
 			t.Errorf("upstream request %d carried %d tools %v, want tool_search and under half the client's 40", i, r.Tools, r.Names)
 		}

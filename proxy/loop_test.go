@@ -115,7 +115,7 @@ func TestAgentCompletesMultiStepTaskThroughTheGateway(t *testing.T) {
 				if max := policy.Default().Gateway.MaxActive + 1; r.Tools > max {
 					t.Errorf("upstream request %d carried %d of the catalog's %d tools, over max_active+1 = %d", i, r.Tools, len(tools), max)
 				}
-				upstreamPrompt += int64(r.BodyBytes / 4)
+				upstreamPrompt += r.PromptTokens
 			}
 			if run.clientUsage != upstreamPrompt {
 				t.Errorf("client was billed %d prompt tokens, upstream counted %d", run.clientUsage, upstreamPrompt)

@@ -78,7 +78,7 @@ func NewMetrics() *Metrics {
 		}, []string{"side"}),
 		inputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_input_tokens_total",
-			Help: "Upstream input tokens of chat requests with tools: path=gateway is the upstream usage over all calls; path=direct_estimate is each request's first call with the full tools array instead (search rounds excluded). Requests passed through count on both paths when their answer reports usage (a stream's when the client asked for stream_options.include_usage).",
+			Help: "Upstream input tokens of chat requests with tools: path=gateway is the upstream usage over all calls; path=direct_estimate is each request's first call with the full tools array instead (search rounds excluded, and the gateway's own items of earlier turns a Responses request chains from). Requests passed through count on both paths when their answer reports usage (a stream's when the client asked for stream_options.include_usage).",
 		}, []string{"path"}),
 		cachedTokens: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolgate_input_tokens_cached_total",

@@ -143,7 +143,7 @@ func TestToolgateHeadersMatchWhatTheUpstreamReceived(t *testing.T) {
 			direct, gw := arrow(t, final, "X-Toolgate-Input-Tokens")
 			var sum int
 			for _, r := range recs {
-				sum += r.BodyBytes / 4 // fakellm's prompt_tokens
+				sum += int(r.PromptTokens) // fakellm's prompt_tokens
 			}
 			if gw != sum {
 				t.Errorf("gateway input tokens %d, want the sum of upstream usage %d", gw, sum)

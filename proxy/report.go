@@ -34,6 +34,12 @@ type report struct {
 	rounds   []roundNote
 	searches []searchNote
 
+	// hiddenBefore is Thread.HiddenTokens of the response the request
+	// continues from: tokens in its first prompt that a direct
+	// conversation would not send. hidden is what this turn's own items
+	// add (noteHidden).
+	hiddenBefore, hidden int64
+
 	// A chat request passed through: the tokens of the tools it forwarded,
 	// its answer's prompt tokens (0: unknown) and of them those served
 	// from the upstream's prompt cache (-1: not reported).
@@ -114,6 +120,26 @@ func (t *turn) roundTools(round int) []string {
 	}
 	t.rep.rounds = append(t.rep.rounds, n)
 	return tools
+}
+
+// noteHidden counts an item the gateway answered one of its own calls
+// with, and the call, into the tokens this turn adds to a context the
+// upstream keeps (report.hidden): only for an API whose responses are
+// continued by id, where the next turn's first prompt carries them. The
+// count is the calls' names and arguments and the outputs' text, without
+// the few tokens of each item's framing, so the direct estimate that
+// leaves it out stays on the high side by those.
+func (t *turn) noteHidden(c rewrite.Call, output string) {
+	rep := t.rep
+	if rep == nil || rep.tokErr != nil || !t.req.ChainsByID {
+		return
+	}
+	n, err := t.g.tokens.text(rep.enc, c.Name+c.Arguments+output)
+	if err != nil {
+		t.g.logger().Warn("counting tool_search tokens", "err", err)
+		return
+	}
+	rep.hidden += int64(n)
 }
 
 // send is g.send for the turn's upstream calls; it adds the time spent
@@ -205,7 +231,12 @@ func (t *turn) inputTokens() (gateway, direct int64, ok bool) {
 // count, which reads tools as the model does, so the tools held back are
 // added as the model reads them too: counted as JSON they were about 30 %
 // more (tokenrender.go), and the estimate overstated the saving.
+//
+// A request that continues an earlier response by its id carries that
+// chain's hidden items (hiddenBefore) in its first prompt; they are the
+// gateway's cost, not the direct conversation's, and are taken out.
 func (rep *report) directFor(first, sent int64) (direct int64, ok bool) {
+	first -= rep.hiddenBefore
 	if first < rep.catTok.renderedShare(sent) {
 		return 0, false
 	}

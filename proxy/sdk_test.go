@@ -76,7 +76,7 @@ func TestOfficialSDKAgentWorksUnchanged(t *testing.T) {
 			}
 			var upstream int64
 			for _, r := range model.Records() {
-				upstream += int64(r.BodyBytes / 4)
+				upstream += r.PromptTokens
 			}
 			if billed != upstream {
 				t.Errorf("SDK was billed %d prompt tokens, upstream counted %d", billed, upstream)

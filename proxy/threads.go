@@ -106,6 +106,9 @@ func (t *turn) rememberThread(ctx context.Context, shown, upstream string) {
 		return
 	}
 	th := session.Thread{Session: strings.Clone(t.key)}
+	if t.rep != nil {
+		th.HiddenTokens = t.rep.hiddenBefore + t.rep.hidden
+	}
 	if upstream != shown {
 		th.Upstream = strings.Clone(upstream)
 	}

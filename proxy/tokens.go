@@ -117,15 +117,25 @@ func (c *tokenCounter) rendered(enc tokenizer.Encoding, raw string) (int, error)
 	return c.count(k, text)
 }
 
-// count counts text in k's encoding and caches the count under k.
-func (c *tokenCounter) count(k tokenKey, text string) (int, error) {
-	cd, err := c.codec(k.enc)
+// text returns the tokens of a one-off text, uncached: kept in the tool
+// cache, texts seen once would push out the catalogs' tools.
+func (c *tokenCounter) text(enc tokenizer.Encoding, s string) (int, error) {
+	cd, err := c.codec(enc)
 	if err != nil {
-		return 0, fmt.Errorf("loading %s: %w", k.enc, err)
+		return 0, fmt.Errorf("loading %s: %w", enc, err)
 	}
-	n, err := cd.Count(text)
+	n, err := cd.Count(s)
 	if err != nil {
 		return 0, fmt.Errorf("counting tokens: %w", err)
+	}
+	return n, nil
+}
+
+// count counts text in k's encoding and caches the count under k.
+func (c *tokenCounter) count(k tokenKey, text string) (int, error) {
+	n, err := c.text(k.enc, text)
+	if err != nil {
+		return 0, err
 	}
 	c.perTool.Add(k, n)
 	return n, nil

@@ -99,14 +99,14 @@ func TestTheClientsUsageCountsEveryRoundOrTheContextAsThePolicySays(t *testing.T
 					}
 					var sum int64
 					for _, r := range recs {
-						sum += int64(r.BodyBytes / 4)
+						sum += r.PromptTokens
 					}
 					want := sum
 					if tc.context {
-						want = int64(recs[len(recs)-1].BodyBytes / 4)
+						want = recs[len(recs)-1].PromptTokens
 					}
 					if got != want {
-						t.Errorf("input tokens %d, want %d (rounds summed %d, last round %d)", got, want, sum, recs[len(recs)-1].BodyBytes/4)
+						t.Errorf("input tokens %d, want %d (rounds summed %d, last round %d)", got, want, sum, recs[len(recs)-1].PromptTokens)
 					}
 				})
 			}

@@ -20,6 +20,13 @@ type Thread struct {
 	// the upstream holds those calls without outputs, and a request that
 	// continues from the turn must send them.
 	Pending []Output `json:"pending,omitempty"`
+	// HiddenTokens estimates the tokens the gateway's own items (its
+	// tool_search calls and their outputs, refusals of denied tools) add
+	// to the context the upstream keeps for this response, this turn's and
+	// every earlier turn's of the chain. A request that continues from it
+	// pays for them; a direct conversation would not have them, so the
+	// estimate of what it would have cost direct leaves them out.
+	HiddenTokens int64 `json:"hidden_tokens,omitempty"`
 }
 
 // MaxPendingOutput bounds the bytes of one pending output a thread keeps.

@@ -44,9 +44,13 @@ type Record struct {
 	Tools      int
 	ToolsBytes int
 	BodyBytes  int
-	Stream     bool
-	Names      []string
-	Body       []byte
+	// PromptTokens is the input tokens the reply reported: a quarter of
+	// the body's bytes, and of the context a chained Responses request
+	// continues.
+	PromptTokens int64
+	Stream       bool
+	Names        []string
+	Body         []byte
 }
 
 // Model is the scripted upstream. Set its fields before serving.
@@ -210,7 +214,7 @@ func (m *Model) readRequest(w http.ResponseWriter, r *http.Request, refuse refus
 // recordOf is the record of a request readRequest read: its tools, its
 // size and whether it streams; each route adds the names it offers.
 func recordOf(body []byte, req gjson.Result, tools []gjson.Result) Record {
-	return Record{Tools: len(tools), ToolsBytes: len(req.Get("tools").Raw), BodyBytes: len(body), Stream: req.Get("stream").Bool()}
+	return Record{Tools: len(tools), ToolsBytes: len(req.Get("tools").Raw), BodyBytes: len(body), PromptTokens: int64(len(body) / 4), Stream: req.Get("stream").Bool()}
 }
 
 func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
@@ -234,7 +238,7 @@ func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
 	m.mu.Unlock()
 
 	reply := m.decide(req, avail, search)
-	reply.promptTokens = int64(len(body) / 4)
+	reply.promptTokens = rec.PromptTokens
 	if m.Narrate != "" && reply.call != nil && reply.call.name == search {
 		reply.content = m.Narrate
 	}

@@ -68,7 +68,7 @@ func (m *Model) messages(w http.ResponseWriter, r *http.Request) {
 	m.mu.Unlock()
 
 	rep := m.decide(gjson.Parse(chatMessages(msgs)), avail, SearchTool(rec.Names))
-	rep.promptTokens = int64(len(body) / 4)
+	rep.promptTokens = rec.PromptTokens
 	stop := "end_turn"
 	if rep.call != nil {
 		stop = "tool_use"

@@ -40,6 +40,7 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 		rec.Names = append(rec.Names, n)
 	}
 	var items []gjson.Result
+	earlierBytes := 0 // the context a chained request continues, which its input tokens count too
 	if prev := req.Get("previous_response_id").String(); prev != "" {
 		m.mu.Lock()
 		earlier, ok := m.mine(r, prev)
@@ -49,6 +50,9 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		items = append(items, earlier...)
+		for _, e := range earlier {
+			earlierBytes += len(e.Raw)
+		}
 	}
 	switch in := req.Get("input"); {
 	case in.Type == gjson.String:
@@ -68,6 +72,7 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, msg, "invalid_request_error")
 		return
 	}
+	rec.PromptTokens = int64((len(body) + earlierBytes) / 4)
 	if m.Keep {
 		rec.Body = body
 	}
@@ -76,7 +81,7 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 	m.mu.Unlock()
 
 	rep := m.decide(gjson.Parse(asMessages(items)), avail, SearchTool(rec.Names))
-	rep.promptTokens = int64(len(body) / 4)
+	rep.promptTokens = rec.PromptTokens
 	out := m.outputItems(rep, encryptedReasoning(req))
 	id := m.id("resp_fake")
 	m.mu.Lock()
