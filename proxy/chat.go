@@ -300,7 +300,7 @@ func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy
 		return
 	}
 	iw, _ := d.(rewrite.ItemEventWriter)
-	g.guardStream(ctx, resp, streamSilences(snap.Gateway), cancel, iw)
+	g.guardStream(ctx, resp, g.streamSilences(snap.Gateway), cancel, iw)
 	defer resp.Body.Close()
 	// The body goes back as it came, so its length and encoding stay true
 	// (a body the transport decoded has neither header left).

@@ -453,8 +453,12 @@ func testLogger() *slog.Logger {
 // TestAStreamMayThinkBeforeItsFirstEvent: a reasoning model streams
 // nothing while it thinks, which can outlast the idle timeout; the wait
 // for a stream's first data is first_byte's, and idle counts from then.
+// first_byte is read at start-up, where the transport that waits for the
+// headers is built: a policy reloaded since does not change the wait for
+// the first data either.
 func TestAStreamMayThinkBeforeItsFirstEvent(t *testing.T) {
 	const cfg = "gateway:\n  timeouts: {idle: 100ms, first_byte: 700ms}\n"
+	const reloaded = "gateway:\n  timeouts: {idle: 100ms, first_byte: 150ms}\n"
 	thinking := func(think time.Duration) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
@@ -468,19 +472,29 @@ func TestAStreamMayThinkBeforeItsFirstEvent(t *testing.T) {
 			_, _ = io.WriteString(w, textChunk("thought it through")+finishChunk("stop")+doneEvent)
 		}
 	}
+	passed := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	tests := []struct {
 		name      string
 		think     time.Duration
 		body      []byte
 		wantWhole bool // else a timeout
+		// started is the first_byte the gateway started with, when its
+		// policy has since been reloaded with reloaded's.
+		started time.Duration
 	}{
-		{"a rewritten stream silent past idle but within first_byte is whole", 300 * time.Millisecond, bigRequest(t, true), true},
-		{"a passed-through stream silent past idle but within first_byte is whole", 300 * time.Millisecond, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`), true},
-		{"a rewritten stream silent past first_byte is a 504 that names the wait, as nothing reached the client", 5 * time.Second, bigRequest(t, true), false},
+		{"a rewritten stream silent past idle but within first_byte is whole", 300 * time.Millisecond, bigRequest(t, true), true, 0},
+		{"a passed-through stream silent past idle but within first_byte is whole", 300 * time.Millisecond, passed, true, 0},
+		{"a rewritten stream silent past first_byte is a 504 that names the wait, as nothing reached the client", 5 * time.Second, bigRequest(t, true), false, 0},
+		{"a rewritten stream waits the first_byte the gateway started with, not a reloaded one", 300 * time.Millisecond, bigRequest(t, true), true, 700 * time.Millisecond},
+		{"a passed-through stream waits the first_byte the gateway started with, not a reloaded one", 300 * time.Millisecond, passed, true, 700 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			base := newTestGateway(t, thinking(tt.think), withPolicy(loadPolicy(t, cfg)))
+			opts := []func(*Gateway){withPolicy(loadPolicy(t, cfg))}
+			if tt.started > 0 {
+				opts = []func(*Gateway){withPolicy(loadPolicy(t, reloaded)), func(g *Gateway) { g.Transport = NewTransport(0, tt.started) }}
+			}
+			base := newTestGateway(t, thinking(tt.think), opts...)
 			x := send(t, base, tt.body, nil)
 			if !tt.wantWhole {
 				wantError(t, x, http.StatusGatewayTimeout, "upstream_timeout")

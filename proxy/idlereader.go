@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"io"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -16,14 +17,27 @@ import (
 // byte (gateway.timeouts.first_byte); after that, gateway.timeouts.idle.
 type silences struct{ first, between time.Duration }
 
-// streamSilences returns a stream's silences under g: two minutes between
+// streamSilences returns a stream's silences under p: two minutes between
 // data for a snapshot built without defaults, as tests build them.
-func streamSilences(g policy.Gateway) silences {
-	between := g.IdleTimeout
+func (g *Gateway) streamSilences(p policy.Gateway) silences {
+	between := p.IdleTimeout
 	if between <= 0 {
 		between = 2 * time.Minute
 	}
-	return silences{first: max(g.HeaderTimeout, between), between: between}
+	return silences{first: max(g.firstByte(p), between), between: between}
+}
+
+// firstByte is how long an upstream answer may take to begin. The
+// transport waits that long for the headers, and it is built once, at
+// start-up, with the policy's first_byte then; the wait for a stream's
+// first data takes the same value, so a reload that changes first_byte
+// changes neither (the log says it applies at the next start). A
+// transport the gateway did not build (tests) leaves it to the policy.
+func (g *Gateway) firstByte(p policy.Gateway) time.Duration {
+	if tr, ok := g.Transport.(*http.Transport); ok {
+		return tr.ResponseHeaderTimeout
+	}
+	return p.HeaderTimeout
 }
 
 // idleReader cancels the upstream request when no data arrives for the

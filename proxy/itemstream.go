@@ -39,7 +39,7 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 			s.fail(g, r, err)
 			return
 		}
-		res, err := s.round(rctx, resp, round, streamSilences(t.snap.Gateway), cancel)
+		res, err := s.round(rctx, resp, round, t.g.streamSilences(t.snap.Gateway), cancel)
 		if err != nil {
 			resp.Body.Close()
 			cancel()

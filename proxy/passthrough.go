@@ -34,7 +34,7 @@ func (g *Gateway) newPassthrough() *httputil.ReverseProxy {
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			if cancel, ok := resp.Request.Context().Value(cancelKey{}).(context.CancelFunc); ok {
-				g.guardStream(resp.Request.Context(), resp, streamSilences(g.policy().Gateway), cancel, nil)
+				g.guardStream(resp.Request.Context(), resp, g.streamSilences(g.policy().Gateway), cancel, nil)
 			}
 			return nil
 		},

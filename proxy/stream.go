@@ -35,7 +35,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 			s.fail(g, r, err)
 			return
 		}
-		res, err := s.round(rctx, resp, round, streamSilences(t.snap.Gateway), cancel)
+		res, err := s.round(rctx, resp, round, t.g.streamSilences(t.snap.Gateway), cancel)
 		if err != nil {
 			resp.Body.Close()
 			cancel()
