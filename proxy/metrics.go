@@ -46,7 +46,7 @@ func NewMetrics() *Metrics {
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_requests_total",
-			Help: "Requests served, by route (chat, passthrough), mode (the policy mode, or passthrough for chat requests sent upstream unchanged) and status.",
+			Help: "Requests served, by route (chat, responses, messages; passthrough for the other /v1 routes), mode (the policy mode, or passthrough for chat requests sent upstream unchanged) and status.",
 		}, []string{"route", "mode", "status"}),
 		passthrough: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_passthrough_total",
