@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,7 +25,11 @@ import (
 // round's words, gets the upstream's own error, which the official SDK
 // raises from its stream. Before, the client read "internal gateway
 // error", and openai-go read the Responses error event as a stream that
-// simply ended.
+// simply ended. The refused round is sent once: a refusal is resent only
+// without members the gateway added that the upstream named, and the
+// Responses and Messages rounds' items (whose "type" every error body
+// names) were once read as such members, so the round went twice and the
+// model was marked to lose its reasoning on every route.
 func TestALaterRoundTheUpstreamRefusesEndsTheStreamWithItsError(t *testing.T) {
 	const why = "prompt is too long: 210000 tokens, 200000 at most"
 	for _, tc := range []struct {
@@ -82,9 +87,18 @@ func TestALaterRoundTheUpstreamRefusesEndsTheStreamWithItsError(t *testing.T) {
 				w.WriteHeader(http.StatusBadRequest)
 				_, _ = io.WriteString(w, tc.refusal)
 			})
-			err := tc.stream(t, newTestGateway(t, up))
+			g := testGateway(t, up)
+			srv := httptest.NewServer(g.Handler())
+			t.Cleanup(srv.Close)
+			err := tc.stream(t, srv.URL+"/v1")
 			if calls.Load() < 2 {
 				t.Fatalf("%d upstream calls: the first round did not search", calls.Load())
+			}
+			if calls.Load() != 2 {
+				t.Errorf("%d upstream calls; want 2: the refused round was sent again", calls.Load())
+			}
+			if g.noExtras.Len() != 0 {
+				t.Errorf("models %v marked to go without their message members; the upstream refused none", g.noExtras.Keys())
 			}
 			if err == nil || !strings.Contains(err.Error(), why) {
 				t.Errorf("the stream's error is %v; want the upstream's %q", err, why)

@@ -51,8 +51,14 @@ func (g *Gateway) refusedUsageRequest(req *rewrite.Request, err error) bool {
 // model remembered, so the round can be sent again and later turns go
 // without. The rounds' text and calls are the upstream's to read either
 // way.
-func (g *Gateway) refusedMessageExtras(req *rewrite.Request, rounds []rewrite.Round, err error) bool {
-	if req.NoMessageExtras {
+//
+// Only Chat Completions rounds hold such members: a Responses or Messages
+// round's Extra is its output items or content blocks, the round itself,
+// which Build always sends, and whose keys ("type", "id") every error body
+// names. Read as members, they made any refusal of a later round go twice
+// and marked the model to lose its reasoning on the Chat route too.
+func (g *Gateway) refusedMessageExtras(d rewrite.Dialect, req *rewrite.Request, rounds []rewrite.Round, err error) bool {
+	if _, chat := d.(rewrite.Chat); !chat || req.NoMessageExtras {
 		return false
 	}
 	for _, r := range rounds {
@@ -93,7 +99,7 @@ func (t *turn) sendRound(ctx context.Context, in *http.Request, o sendOptions, t
 		t.rep.calls++
 	}
 	resp, err := t.send(ctx, in, o)
-	for err != nil && (t.g.refusedUsageRequest(t.req, err) || t.g.refusedMessageExtras(t.req, t.rounds, err)) {
+	for err != nil && (t.g.refusedUsageRequest(t.req, err) || t.g.refusedMessageExtras(t.d, t.req, t.rounds, err)) {
 		if o.body, err = t.d.Build(t.req, tools, t.rounds); err == nil {
 			resp, err = t.send(ctx, in, o)
 		}
