@@ -10,8 +10,11 @@ import (
 )
 
 // maxEventSize bounds one SSE event, so a hostile or broken upstream cannot
-// grow the gateway's memory without limit.
-const maxEventSize = 8 << 20
+// grow the gateway's memory without limit. It is a whole answer's bound
+// (maxResponseBody): a Responses stream's response.completed repeats the
+// whole output, generated images' base64 included, so one event may be as
+// large as the answer.
+const maxEventSize = maxResponseBody
 
 // errEventTooLarge is returned for an event over maxEventSize.
 var errEventTooLarge = errors.New("stream event too large")

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -29,5 +31,24 @@ func TestSSEReaderReadsEachEventsData(t *testing.T) {
 				t.Errorf("got %q, %v; want %q, io.EOF", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestAnEventAsLargeAsAWholeAnswerIsRelayed: a Responses stream's
+// response.completed repeats the whole output, generated images' base64
+// included, so one event can be as large as a whole answer; a rewritten
+// stream relays it as the upstream sent it. An 8 MB bound cut such
+// streams at their last event, though a whole answer of that size passed.
+func TestAnEventAsLargeAsAWholeAnswerIsRelayed(t *testing.T) {
+	big := strings.Repeat("iVBORw0KGgo", 1<<20) // 11 MB, one chunk
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, textChunk(big)+finishChunk("stop")+doneEvent)
+	})
+	x := send(t, newTestGateway(t, up), bigRequest(t, true), nil)
+	rep := readStream(t, bytes.NewReader(x.body))
+	if x.status != http.StatusOK || rep.errorEvent || rep.dones != 1 || len(rep.content) != len(big) {
+		t.Errorf("status %d, error event %v, [DONE] %d, %d bytes of content; want the whole %d bytes", x.status, rep.errorEvent, rep.dones, len(rep.content), len(big))
 	}
 }
