@@ -164,7 +164,10 @@ type TimeoutsSpec struct {
 	// Idle bounds the silence between stream chunks once the first has
 	// come. Default 120s.
 	Idle time.Duration `yaml:"idle"`
-	// Request bounds one whole client request, all rounds. Default 10m.
+	// Request bounds one whole client request that is not streamed, all
+	// rounds. A stream is bounded by FirstByte and Idle instead, as the
+	// SDKs bound each read of a stream: one still sending data is never
+	// cut. Default 10m.
 	Request time.Duration `yaml:"request"`
 }
 

@@ -41,7 +41,11 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 	th := g.resolveThread(r.Context(), r, req)
 	tr.rep.hiddenBefore = th.HiddenTokens
 	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
-	if d := snap.Gateway.RequestTimeout; d > 0 {
+	// A whole answer is bounded as a whole, as the SDKs bound it; a stream
+	// is bounded by its silences (first_byte, then idle), as the SDKs
+	// bound each read: an answer still streaming after the request timeout
+	// (a long output, a slow reasoning model) is healthy, and was cut.
+	if d := snap.Gateway.RequestTimeout; d > 0 && !req.Stream {
 		ctx, cancel := context.WithTimeout(r.Context(), d)
 		defer cancel()
 		r = r.WithContext(ctx)

@@ -146,7 +146,7 @@ func wantError(t *testing.T, x exchange, status int, code string) {
 }
 
 func TestUpstreamTimeoutsAre504(t *testing.T) {
-	short := loadPolicy(t, "gateway:\n  timeouts: {idle: 200ms, request: 400ms}\n")
+	short := loadPolicy(t, "gateway:\n  timeouts: {idle: 200ms, first_byte: 200ms, request: 400ms}\n")
 	stall := func(w http.ResponseWriter, r *http.Request) { waitGone(r) }
 	headerTimeout := func(g *Gateway) {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -509,6 +509,57 @@ func TestAStreamMayThinkBeforeItsFirstEvent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAStreamStillSendingDataOutlivesTheRequestTimeout: the request
+// timeout bounds an answer that is not streamed; a stream is bounded by
+// its silences, as the SDKs bound each read, so a long output still
+// arriving is relayed whole, passed through or rewritten, where a direct
+// call would get it. A whole answer that takes as long is still cut.
+func TestAStreamStillSendingDataOutlivesTheRequestTimeout(t *testing.T) {
+	const cfg = "gateway:\n  timeouts: {request: 300ms, idle: 1s}\n"
+	trickle := func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if !gjson.GetBytes(b, "stream").Bool() {
+			select {
+			case <-time.After(800 * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+			_, _ = io.WriteString(w, plainAnswer)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < 8; i++ {
+			_, _ = io.WriteString(w, textChunk("word "))
+			_ = http.NewResponseController(w).Flush()
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		_, _ = io.WriteString(w, finishChunk("stop")+doneEvent)
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"a passed-through stream still sending data is whole", []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)},
+		{"a rewritten stream still sending data is whole", bigRequest(t, true)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := send(t, newTestGateway(t, http.HandlerFunc(trickle), withPolicy(loadPolicy(t, cfg))), tc.body, nil)
+			rep := readStream(t, bytes.NewReader(x.body))
+			if x.status != http.StatusOK || rep.errorEvent || rep.dones != 1 || rep.content != strings.Repeat("word ", 8) {
+				t.Errorf("status %d, error event %v, [DONE] %d, content %q; want all eight words\n%s", x.status, rep.errorEvent, rep.dones, rep.content, x.body)
+			}
+		})
+	}
+	t.Run("a whole answer that takes longer is a 504 at the request timeout", func(t *testing.T) {
+		x := send(t, newTestGateway(t, http.HandlerFunc(trickle), withPolicy(loadPolicy(t, cfg))), bigRequest(t, false), nil)
+		wantError(t, x, http.StatusGatewayTimeout, "upstream_timeout")
+	})
 }
 
 // TestEachRoundHasAnIdempotencyKeyOfItsOwn: every round of a turn is a
