@@ -41,20 +41,26 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c serveConfig
-	fs.StringVar(&c.listen, "listen", os.Getenv("GATEWAY_LISTEN"), "address to listen on (env GATEWAY_LISTEN; default 127.0.0.1:8080)")
-	fs.StringVar(&c.upstream, "upstream", os.Getenv("GATEWAY_UPSTREAM"), "upstream base URL ending in /v1 (env GATEWAY_UPSTREAM; default https://api.openai.com/v1)")
-	fs.StringVar(&c.config, "config", os.Getenv("GATEWAY_CONFIG"), "policy file (env GATEWAY_CONFIG; default ./tools.yaml when present)")
-	fs.StringVar(&c.logLevel, "log-level", envOr("GATEWAY_LOG_LEVEL", "info"), "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
-	fs.StringVar(&c.decisionLog, "decision-log", os.Getenv("GATEWAY_DECISION_LOG"), "append one JSON record per chat request to FILE, \"-\" for stderr; SIGHUP reopens FILE, for logrotate (env GATEWAY_DECISION_LOG; default off)")
-	fs.StringVar(&c.adminToken, "admin-token", os.Getenv("GATEWAY_ADMIN_TOKEN"), "enables GET /debug/sessions/{id} and the Go profiles under /debug/pprof/ for requests with this X-Toolgate-Admin-Token (env GATEWAY_ADMIN_TOKEN; default off)")
+	fs.StringVar(&c.listen, "listen", "", "address to listen on (env GATEWAY_LISTEN; default 127.0.0.1:8080)")
+	fs.StringVar(&c.upstream, "upstream", "", "upstream base URL ending in /v1 (env GATEWAY_UPSTREAM; default https://api.openai.com/v1)")
+	fs.StringVar(&c.config, "config", "", "policy file (env GATEWAY_CONFIG; default ./tools.yaml when present)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (env GATEWAY_LOG_LEVEL)")
+	fs.StringVar(&c.decisionLog, "decision-log", "", "append one JSON record per chat request to FILE, \"-\" for stderr; SIGHUP reopens FILE, for logrotate (env GATEWAY_DECISION_LOG; default off)")
+	fs.StringVar(&c.adminToken, "admin-token", "", "enables GET /debug/sessions/{id} and the Go profiles under /debug/pprof/ for requests with this X-Toolgate-Admin-Token (env GATEWAY_ADMIN_TOKEN; default off)")
 	var drainDelay, drainTimeout string
-	fs.StringVar(&drainDelay, "drain-delay", envOr("GATEWAY_DRAIN_DELAY", "0s"), "on SIGTERM, how long /healthz answers 503 while requests are still served, before the listener closes (env GATEWAY_DRAIN_DELAY; set it to what a load balancer needs to stop sending, e.g. 5s)")
-	fs.StringVar(&drainTimeout, "drain-timeout", envOr("GATEWAY_DRAIN_TIMEOUT", "25s"), "then how long requests in flight may finish; those left end with a gateway_shutting_down error (env GATEWAY_DRAIN_TIMEOUT; keep delay + timeout under the orchestrator's kill grace, 30s in Kubernetes)")
-	maxInflight := fs.String("max-inflight-mb", os.Getenv("GATEWAY_MAX_INFLIGHT_MB"), "megabytes of request bodies the gateway may hold at once, all requests together; a request past it gets a 503 gateway_overloaded with Retry-After, which the SDKs retry; 0 for no bound (env GATEWAY_MAX_INFLIGHT_MB; default 1024, or a quarter of the container's memory limit when lower)")
-	maxCompile := fs.String("max-compile-mb", envOr("GATEWAY_MAX_COMPILE_MB", strconv.Itoa(selector.DefaultCompileBytes>>20)), "megabytes of tool text the gateway may compile into catalogs at once, all requests together (a compile peaks at 100 to 200 times its text in memory); a request whose new catalog finds no room within 5s gets a 503 gateway_overloaded with Retry-After; a catalog larger than the bound compiles alone; 0 for no bound (env GATEWAY_MAX_COMPILE_MB)")
+	fs.StringVar(&drainDelay, "drain-delay", "0s", "on SIGTERM, how long /healthz answers 503 while requests are still served, before the listener closes (env GATEWAY_DRAIN_DELAY; set it to what a load balancer needs to stop sending, e.g. 5s)")
+	fs.StringVar(&drainTimeout, "drain-timeout", "25s", "then how long requests in flight may finish; those left end with a gateway_shutting_down error (env GATEWAY_DRAIN_TIMEOUT; keep delay + timeout under the orchestrator's kill grace, 30s in Kubernetes)")
+	maxInflight := fs.String("max-inflight-mb", "", "megabytes of request bodies the gateway may hold at once, all requests together; a request past it gets a 503 gateway_overloaded with Retry-After, which the SDKs retry; 0 for no bound (env GATEWAY_MAX_INFLIGHT_MB; default 1024, or a quarter of the container's memory limit when lower)")
+	maxCompile := fs.String("max-compile-mb", strconv.Itoa(selector.DefaultCompileBytes>>20), "megabytes of tool text the gateway may compile into catalogs at once, all requests together (a compile peaks at 100 to 200 times its text in memory); a request whose new catalog finds no room within 5s gets a 503 gateway_overloaded with Retry-After; a catalog larger than the bound compiles alone; 0 for no bound (env GATEWAY_MAX_COMPILE_MB)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("%w: %w", errUsage, err)
 	}
+	fromEnv(fs, [][2]string{
+		{"listen", "GATEWAY_LISTEN"}, {"upstream", "GATEWAY_UPSTREAM"}, {"config", "GATEWAY_CONFIG"},
+		{"log-level", "GATEWAY_LOG_LEVEL"}, {"decision-log", "GATEWAY_DECISION_LOG"}, {"admin-token", "GATEWAY_ADMIN_TOKEN"},
+		{"drain-delay", "GATEWAY_DRAIN_DELAY"}, {"drain-timeout", "GATEWAY_DRAIN_TIMEOUT"},
+		{"max-inflight-mb", "GATEWAY_MAX_INFLIGHT_MB"}, {"max-compile-mb", "GATEWAY_MAX_COMPILE_MB"},
+	})
 	var err error
 	if c.maxInflight, c.maxInflightFrom, err = inflightLimit(*maxInflight, cgroupMemoryFiles); err != nil {
 		return c, err
@@ -81,6 +87,24 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		}
 	}
 	return c, nil
+}
+
+// fromEnv sets each flag of fs the command line did not set to its
+// environment variable's value, when that is not empty: flags win over the
+// environment. The variables are read after parsing and never become the
+// flags' defaults, because the flag package prints defaults in the usage
+// text (-h, and every parse error) and GATEWAY_UPSTREAM (a URL with
+// credentials) and GATEWAY_ADMIN_TOKEN hold secrets. flagEnv pairs a flag's
+// name with its variable's; every flag named is a string flag, whose Set
+// cannot fail.
+func fromEnv(fs *flag.FlagSet, flagEnv [][2]string) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, fe := range flagEnv {
+		if v := os.Getenv(fe[1]); v != "" && !set[fe[0]] {
+			_ = fs.Set(fe[0], v)
+		}
+	}
 }
 
 func envOr(k, def string) string {

@@ -142,3 +142,79 @@ func TestABadUpstreamIsRefusedWithoutItsPassword(t *testing.T) {
 		})
 	}
 }
+
+// TestServeNeverPrintsTheSecretsItReadsFromTheEnvironment: the flag
+// package prints each flag's default in its usage text, on -h and on every
+// parse error, so an environment variable holding a secret must never be
+// a flag's default.
+func TestServeNeverPrintsTheSecretsItReadsFromTheEnvironment(t *testing.T) {
+	const (
+		upstream = "https://sk-live-UPSTREAMSECRET@llm.internal/v1"
+		token    = "ADMINTOKENSECRET"
+	)
+	t.Setenv("GATEWAY_UPSTREAM", upstream)
+	t.Setenv("GATEWAY_ADMIN_TOKEN", token)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+	}{
+		{"serve -h prints the usage without the secrets", []string{"serve", "-h"}, 0},
+		{"serve --help prints the usage without the secrets", []string{"serve", "--help"}, 0},
+		{"an unknown flag's error prints the usage without the secrets", []string{"serve", "--no-such-flag"}, 2},
+		{"a flag without its value prints the usage without the secrets", []string{"serve", "--listen"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := runGateway(t, context.Background(), tc.args...)
+			if code != tc.wantCode {
+				t.Errorf("exit %d, want %d:\n%s", code, tc.wantCode, stderr)
+			}
+			printed := stdout + stderr
+			if !strings.Contains(printed, "GATEWAY_ADMIN_TOKEN") {
+				t.Errorf("the usage does not name GATEWAY_ADMIN_TOKEN:\n%s", printed)
+			}
+			for _, secret := range []string{"UPSTREAMSECRET", token} {
+				if strings.Contains(printed, secret) {
+					t.Errorf("printed the secret %q:\n%s", secret, printed)
+				}
+			}
+		})
+	}
+	t.Run("the environment's values apply when no flag is given", func(t *testing.T) {
+		c, err := parseServe(nil, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.upstream != upstream || c.adminToken != token {
+			t.Errorf("upstream %q, admin token %q; want the environment's %q and %q", c.upstream, c.adminToken, upstream, token)
+		}
+	})
+	t.Run("a flag wins over the environment", func(t *testing.T) {
+		c, err := parseServe([]string{"--upstream", "http://localhost:9/v1", "--admin-token", "other"}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.upstream != "http://localhost:9/v1" || c.adminToken != "other" {
+			t.Errorf("upstream %q, admin token %q; want the flags' values", c.upstream, c.adminToken)
+		}
+	})
+	t.Run("a flag set to empty wins over the environment", func(t *testing.T) {
+		c, err := parseServe([]string{"--admin-token="}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.adminToken != "" {
+			t.Errorf("admin token %q; want the flag's empty value (off)", c.adminToken)
+		}
+	})
+	t.Run("the environment's drain timeout applies when no flag is given", func(t *testing.T) {
+		t.Setenv("GATEWAY_DRAIN_TIMEOUT", "7s")
+		c, err := parseServe(nil, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.drainTimeout != 7*time.Second {
+			t.Errorf("drain timeout %s, want the environment's 7s", c.drainTimeout)
+		}
+	})
+}
