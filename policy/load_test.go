@@ -527,17 +527,22 @@ func TestShippedPolicyLoadsAndRunsTheDefaults(t *testing.T) {
 }
 
 // TestABadUpstreamURLIsReportedWithoutItsPassword: validate prints these
-// problems, and CI keeps what it prints.
+// problems, and CI keeps what it prints. Nor does it repeat a key given as
+// the user name or in the query, which url.URL's Redacted printed.
 func TestABadUpstreamURLIsReportedWithoutItsPassword(t *testing.T) {
-	for _, tc := range []struct{ name, url, want string }{
-		{"a scheme that is not http", "ftp://user:hunter2@x/v1", "want an http:// or https:// URL"},
-		{"a URL that does not parse", "https://user:hunter2@ho st/v1", "not a URL"},
-		{"a URL without a host", "https://user:hunter2@/v1", "has no host"},
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"a scheme that is not http", "gateway:\n  upstream: \"ftp://user:hunter2@x/v1\"\n", "want an http:// or https:// URL"},
+		{"a URL that does not parse", "gateway:\n  upstream: \"https://user:hunter2@ho st/v1\"\n", "not a URL"},
+		{"a URL without a host", "gateway:\n  upstream: \"https://user:hunter2@/v1\"\n", "has no host"},
+		{"a scheme that is not http with a key as the user name", "gateway:\n  upstream: \"ftp://sk-live-hunter2@x/v1\"\n", `got "ftp://xxxxx@x/v1"`},
+		{"a scheme that is not http with a key in the query", "gateway:\n  upstream: \"ftp://x/v1?api-key=hunter2\"\n", `got "ftp://x/v1?api-key=xxxxx"`},
+		{"a URL without a host with a key in the query", "gateway:\n  upstream: \"https:///v1?api-key=hunter2\"\n", `URL "https:///v1?api-key=xxxxx" has no host`},
+		{"an embeddings URL that is not http with a key as the user name", "search:\n  embeddings:\n    url: \"ftp://sk-hunter2@x/v1\"\n", "search.embeddings.url: want an http:// or https:// URL"},
 	} {
 		t.Run(tc.name+" is refused without its password", func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "tools.yaml")
-			if err := os.WriteFile(path, []byte("gateway:\n  upstream: \""+tc.url+"\"\n"), 0o600); err != nil {
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			_, err := Load(path)

@@ -235,8 +235,9 @@ func CheckListen(addr string) error {
 	return err
 }
 
-// httpURL checks an http(s) URL. Its errors never repeat a password the
-// URL holds: they are printed by validate, and so land in CI logs.
+// httpURL checks an http(s) URL. Its errors print the URL through
+// RedactURL, never as written: they are printed by validate, and so land
+// in CI logs.
 func (v *validator) httpURL(path, s string) {
 	u, err := url.Parse(s)
 	var ue *url.Error
@@ -246,9 +247,9 @@ func (v *validator) httpURL(path, s string) {
 	case err != nil:
 		v.check(path, false, "not a URL: %v", err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		v.check(path, false, "want an http:// or https:// URL, got %q", u.Redacted())
+		v.check(path, false, "want an http:// or https:// URL, got %q", RedactURL(s))
 	case u.Host == "":
-		v.check(path, false, "URL %q has no host", u.Redacted())
+		v.check(path, false, "URL %q has no host", RedactURL(s))
 	}
 }
 

@@ -181,7 +181,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if up.Path == "" {
 		// Not refused: a server may serve the API at its root. Most serve
 		// it under /v1, and without it every call is a 404 from them.
-		logger.Warn("the upstream URL has no path; OpenAI-compatible servers usually serve under /v1", "upstream", up.Redacted())
+		logger.Warn("the upstream URL has no path; OpenAI-compatible servers usually serve under /v1", "upstream", policy.RedactURL(up.String()))
 	}
 	transport := newTransport(snap.Gateway)
 	embedder, err := newEmbedder(live.Current, up, transport, logger, metrics.Embeddings())
@@ -347,15 +347,16 @@ func checkListen(addr string) error {
 	return nil
 }
 
-// parseUpstream reads the upstream URL; its error never repeats a
-// password the URL holds, as the process's output ends up in logs.
+// parseUpstream reads the upstream URL; its error prints it through
+// policy.RedactURL, never as written, as the process's output ends up in
+// logs.
 func parseUpstream(s string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimRight(s, "/"))
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: the upstream is not a URL such as https://api.openai.com/v1", errUsage)
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
-		return nil, fmt.Errorf("%w: upstream %q must be an http(s) URL such as https://api.openai.com/v1", errUsage, u.Redacted())
+		return nil, fmt.Errorf("%w: upstream %q must be an http(s) URL such as https://api.openai.com/v1", errUsage, policy.RedactURL(u.String()))
 	}
 	return u, nil
 }

@@ -130,6 +130,8 @@ func TestABadUpstreamIsRefusedWithoutItsPassword(t *testing.T) {
 		{"a scheme that is not http", "ftp://user:hunter2@x/v1"},
 		{"a URL that does not parse", "https://user:hunter2@ho st/v1"},
 		{"a URL without a host", "https://user:hunter2@/v1"},
+		{"a scheme that is not http with a key as the user name", "ftp://sk-live-hunter2@x/v1"},
+		{"a scheme that is not http with a key in the query", "ftp://x/v1?api-key=hunter2"},
 	} {
 		t.Run(tc.name+" is refused without its password", func(t *testing.T) {
 			_, err := parseUpstream(tc.url)
@@ -217,4 +219,30 @@ func TestServeNeverPrintsTheSecretsItReadsFromTheEnvironment(t *testing.T) {
 			t.Errorf("drain timeout %s, want the environment's 7s", c.drainTimeout)
 		}
 	})
+}
+
+// TestServesWarningAboutAnUpstreamWithoutAPathHidesItsCredentials: the
+// warning goes to the gateway's log, which log collectors keep.
+func TestServesWarningAboutAnUpstreamWithoutAPathHidesItsCredentials(t *testing.T) {
+	for _, tc := range []struct{ name, upstream, want string }{
+		{"a key given as the user name is hidden", "https://sk-live-hunter2@llm.internal", `"upstream":"https://xxxxx@llm.internal"`},
+		{"a password is hidden with its user name", "https://user:hunter2@llm.internal", `"upstream":"https://xxxxx@llm.internal"`},
+		{"a key in the query is hidden and its name kept", "https://llm.internal?api-key=hunter2", `"upstream":"https://llm.internal?api-key=xxxxx"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // serve starts, then stops at once
+			cfg := writeFile(t, "tools.yaml", "{}\n")
+			_, stderr, code := runGateway(t, ctx, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", tc.upstream)
+			if code != 0 {
+				t.Fatalf("exit %d:\n%s", code, stderr)
+			}
+			if !strings.Contains(stderr, "the upstream URL has no path") || !strings.Contains(stderr, tc.want) {
+				t.Errorf("no warning with %s:\n%s", tc.want, stderr)
+			}
+			if strings.Contains(stderr, "hunter2") {
+				t.Errorf("the log shows the secret:\n%s", stderr)
+			}
+		})
+	}
 }

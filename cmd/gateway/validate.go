@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 
 	"github.com/toolgate/toolgate/policy"
@@ -73,20 +72,11 @@ func loadUntil(ctx context.Context, path string) (*policy.Snapshot, error) {
 }
 
 // summary is the one line validate prints for a good file. The upstream
-// is printed with its password masked: the line goes to CI logs, and a
-// URL may carry credentials (https://user:pw@host/v1).
+// is printed through policy.RedactURL: the line goes to CI logs, and a
+// URL may carry credentials (https://user:pw@host/v1, a key as the user
+// name or in the query).
 func summary(s *policy.Snapshot) string {
 	st := s.Stats()
 	return fmt.Sprintf("%s: ok (mode %s, upstream %s, %d core, %d deny, %d allow, %d tools, %d bundles, %d anchors, %d categories with hints, %d profiles)",
-		s.Source(), s.Gateway.Mode, redactedURL(s.Gateway.Upstream), st.Core, st.Deny, st.Allow, st.Tools, st.Bundles, st.Anchors, st.Hints, st.Profiles)
-}
-
-// redactedURL is s with any password masked. A loaded policy's URLs all
-// parse; one that does not is left out rather than printed as written.
-func redactedURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
+		s.Source(), s.Gateway.Mode, policy.RedactURL(s.Gateway.Upstream), st.Core, st.Deny, st.Allow, st.Tools, st.Bundles, st.Anchors, st.Hints, st.Profiles)
 }

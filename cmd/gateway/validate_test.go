@@ -70,7 +70,19 @@ func TestValidate(t *testing.T) {
 		{
 			name:       "the summary masks the upstream URL's password",
 			args:       []string{"--config", write("creds.yaml", "gateway: {upstream: 'https://user:s3cret@llm.internal/v1'}\n")},
-			wantStdout: "upstream https://user:xxxxx@llm.internal/v1,",
+			wantStdout: "upstream https://xxxxx@llm.internal/v1,",
+			notStdout:  "s3cret",
+		},
+		{
+			name:       "the summary masks a key given as the upstream URL's user name",
+			args:       []string{"--config", write("userkey.yaml", "gateway: {upstream: 'https://sk-live-s3cret@llm.internal/v1'}\n")},
+			wantStdout: "upstream https://xxxxx@llm.internal/v1,",
+			notStdout:  "s3cret",
+		},
+		{
+			name:       "the summary masks the upstream URL's query values and keeps their keys",
+			args:       []string{"--config", write("querykey.yaml", "gateway: {upstream: 'https://llm.internal/v1?api-key=s3cret'}\n")},
+			wantStdout: "upstream https://llm.internal/v1?api-key=xxxxx,",
 			notStdout:  "s3cret",
 		},
 		{
