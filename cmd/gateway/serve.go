@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -210,12 +211,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 		MaxInflightBytes: c.maxInflight,
 	}
-	go func() {
-		if err := live.Watch(ctx); err != nil {
+	// The policy watcher and the SIGHUP handler run until serve returns,
+	// not until ctx ends: SIGTERM starts the drain, and a policy edit, a
+	// SIGHUP's reload and its decision log reopen (logrotate's) still
+	// apply while requests finish. Deferred after closeDecisionLog, so
+	// that they stop, and are waited for, before the log closes.
+	untilExit, stopReloads := context.WithCancel(context.WithoutCancel(ctx))
+	var reloaders sync.WaitGroup
+	defer reloaders.Wait()
+	defer stopReloads()
+	reloaders.Go(func() {
+		if err := live.Watch(untilExit); err != nil {
 			logger.Warn("policy watch stopped; edits need SIGHUP or a restart", "err", err)
 		}
-	}()
-	go reloadOnHangup(ctx, hup, live, dlog, logger)
+	})
+	reloaders.Go(func() { reloadOnHangup(untilExit, hup, live, dlog, logger) })
 	srv.handler = gw.Handler()
 	served := make(chan struct{})
 	defer close(served)
@@ -266,8 +276,8 @@ func onPolicyReload(live *policy.Live, metrics *proxy.Metrics, catalogs *selecto
 }
 
 // reloadOnHangup reloads the policy and reopens the decision log on each
-// SIGHUP from hup until ctx ends; later ones are ignored (the caller keeps
-// hup registered). The reopen is what logrotate's postrotate kill -HUP
+// SIGHUP from hup until ctx ends (serve's ends when serve returns, after
+// the drain); later ones are ignored (the caller keeps hup registered). The reopen is what logrotate's postrotate kill -HUP
 // asks for. It comes second and waits at most decisionReopenWait: a
 // decision log that takes no writes (a FIFO whose reader stopped, a hung
 // disk) must not hold up the policy.
