@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/toolgate/toolgate/policy"
 )
@@ -17,18 +16,21 @@ import (
 func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	config := fs.String("config", os.Getenv("GATEWAY_CONFIG"), "policy file to check (env GATEWAY_CONFIG; default tools.yaml)")
+	config := fs.String("config", "", "policy file to check, also given as the one argument: gateway validate FILE (env GATEWAY_CONFIG; default tools.yaml)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
+	// The file named on the command line, by --config or as the argument
+	// ("gateway validate tools.yaml" reads naturally too), wins over
+	// GATEWAY_CONFIG, which the container image always sets.
 	path := *config
-	if path == "" && fs.NArg() == 1 {
-		path = fs.Arg(0) // "gateway validate tools.yaml" reads naturally too
-	} else if fs.NArg() > 0 {
+	switch {
+	case fs.NArg() == 1 && path == "":
+		path = fs.Arg(0)
+	case fs.NArg() > 0:
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-	}
-	if path == "" {
-		path = "tools.yaml"
+	case path == "":
+		path = envOr("GATEWAY_CONFIG", "tools.yaml")
 	}
 	if err := ctx.Err(); err != nil {
 		return err

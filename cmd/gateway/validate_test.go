@@ -126,3 +126,47 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateChecksTheFileNamedOnTheCommandLine: the container image
+// sets GATEWAY_CONFIG, and "gateway validate FILE" there was refused with
+// "unexpected arguments".
+func TestValidateChecksTheFileNamedOnTheCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	envFile := filepath.Join(dir, "env.yaml")
+	argFile := filepath.Join(dir, "arg.yaml")
+	for path, text := range map[string]string{envFile: "core: [env_*]\n", argFile: "core: [arg_*]\n"} {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("GATEWAY_CONFIG", envFile)
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    string // the file the summary names
+		wantErr error
+	}{
+		{"a file given as the argument wins over GATEWAY_CONFIG", []string{argFile}, "arg.yaml: ok", nil},
+		{"a file given by --config wins over GATEWAY_CONFIG", []string{"--config", argFile}, "arg.yaml: ok", nil},
+		{"GATEWAY_CONFIG is checked when the command line names no file", nil, "env.yaml: ok", nil},
+		{"--config and an argument together are a usage error", []string{"--config", argFile, envFile}, "", errUsage},
+		{"two arguments are a usage error", []string{argFile, envFile}, "", errUsage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := runValidate(context.Background(), tc.args, &stdout, &stderr)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Errorf("err = %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("err = %v (stderr %q)", err, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tc.want) {
+				t.Errorf("stdout %q, want %q in it", stdout.String(), tc.want)
+			}
+		})
+	}
+}
