@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/goccy/go-yaml/ast"
@@ -188,6 +189,14 @@ func parse(path string, src []byte, gen uint64) (*Snapshot, error) {
 	snap, err := compile(doc, env)
 	if err != nil {
 		return nil, fmt.Errorf("compiling %s: %w", path, err)
+	}
+	for p := range d.pos {
+		if strings.HasPrefix(p, "gateway.") {
+			if snap.written == nil {
+				snap.written = map[string]bool{}
+			}
+			snap.written[p] = true
+		}
 	}
 	for i, ps := range profiles {
 		eff, err := overlayProfile(doc, d, i, anchors)

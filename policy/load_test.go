@@ -555,3 +555,31 @@ func TestABadUpstreamURLIsReportedWithoutItsPassword(t *testing.T) {
 		})
 	}
 }
+
+func TestWritesTellsASettingTheFileSetFromABuiltInDefault(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tools.yaml")
+	if err := os.WriteFile(path, []byte("gateway:\n  listen: 127.0.0.1:8080\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		snap *Snapshot
+		path string
+		want bool
+	}{
+		{"a setting the file wrote is reported, though it equals the default", snap, "gateway.listen", true},
+		{"a setting the file left to its default is not", snap, "gateway.upstream", false},
+		{"the built-in policy writes nothing", Default(), "gateway.listen", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.snap.Writes(tc.path); got != tc.want {
+				t.Errorf("Writes(%q) = %v, want %v", tc.path, got, tc.want)
+			}
+		})
+	}
+}

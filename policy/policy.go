@@ -135,8 +135,16 @@ type Snapshot struct {
 	bundles     []Bundle // sorted by name
 	hints       map[string]string
 	profiles    []profileRule
-	hintPaths   []string // every hints file the load read, for Live to watch
+	hintPaths   []string        // every hints file the load read, for Live to watch
+	written     map[string]bool // the gateway.* paths the file set, for Writes
 }
+
+// Writes reports whether the policy file set the base gateway setting at
+// path, such as "gateway.listen" or "gateway.upstream", rather than leaving
+// it to its built-in default. It reports false for the built-in policy and
+// for paths outside gateway. serve uses it to say when a flag or variable
+// overrides what the file says.
+func (s *Snapshot) Writes(path string) bool { return s.written[path] }
 
 // Default returns the built-in policy: what runs with no tools.yaml at all.
 // Every call returns an equal snapshot with Generation 0.

@@ -165,9 +165,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		{"gateway.listen", snap.Gateway.Listen, c.listen, "--listen or GATEWAY_LISTEN"},
 		{"gateway.upstream", snap.Gateway.Upstream, c.upstream, "--upstream or GATEWAY_UPSTREAM"},
 	} {
-		if o.file != "" && o.set != "" && o.file != o.set {
+		if snap.Writes(o.key) && o.set != "" && o.file != o.set {
 			// The documented order, but a mounted policy's value losing
-			// to an image's environment variable is easy to miss.
+			// to an image's environment variable is easy to miss. Only
+			// a value the file set: the built-in default's losing is
+			// no news (the image sets GATEWAY_LISTEN on every start).
 			// No values: an upstream URL may carry credentials.
 			logger.Info("the policy's "+o.key+" is overridden", "by", o.by)
 		}

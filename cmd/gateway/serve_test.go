@@ -102,22 +102,38 @@ func TestAListenAddressNetListenWouldRefuseIsAUsageError(t *testing.T) {
 	}
 }
 
+// TestAnOverriddenPolicySettingIsLogged: a flag or variable overriding
+// what the policy file says is logged, but not one overriding a built-in
+// default the file left alone (the image sets GATEWAY_LISTEN, and every
+// start said the policy's listen was overridden).
 func TestAnOverriddenPolicySettingIsLogged(t *testing.T) {
-	cfg := writeFile(t, "tools.yaml", "gateway:\n  listen: 127.0.0.1:0\n")
+	withListen := writeFile(t, "tools.yaml", "gateway:\n  listen: 127.0.0.1:0\n  upstream: http://127.0.0.1:9/v1\n")
+	withoutListen := writeFile(t, "tools.yaml", "deny: [a_*]\n")
 	for _, tt := range []struct {
 		name string
+		env  string // GATEWAY_LISTEN
 		args []string
+		key  string
 		want bool
 	}{
-		{"a --listen other than the policy's is logged", []string{"serve", "--config", cfg, "--listen", "localhost:0"}, true},
-		{"the policy's own listen is not", []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0"}, false},
+		{"a --listen other than the policy's is logged", "", []string{"--config", withListen, "--listen", "localhost:0"}, "gateway.listen", true},
+		{"the policy's own listen is not", "", []string{"--config", withListen, "--listen", "127.0.0.1:0"}, "gateway.listen", false},
+		{"GATEWAY_LISTEN other than the policy's is logged", "localhost:0", []string{"--config", withListen}, "gateway.listen", true},
+		{"an --upstream other than the policy's is logged", "", []string{"--config", withListen, "--upstream", "http://localhost:9/v1"}, "gateway.upstream", true},
+		{"a --listen over a policy that leaves listen to its default is not", "", []string{"--config", withoutListen, "--listen", "127.0.0.1:0"}, "gateway.listen", false},
+		{"GATEWAY_LISTEN over a policy that leaves listen to its default is not", "127.0.0.1:0", []string{"--config", withoutListen}, "gateway.listen", false},
+		{"an --upstream over a policy that leaves upstream to its default is not", "", []string{"--config", withoutListen, "--listen", "127.0.0.1:0", "--upstream", "http://localhost:9/v1"}, "gateway.upstream", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("GATEWAY_LISTEN", tt.env)
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel() // serve starts, then stops at once
-			_, stderr, _ := runGateway(t, ctx, tt.args...)
-			if got := strings.Contains(stderr, "gateway.listen is overridden"); got != tt.want {
-				t.Errorf("logged the override: %v, want %v:\n%s", got, tt.want, stderr)
+			_, stderr, code := runGateway(t, ctx, append([]string{"serve"}, tt.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d:\n%s", code, stderr)
+			}
+			if got := strings.Contains(stderr, tt.key+" is overridden"); got != tt.want {
+				t.Errorf("logged the override of %s: %v, want %v:\n%s", tt.key, got, tt.want, stderr)
 			}
 		})
 	}
