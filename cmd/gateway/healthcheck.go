@@ -17,9 +17,14 @@ func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", envOr("GATEWAY_LISTEN", "127.0.0.1:8080"), "the gateway's listen address (env GATEWAY_LISTEN); a wildcard host is asked on loopback")
-	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
+	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer; above 0")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if *timeout <= 0 {
+		// A deadline already past fails every check: a healthy gateway
+		// would be reported unhealthy.
+		return fmt.Errorf("%w: --timeout %s must be a duration above 0, such as 3s", errUsage, *timeout)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())

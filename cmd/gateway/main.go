@@ -88,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		return runServe(ctx, args, stdout, stderr)
 	case "validate":
-		return runValidate(ctx, args, stdout, stderr)
+		return interrupted(ctx, runValidate(ctx, args, stdout, stderr))
 	case "search":
 		return interrupted(ctx, runSearch(ctx, args, stdout, stderr))
 	case "eval":
@@ -98,7 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "bench":
 		return interrupted(ctx, runBench(ctx, args, stdout, stderr))
 	case "healthcheck":
-		return runHealthcheck(ctx, args, stdout, stderr)
+		return interrupted(ctx, runHealthcheck(ctx, args, stdout, stderr))
 	case "version", "-version", "--version":
 		return runVersion(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":

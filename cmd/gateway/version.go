@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -49,9 +50,19 @@ func versionString() string {
 	return fmt.Sprintf("toolgate %s (%s)", v, strings.Join(extra, ", "))
 }
 
+// runVersion prints the build's version. It has no flags; -h and --help
+// print its usage and exit 0, as every other command's do.
 func runVersion(args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 {
-		fmt.Fprint(stderr, usage)
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: gateway version\n\nprints the build's version: the one linked in with -ldflags \"-X main.version=...\",\nelse the module's, with the VCS revision and Go version the build recorded.\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
 		return fmt.Errorf("%w: version takes no arguments", errUsage)
 	}
 	fmt.Fprintln(stdout, versionString())
