@@ -1,12 +1,6 @@
 package policy
 
-import (
-	"net/url"
-	"strings"
-)
-
-// redacted replaces each secret part of a URL that RedactURL prints.
-const redacted = "xxxxx"
+import "github.com/toolgate/toolgate/internal/redact"
 
 // RedactURL returns the URL s as text safe to print in logs and errors:
 // the whole userinfo (a key given as the user name, as in
@@ -15,28 +9,6 @@ const redacted = "xxxxx"
 // kept, so the operator can see which parameter the URL carries; a query
 // part with no "=" is replaced whole, as it may be a bare key. url.URL's
 // Redacted masks the password alone. Text that does not parse as a URL is
-// not printed at all.
-func RedactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	if u.User != nil {
-		u.User = url.User(redacted)
-	}
-	if u.RawQuery != "" {
-		parts := strings.Split(u.RawQuery, "&")
-		for i, part := range parts {
-			if key, _, ok := strings.Cut(part, "="); ok {
-				parts[i] = key + "=" + redacted
-			} else if part != "" {
-				parts[i] = redacted
-			}
-		}
-		u.RawQuery = strings.Join(parts, "&")
-	}
-	if u.Fragment != "" {
-		u.Fragment, u.RawFragment = redacted, ""
-	}
-	return u.String()
-}
+// not printed at all. Print every configured URL (the upstream, the
+// embeddings URL) through it.
+func RedactURL(s string) string { return redact.URL(s) }

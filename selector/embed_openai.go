@@ -11,12 +11,15 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/toolgate/toolgate/internal/redact"
 )
 
 var (
@@ -335,6 +338,11 @@ func (e *OpenAIEmbedder) call(ctx context.Context, texts []string) ([][]float32,
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
+		// net/http's error repeats the URL with only its password
+		// masked; a key given as the user name would reach the log.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			ue.URL = redact.URL(ue.URL)
+		}
 		return nil, fmt.Errorf("calling embeddings: %w", err)
 	}
 	defer resp.Body.Close()

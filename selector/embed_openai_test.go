@@ -552,3 +552,30 @@ func TestOpenAIEmbedderBatches(t *testing.T) {
 		})
 	}
 }
+
+// TestAFailedEmbeddingsCallHidesTheURLsCredentials: net/http's error
+// names the URL with its password masked only, and the embeddings
+// endpoint's failure is logged with it.
+func TestAFailedEmbeddingsCallHidesTheURLsCredentials(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	srv.Close() // nothing listens: the call fails in net/http
+	for _, tc := range []struct{ name, base string }{
+		{"a key given as the user name is hidden", "http://sk-live-SECRET@" + addr + "/v1"},
+		{"a password is hidden with its user name", "http://user:SECRET@" + addr + "/v1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: tc.base, Model: "m", CacheDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = e.call(context.Background(), []string{"q"})
+			if err == nil {
+				t.Fatal("the call succeeded with nothing listening")
+			}
+			if strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "xxxxx@") {
+				t.Errorf("error %q shows the secret, or does not mark where it was", err)
+			}
+		})
+	}
+}
