@@ -161,8 +161,10 @@ type TimeoutsSpec struct {
 	// minutes to its first byte (streamed, nothing is sent while it
 	// thinks), and a gateway must not cut what a direct call would get.
 	FirstByte time.Duration `yaml:"first_byte"`
-	// Idle bounds the silence between stream chunks once the first has
-	// come. Default 120s.
+	// Idle bounds the silence between stream chunks once output has begun
+	// (lifecycle events such as response.created, message_start and pings
+	// are not output: before it, FirstByte bounds the silence). Default
+	// 120s.
 	Idle time.Duration `yaml:"idle"`
 	// Request bounds one whole client request that is not streamed, all
 	// rounds. A stream is bounded by FirstByte and Idle instead, as the

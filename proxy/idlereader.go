@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -10,11 +11,14 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// silences are how long a stream may stay silent: before its first data,
-// and between data. A reasoning model streams nothing while it thinks
-// (OpenAI Chat Completions sends no event until output begins), which can
-// take minutes, so the first wait is bounded like a whole answer's first
-// byte (gateway.timeouts.first_byte); after that, gateway.timeouts.idle.
+// silences are how long a stream may stay silent: before its output
+// begins, and between data after that. A reasoning model streams nothing
+// while it thinks, which can take minutes, so the wait for output is
+// bounded like a whole answer's first byte (gateway.timeouts.first_byte);
+// after that, gateway.timeouts.idle. OpenAI Chat Completions sends no
+// event until output begins; the Responses and Messages APIs send their
+// lifecycle events first (response.created, message_start) and then think
+// in silence, so those do not count as output (lifecycleEvent).
 type silences struct{ first, between time.Duration }
 
 // streamSilences returns a stream's silences under p: two minutes between
@@ -45,11 +49,12 @@ func (g *Gateway) firstByte(p policy.Gateway) time.Duration {
 type idleReader struct {
 	r       io.Reader
 	s       silences
-	got     atomic.Bool // data arrived: the silence allowed is s.between
+	got     atomic.Bool // output began: the silence allowed is s.between
 	timer   *time.Timer
 	fired   atomic.Bool
 	stopped atomic.Bool
 	sawEOF  bool // a read returned io.EOF
+	scan    eventScan
 }
 
 func newIdleReader(r io.Reader, s silences, cancel context.CancelFunc) *idleReader {
@@ -66,11 +71,72 @@ func newIdleReader(r io.Reader, s silences, cancel context.CancelFunc) *idleRead
 func (ir *idleReader) Read(p []byte) (int, error) {
 	n, err := ir.r.Read(p)
 	if n > 0 {
-		ir.got.Store(true)
-		ir.timer.Reset(ir.s.between)
+		if !ir.got.Load() && ir.scan.output(p[:n]) {
+			ir.got.Store(true)
+		}
+		if ir.got.Load() {
+			ir.timer.Reset(ir.s.between)
+		} else {
+			ir.timer.Reset(ir.s.first)
+		}
 	}
 	ir.sawEOF = ir.sawEOF || err == io.EOF
 	return n, err
+}
+
+// eventScan reads an event stream's lines until its output begins: an
+// event named other than a lifecycle event, or data without a name (Chat
+// Completions names none). It keeps only a line's first bytes, as much
+// as an event name needs, so it costs nothing once output has begun and
+// little before.
+type eventScan struct {
+	line  [48]byte
+	n     int  // bytes of the current line in line, up to len(line)
+	named bool // the current event has a lifecycle event's name
+}
+
+// output reports whether b, the next bytes of the stream, hold the start
+// of its output.
+func (s *eventScan) output(b []byte) bool {
+	for _, c := range b {
+		if c != '\n' {
+			if s.n < len(s.line) {
+				s.line[s.n] = c
+				s.n++
+			}
+			continue
+		}
+		line := bytes.TrimSuffix(s.line[:s.n], []byte("\r"))
+		s.n = 0
+		switch {
+		case len(line) == 0:
+			s.named = false // the event ended
+		case bytes.HasPrefix(line, []byte("event:")):
+			if !lifecycleEvent(string(bytes.TrimSpace(line[len("event:"):]))) {
+				return true
+			}
+			s.named = true
+		case bytes.HasPrefix(line, []byte("data:")) && !s.named:
+			return true
+		}
+	}
+	return false
+}
+
+// lifecycleEvent reports whether an event of this name says the answer
+// has begun, or is alive, without carrying any of it: the Responses API's
+// response.created, in_progress and queued and the added item or part
+// (a reasoning item is added before the model thinks), Anthropic's
+// message_start, content_block_start and ping, and the keepalive events
+// some servers (Azure) send in a silence.
+func lifecycleEvent(name string) bool {
+	switch name {
+	case "response.created", "response.in_progress", "response.queued",
+		"response.output_item.added", "response.content_part.added",
+		"message_start", "content_block_start", "ping", "keepalive":
+		return true
+	}
+	return false
 }
 
 func (ir *idleReader) expired() bool { return ir.fired.Load() }
@@ -81,7 +147,7 @@ func (ir *idleReader) silence() string {
 	if ir.got.Load() {
 		return "no stream data for " + ir.s.between.String()
 	}
-	return "no stream data " + ir.s.first.String() + " after the headers"
+	return "no stream output " + ir.s.first.String() + " after the headers"
 }
 
 func (ir *idleReader) stop() {
