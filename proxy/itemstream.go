@@ -49,7 +49,7 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 		t.noteUpstreamID(res.id)
 		identify(res.calls, round)
 		internal, real := t.split(res.calls)
-		more := len(internal) > 0 && len(real) == 0 && t.canContinue(round) && !res.cut
+		more := len(internal) > 0 && len(real) == 0 && !res.awaits && t.canContinue(round) && !res.cut
 		if more {
 			s.flush() // the gateway searches and waits on the upstream next
 		}
@@ -128,6 +128,7 @@ type itemRound struct {
 	last   []byte   // the terminal event
 	name   string   // the terminal event's
 	cut    bool     // the response ended short (ItemEvent.Cut)
+	awaits bool     // an item other than a call waits for the client (ItemEvent.Awaits)
 	shown  map[int]int
 }
 
@@ -290,7 +291,7 @@ func (s *itemRelay) pass(name string, data []byte, index int) error {
 // before its output_item.added and was shown.
 func (s *itemRelay) finish(res *itemRound, ev rewrite.ItemEvent, hidden map[int]bool) {
 	s.t.addUsage(ev.Usage)
-	res.id, res.calls, res.text, res.output, res.cut = ev.ID, ev.Calls, ev.Text, ev.Items, ev.Cut
+	res.id, res.calls, res.text, res.output, res.cut, res.awaits = ev.ID, ev.Calls, ev.Text, ev.Items, ev.Cut, ev.Awaits
 	if s.t.id == "" {
 		s.t.id, s.t.created = ev.ID, ev.Created
 	}

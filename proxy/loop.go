@@ -60,7 +60,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		identify(out.Calls, round)
 		internal, real := t.split(out.Calls)
 		results := t.answer(ctx, out.Calls, round)
-		last := len(internal) == 0 || len(real) > 0 || !t.canContinue(round) || rewrite.CutShort(out.FinishReason)
+		last := len(internal) == 0 || len(real) > 0 || out.Awaits || !t.canContinue(round) || rewrite.CutShort(out.FinishReason)
 		if !last {
 			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, ContentParts: out.ContentParts, Extra: out.Extra, Calls: internal, Results: results, Logprobs: out.Logprobs})
 			continue

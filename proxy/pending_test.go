@@ -59,8 +59,15 @@ func (m *mixedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			`{"type":"function_call","id":"fc_r","call_id":"call_real","name":"repo_create_issue","arguments":"{}","status":"completed"}]`
 		m.pending[id] = []string{"call_search", "call_real"}
 	}
+	writeResponse(w, id, output, req.Get("stream").Bool())
+}
+
+// writeResponse answers a Responses request with a response of id whose
+// output is the JSON array output: whole, or streamed as the API streams
+// it (each item added and done, then response.completed).
+func writeResponse(w http.ResponseWriter, id, output string, stream bool) {
 	whole := `{"id":"` + id + `","object":"response","created_at":1,"status":"completed","model":"m","output":` + output + `,"usage":{"input_tokens":10,"output_tokens":2,"total_tokens":12}}`
-	if !req.Get("stream").Bool() {
+	if !stream {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, whole)
 		return

@@ -81,6 +81,11 @@ type Response struct {
 	// PromptFilter is prompt_filter_results, raw: Azure's verdicts on the
 	// round's prompt; "" when absent.
 	PromptFilter string
+	// Awaits is true when the output holds an item other than a function
+	// call that waits for the client's reply (a Responses custom tool's
+	// call, a computer or shell action, an MCP approval request): the
+	// round is the client's, whatever its function calls are.
+	Awaits bool
 }
 
 // Build returns the upstream body for req: its tools array replaced by tools

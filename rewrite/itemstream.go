@@ -85,6 +85,9 @@ type ItemEvent struct {
 	Calls   []Call
 	Text    string
 	Items   []string
+	// Awaits is true when an item other than a function call waits for
+	// the client's reply (Response.Awaits): the round is the client's.
+	Awaits bool
 }
 
 // readItemEvent parses one item stream event's data, an object with a

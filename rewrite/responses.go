@@ -392,7 +392,8 @@ func FlatTool(raw string) (string, error) {
 }
 
 // ParseResponse implements Dialect: the text of the output's messages,
-// its function calls, and the whole output as the round's items
+// its function calls, whether another item waits for the client
+// (Response.Awaits), and the whole output as the round's items
 // (Response.Extra, without brackets), which Build sends back as they are.
 func (Responses) ParseResponse(body []byte) (*Response, error) {
 	if !gjson.ValidBytes(body) {
@@ -411,18 +412,20 @@ func (Responses) ParseResponse(body []byte) (*Response, error) {
 		Usage:        root.Get("usage"),
 	}
 	var items []string
-	r.Calls, r.Content, items = readOutput(out)
+	r.Calls, r.Content, items, r.Awaits = readOutput(out)
 	r.Extra = strings.Join(items, ",")
 	return r, nil
 }
 
 // readOutput reads a response's output: its function calls, the text of
-// its messages, and its items (raw, by output index).
-func readOutput(out gjson.Result) (calls []Call, text string, items []string) {
+// its messages, its items (raw, by output index), and whether another
+// item waits for the client's reply (awaitsClient).
+func readOutput(out gjson.Result) (calls []Call, text string, items []string, awaits bool) {
 	var b strings.Builder
+	answered := map[string]bool{}
 	out.ForEach(func(_, it gjson.Result) bool {
 		items = append(items, it.Raw)
-		switch it.Get("type").String() {
+		switch typ := it.Get("type").String(); typ {
 		case "function_call":
 			calls = append(calls, outputCall(it))
 		case "message":
@@ -432,10 +435,46 @@ func readOutput(out gjson.Result) (calls []Call, text string, items []string) {
 				}
 				return true
 			})
+		default:
+			if strings.HasSuffix(typ, "_output") {
+				answered[it.Get("call_id").String()] = true
+			}
 		}
 		return true
 	})
-	return calls, b.String(), items
+	out.ForEach(func(_, it gjson.Result) bool {
+		awaits = awaitsClient(it, answered)
+		return !awaits
+	})
+	return calls, b.String(), items, awaits
+}
+
+// clientCalls are the output item types besides function_call that wait
+// for the client's reply: the client runs the action (a custom tool, the
+// computer, a shell, a patch, a client-executed tool search) and sends its
+// output, or approves an MCP call. The upstream refuses a request that
+// carries one of them without that reply ("No tool output found for
+// custom tool call ..."), so a round with one is the client's.
+var clientCalls = map[string]bool{
+	"custom_tool_call":     true,
+	"computer_call":        true,
+	"local_shell_call":     true,
+	"shell_call":           true,
+	"apply_patch_call":     true,
+	"mcp_approval_request": true,
+	"tool_search_call":     true,
+}
+
+// awaitsClient reports whether output item it waits for the client's
+// reply: a call of clientCalls that the upstream did not run itself (a
+// tool search it executed, a shell in its container: their outputs follow
+// in the same response, answered by call_id).
+func awaitsClient(it gjson.Result, answered map[string]bool) bool {
+	if !clientCalls[it.Get("type").String()] || it.Get("execution").String() == "server" {
+		return false
+	}
+	id := it.Get("call_id")
+	return !id.Exists() || !answered[id.String()]
 }
 
 // outputCall reads a function_call output item.

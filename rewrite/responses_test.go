@@ -293,3 +293,46 @@ func itemTypes(body []byte, path string) []string {
 	})
 	return types
 }
+
+// TestAnOutputItemThatWaitsForTheClientIsNoted: a response whose output
+// holds a call the client runs that is not a function call (its reply
+// is not in the response) is the client's round, whole or streamed; an
+// item the upstream ran itself, its output next to it, is not.
+func TestAnOutputItemThatWaitsForTheClientIsNoted(t *testing.T) {
+	search := `{"type":"function_call","id":"fc_s","call_id":"call_s","name":"tool_search","arguments":"{}"}`
+	for _, tc := range []struct {
+		name  string
+		items string
+		want  bool
+	}{
+		{"a custom tool's call waits", `{"type":"custom_tool_call","id":"ctc_1","call_id":"c1","name":"apply_patch","input":"x"}`, true},
+		{"a computer action waits", `{"type":"computer_call","id":"cu_1","call_id":"c1","action":{"type":"screenshot"},"pending_safety_checks":[]}`, true},
+		{"a local shell call waits", `{"type":"local_shell_call","id":"lsh_1","call_id":"c1","action":{"type":"exec","command":["ls"],"env":{}}}`, true},
+		{"a shell call in the client's environment waits", `{"type":"shell_call","id":"sh_1","call_id":"c1","action":{"commands":["ls"]},"environment":{"type":"local"}}`, true},
+		{"a patch to apply waits", `{"type":"apply_patch_call","id":"apc_1","call_id":"c1","operation":{"type":"delete_file","path":"a.go"}}`, true},
+		{"an MCP approval request waits", `{"type":"mcp_approval_request","id":"mcpr_1","server_label":"s","name":"n","arguments":"{}"}`, true},
+		{"a tool search the client executes waits", `{"type":"tool_search_call","id":"tsc_1","call_id":"c1","execution":"client","arguments":{}}`, true},
+		{"a tool search the upstream executed does not", `{"type":"tool_search_call","id":"tsc_1","call_id":"c1","execution":"server","arguments":{}},{"type":"tool_search_output","id":"tso_1","call_id":"c1","execution":"server","tools":[]}`, false},
+		{"a shell call the upstream ran, its output next to it, does not", `{"type":"shell_call","id":"sh_1","call_id":"c1","action":{"commands":["ls"]},"environment":{"type":"container_reference","container_id":"cntr_1"}},{"type":"shell_call_output","id":"sho_1","call_id":"c1","output":[]}`, false},
+		{"a web search, an image and an MCP call do not", `{"type":"web_search_call","id":"ws_1","status":"completed"},{"type":"image_generation_call","id":"ig_1","result":"AAAA"},{"type":"mcp_call","id":"mcp_1","server_label":"s","name":"n","arguments":"{}","output":"ok"}`, false},
+		{"function calls alone do not", `{"type":"function_call","id":"fc_1","call_id":"c1","name":"repo_create_issue","arguments":"{}"}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `{"id":"resp_1","object":"response","status":"completed","output":[` + tc.items + `,` + search + `]}`
+			r, err := Responses{}.ParseResponse([]byte(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Awaits != tc.want {
+				t.Errorf("whole: Awaits %v, want %v", r.Awaits, tc.want)
+			}
+			ev, err := Responses{}.ParseItemEvent([]byte(`{"type":"response.completed","sequence_number":9,"response":` + body + `}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Awaits != tc.want {
+				t.Errorf("streamed: Awaits %v, want %v", ev.Awaits, tc.want)
+			}
+		})
+	}
+}

@@ -42,7 +42,7 @@ func (Responses) ParseItemEvent(data []byte) (ItemEvent, error) {
 		resp := root.Get("response")
 		ev.Terminal, ev.ID, ev.Created, ev.Usage = true, resp.Get("id").String(), resp.Get("created_at").Int(), resp.Get("usage")
 		ev.Cut = ev.Type == "response.incomplete"
-		ev.Calls, ev.Text, ev.Items = readOutput(resp.Get(respOutput))
+		ev.Calls, ev.Text, ev.Items, ev.Awaits = readOutput(resp.Get(respOutput))
 	case "response.failed", "error":
 		ev.Terminal, ev.Failed = true, true
 	}
