@@ -23,6 +23,10 @@ func (t *turn) internal(c rewrite.Call) bool {
 	return known && !t.isVisible(c.Name)
 }
 
+// keep reports whether the client gets call c: it is not the gateway's
+// own (rewrite.Turn.Keep).
+func (t *turn) keep(c rewrite.Call) bool { return !t.internal(c) }
+
 // answer runs the internal calls of a round and returns their results; the
 // tools found join the active set. Real calls are recorded for recency.
 func (t *turn) answer(ctx context.Context, calls []rewrite.Call, round int) []rewrite.ToolResult {

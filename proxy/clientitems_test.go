@@ -3,10 +3,13 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -154,6 +157,82 @@ func TestAClientsCallOfAnyKindNextToASearchEndsTheTurn(t *testing.T) {
 				up.mu.Unlock()
 				if out := gjson.GetBytes(last, `input.#(call_id=="call_search").output`).String(); !strings.Contains(out, "repo_") {
 					t.Errorf("the continuation's output for the gateway's search: %q; want its answer to that search: %s", out, last)
+				}
+			})
+		}
+	}
+}
+
+// scriptedResponses is a Responses upstream that answers its requests
+// with outputs, in order (JSON arrays), whole or streamed as asked.
+type scriptedResponses struct {
+	outputs []string
+	n       atomic.Int32
+}
+
+func (u *scriptedResponses) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	n := int(u.n.Add(1)) - 1
+	if n >= len(u.outputs) {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	writeResponse(w, fmt.Sprintf("resp_%d", n), u.outputs[n], gjson.GetBytes(body, "stream").Bool())
+}
+
+// TestASearchRoundsItemsReachTheClientStreamedOrNot: the items of the
+// gateway's search rounds a client sees (a built-in tool's call and
+// result, a message, the reasoning that led to them) reach a whole answer
+// as they reach a stream, in the same order; only the gateway's calls,
+// and the reasoning that led to nothing else, are left out.
+func TestASearchRoundsItemsReachTheClientStreamedOrNot(t *testing.T) {
+	const (
+		search = `{"type":"function_call","id":"fc_s","call_id":"call_s","name":"tool_search","arguments":"{\"query\":\"upload file\"}","status":"completed"}`
+		call   = `{"type":"function_call","id":"fc_w","call_id":"call_w","name":"repo_create_issue","arguments":"{}","status":"completed"}`
+		web    = `{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"paris weather"}}`
+		image  = `{"type":"image_generation_call","id":"ig_1","status":"completed","result":"iVBORw0KGgo"}`
+		mcp    = `{"type":"mcp_call","id":"mcp_1","server_label":"deepwiki","name":"ask_question","arguments":"{}","output":"ok"}`
+		said   = `{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Let me look."}]}`
+		done   = `{"type":"message","id":"msg_2","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Done."}]}`
+	)
+	reasoning := func(id string) string { return `{"type":"reasoning","id":"` + id + `","summary":[]}` }
+	for _, tc := range []struct {
+		name   string
+		rounds []string // the upstream's outputs, the last the client's
+		want   []string // the ids of the client's output items
+	}{
+		{"a web search and an image of a search round come before the client's call",
+			[]string{"[" + web + "," + image + "," + search + "]", "[" + call + "]"}, []string{"ws_1", "ig_1", "fc_w"}},
+		{"an MCP call of a search round comes before the answer",
+			[]string{"[" + mcp + "," + search + "]", "[" + done + "]"}, []string{"mcp_1", "msg_2"}},
+		{"reasoning that led to a search round's message comes with it",
+			[]string{"[" + reasoning("rs_1") + "," + said + "," + search + "]", "[" + done + "]"}, []string{"rs_1", "msg_1", "msg_2"}},
+		{"reasoning before the search comes with the web search after it",
+			[]string{"[" + reasoning("rs_1") + "," + search + "," + web + "]", "[" + call + "]"}, []string{"rs_1", "ws_1", "fc_w"}},
+		{"reasoning that led only to the search is left out",
+			[]string{"[" + reasoning("rs_1") + "," + search + "]", "[" + reasoning("rs_2") + "," + call + "]"}, []string{"rs_2", "fc_w"}},
+	} {
+		for _, stream := range []bool{false, true} {
+			name := tc.name + map[bool]string{false: ", whole", true: ", streamed"}[stream]
+			t.Run(name, func(t *testing.T) {
+				up := &scriptedResponses{outputs: tc.rounds}
+				client := sdkClient(newTestGateway(t, up))
+				resp, err := sdkResponse(context.Background(), t, client, responses.ResponseNewParams{
+					Model: "gpt-test", Tools: sdkResponseTools(40),
+					Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("draw a cat and upload it")},
+				}, stream)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, it := range resp.Output {
+					got = append(got, it.ID)
+				}
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("the client's output %v; want %v", got, tc.want)
+				}
+				if n := int(up.n.Load()); n != len(tc.rounds) {
+					t.Errorf("%d upstream calls; want %d", n, len(tc.rounds))
 				}
 			})
 		}

@@ -183,10 +183,10 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 		}
 		i := ev.OutputIndex
 		if ev.Opens {
-			switch {
-			case ev.Call && t.internal(rewrite.Call{Name: ev.Name}):
+			switch rewrite.ShowOf(ev.Call, ev.Name, ev.Reasoning, t.keep) {
+			case rewrite.ShowNever:
 				hidden[i] = true
-			case ev.Reasoning:
+			case rewrite.ShowWithNext:
 				reasoning[i] = true
 			}
 		}

@@ -67,7 +67,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		}
 		t.pending = results
 		turn := rewrite.Turn{
-			Keep:  func(c rewrite.Call) bool { return !t.internal(c) },
+			Keep:  t.keep,
 			Usage: t.clientUsage(), ID: t.id, Created: t.created,
 			PromptFilter: t.promptFilter, Rounds: t.rounds,
 		}

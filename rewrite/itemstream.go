@@ -90,6 +90,40 @@ type ItemEvent struct {
 	Awaits bool
 }
 
+// ItemShow is how a client sees one output item of a round: the rule the
+// item relay (proxy/itemstream.go) follows as each item opens, and a whole
+// Responses answer follows over its rounds' items (shownItems), so a turn
+// shows the same items streamed or not.
+type ItemShow int
+
+const (
+	// ShowNow: the client sees the item where it stands.
+	ShowNow ItemShow = iota
+	// ShowNever: a call of the gateway's own (one keep rejects).
+	ShowNever
+	// ShowWithNext: the model's reasoning, which leads what it decided
+	// on. It goes before the next item of its round the client sees, or
+	// at the end of the round that ends the turn; in a round of the
+	// gateway's with no such item, nowhere (unless the dialect carries
+	// it, CarriesReasoning). A reasoning item resent without the item
+	// that followed it is refused.
+	ShowWithNext
+)
+
+// ShowOf classifies an item as it opens: a function call named name (call),
+// the model's reasoning (reasoning), or anything else; keep reports
+// whether the client gets a call, judged by its name (all an opening
+// item is sure to tell).
+func ShowOf(call bool, name string, reasoning bool, keep func(Call) bool) ItemShow {
+	switch {
+	case call && !keep(Call{Name: name}):
+		return ShowNever
+	case reasoning:
+		return ShowWithNext
+	}
+	return ShowNow
+}
+
 // readItemEvent parses one item stream event's data, an object with a
 // type, into its root and an event of that type with no index yet.
 func readItemEvent(data []byte) (gjson.Result, ItemEvent, error) {

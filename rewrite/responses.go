@@ -3,6 +3,7 @@ package rewrite
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -482,35 +483,32 @@ func outputCall(it gjson.Result) Call {
 	return Call{ID: it.Get("call_id").String(), Name: it.Get("name").String(), Arguments: it.Get("arguments").String()}
 }
 
-// ClientResponse implements Dialect: the output without the function
-// calls turn.Keep rejects, led by a message with what the gateway's own
-// rounds said (turn.Text), and the turn's usage. The id stays the last
-// round's: a client that chains its next request with
-// previous_response_id must name a response the upstream has, and that
-// one's context holds the whole turn.
+// ClientResponse implements Dialect: the items of the gateway's rounds a
+// stream shows, then the output without the function calls turn.Keep
+// rejects (shownItems), and the turn's usage. The rounds' messages go only
+// with turn.Text, which is empty for an answer that must be JSON; a
+// message of turn.Text stands in where they have none. The id stays the last round's: a client that chains its
+// next request with previous_response_id must name a response the
+// upstream has, and that one's context holds the whole turn.
 func (Responses) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	root := gjson.ParseBytes(r.Body)
 	var items []string
-	if turn.Text != "" {
-		items = roundMessages(turn.Rounds)
-		if len(items) == 0 {
-			items = append(items, TextMessageItem(turn.Text))
-		}
+	withText := turn.Text != ""
+	isMessage := func(it gjson.Result) bool { return it.Get("type").String() == "message" }
+	for _, round := range turn.Rounds {
+		items = shownItems(items, gjson.Parse("["+round.Extra+"]"), turn.Keep, func(it gjson.Result) bool {
+			return withText || !isMessage(it)
+		}, false)
 	}
-	dropped := false
-	root.Get(respOutput).ForEach(func(_, it gjson.Result) bool {
-		if it.Get("type").String() == "function_call" {
-			if !turn.Keep(outputCall(it)) {
-				dropped = true
-				return true
-			}
-		}
-		items = append(items, it.Raw)
-		return true
-	})
+	if withText && !slices.ContainsFunc(items, func(raw string) bool { return isMessage(gjson.Parse(raw)) }) {
+		items = append([]string{TextMessageItem(turn.Text)}, items...)
+	}
+	rounds := len(items)
+	out := root.Get(respOutput)
+	items = shownItems(items, out, turn.Keep, nil, true)
 	body := append([]byte(nil), r.Body...)
 	var err error
-	if dropped || turn.Text != "" {
+	if rounds > 0 || len(items) < len(out.Array()) {
 		arr := []byte{'['}
 		for i, it := range items {
 			if i > 0 {
@@ -530,12 +528,32 @@ func (Responses) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	return body, nil
 }
 
-// roundMessages returns the message items of the gateway's rounds, as the
-// upstream wrote them: what the model said before its searches, with the
-// ids, statuses and annotations a client reads (the AI SDK refuses a
-// message item without an id), and as a streamed turn relays them.
-func roundMessages(rounds []Round) []string {
-	return roundItems(rounds, func(it gjson.Result) bool { return it.Get("type").String() == "message" })
+// shownItems appends to dst the items of one round's output a client sees,
+// in order, by the rule the item relay streams them by (ShowOf):
+// not the calls keep rejects; a reasoning item with the next item shown
+// after it in the round, and at the end of the round that ends the turn
+// (last), nowhere in a round of the gateway's; every other item that
+// show accepts (nil accepts all).
+func shownItems(dst []string, items gjson.Result, keep func(Call) bool, show func(gjson.Result) bool, last bool) []string {
+	var held []string
+	items.ForEach(func(_, it gjson.Result) bool {
+		call, name, reasoning := itemKind(it)
+		switch ShowOf(call, name, reasoning, keep) {
+		case ShowNever:
+		case ShowWithNext:
+			held = append(held, it.Raw)
+		default:
+			if show == nil || show(it) {
+				dst = append(append(dst, held...), it.Raw)
+				held = held[:0]
+			}
+		}
+		return true
+	})
+	if last {
+		dst = append(dst, held...)
+	}
+	return dst
 }
 
 // TextMessageItem is text as a Responses output message item, with an id

@@ -30,13 +30,7 @@ func (Responses) ParseItemEvent(data []byte) (ItemEvent, error) {
 	}
 	switch ev.Type {
 	case "response.output_item.added":
-		item := root.Get("item")
-		switch item.Get("type").String() {
-		case "function_call":
-			ev.Call, ev.Name = true, item.Get("name").String()
-		case "reasoning":
-			ev.Reasoning = true
-		}
+		ev.Call, ev.Name, ev.Reasoning = itemKind(root.Get("item"))
 		ev.Opens = true
 	case "response.completed", "response.incomplete":
 		resp := root.Get("response")
@@ -47,6 +41,18 @@ func (Responses) ParseItemEvent(data []byte) (ItemEvent, error) {
 		ev.Terminal, ev.Failed = true, true
 	}
 	return ev, nil
+}
+
+// itemKind reads what ShowOf classifies an output item by: whether it is
+// a function call, and its name, or the model's reasoning.
+func itemKind(item gjson.Result) (call bool, name string, reasoning bool) {
+	switch item.Get("type").String() {
+	case "function_call":
+		return true, item.Get("name").String(), false
+	case "reasoning":
+		return false, "", true
+	}
+	return false, "", false
 }
 
 // EditItemEvent implements ItemEventWriter.
