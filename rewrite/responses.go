@@ -450,28 +450,27 @@ func readOutput(out gjson.Result) (calls []Call, text string, items []string, aw
 	return calls, b.String(), items, awaits
 }
 
-// clientCalls are the output item types besides function_call that wait
-// for the client's reply: the client runs the action (a custom tool, the
-// computer, a shell, a patch, a client-executed tool search) and sends its
-// output, or approves an MCP call. The upstream refuses a request that
-// carries one of them without that reply ("No tool output found for
-// custom tool call ..."), so a round with one is the client's.
-var clientCalls = map[string]bool{
-	"custom_tool_call":     true,
-	"computer_call":        true,
-	"local_shell_call":     true,
-	"shell_call":           true,
-	"apply_patch_call":     true,
-	"mcp_approval_request": true,
-	"tool_search_call":     true,
+// clientCall reports whether an output item type besides function_call
+// waits for the client's reply: the client runs the action (a custom
+// tool, the computer, a shell, a patch, a client-executed tool search) and
+// sends its output, or approves an MCP call. The upstream refuses a
+// request that carries one of them without that reply ("No tool output
+// found for custom tool call ..."), so a round with one is the client's.
+func clientCall(typ string) bool {
+	switch typ {
+	case "custom_tool_call", "computer_call", "local_shell_call", "shell_call",
+		"apply_patch_call", "mcp_approval_request", "tool_search_call":
+		return true
+	}
+	return false
 }
 
 // awaitsClient reports whether output item it waits for the client's
-// reply: a call of clientCalls that the upstream did not run itself (a
+// reply: a clientCall that the upstream did not run itself (a
 // tool search it executed, a shell in its container: their outputs follow
 // in the same response, answered by call_id).
 func awaitsClient(it gjson.Result, answered map[string]bool) bool {
-	if !clientCalls[it.Get("type").String()] || it.Get("execution").String() == "server" {
+	if !clientCall(it.Get("type").String()) || it.Get("execution").String() == "server" {
 		return false
 	}
 	id := it.Get("call_id")
