@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/rewrite"
@@ -439,5 +440,49 @@ func TestLexicalLeadKeepsAClearWinnerFirst(t *testing.T) {
 	}
 	if res.Items[0].Name != "repo_merge_pull_request" {
 		t.Errorf("top = %s, want repo_merge_pull_request", res.Items[0].Name)
+	}
+}
+
+// TestQuerySpellingAOneWordNameFindsIt: a tool whose name has no separator
+// (read, sendMessage) is found first when a short query spells its name, in
+// any case, against longer names that share or split its words; a word of
+// a long request that a tool happens to be named after is prose and gets no
+// whole-name match.
+func TestQuerySpellingAOneWordNameFindsIt(t *testing.T) {
+	tools := []Tool{
+		{Name: "read", Description: "Read the aquarium sensor telemetry."},
+		{Name: "sendMessage", Description: "Deliver a note to the pager of the on-call engineer."},
+		{Name: "now", Description: "Tells the time of a city."},
+	}
+	for _, s := range []string{"text_file", "media_file", "multiple_files", "resource", "config", "env_vars", "clipboard", "logs", "metrics", "calendar"} {
+		tools = append(tools, Tool{Name: "read_" + s, Description: "Read the " + strings.ReplaceAll(s, "_", " ") + "."})
+	}
+	for _, s := range []string{"chat", "mail", "sms", "slack", "teams", "discord", "telegram", "whatsapp", "push", "fax"} {
+		tools = append(tools, Tool{Name: "send_" + s + "_message", Description: "Send a " + s + " message."})
+	}
+	c := compileTest(t, tools, Config{})
+	tests := []struct {
+		name, query, tool string
+		wantFirst         bool
+	}{
+		{"a one-word query that is a tool's name ranks that tool first", "read", "read", true},
+		{"a camelCase name spelled as written ranks first", "sendMessage", "sendMessage", true},
+		{"a camelCase name spelled in lower case ranks first", "sendmessage", "sendMessage", true},
+		{"a name spelled in upper case ranks first", "READ", "read", true},
+		{"a name in a short query of other words ranks first", "read tool please", "read", true},
+		{"a camelCase name in a long request ranks first", "please page the on call person with sendMessage about the outage tonight", "sendMessage", true},
+		{"a prose word of a long request that a tool is named after does not lift it", "what is the weather in Paris right now and tomorrow", "now", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lq, _ := c.analyzeQuery(tt.query, 1)
+			spelled := slices.Contains(lq.raw, strings.ToLower(tt.tool))
+			if spelled != tt.wantFirst {
+				t.Errorf("query %q matches the whole name %q: %v, want %v", tt.query, tt.tool, spelled, tt.wantFirst)
+			}
+			if r := rankOf(t, c, Query{Text: tt.query}, tt.tool); tt.wantFirst && r != 1 {
+				t.Errorf("query %q ranks %s at %d, want 1", tt.query, tt.tool, r)
+			}
+		})
 	}
 }
