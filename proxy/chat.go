@@ -154,9 +154,16 @@ func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request,
 	switch shape := g.shapeOf(req); {
 	case shape.deferred:
 		// The client runs a tool search of its own (the provider's
-		// tool_search with defer_loading): a second one inside the
+		// tool_search with defer_loading, on a tool or on the tools a
+		// namespace or an MCP toolset groups): a second one inside the
 		// gateway would hide what the client means to reveal.
 		return "the client defers its own tools"
+	case shape.providerSearch:
+		// The client sends the provider's hosted tool search (it has
+		// no name, so no search name is taken): the model would see
+		// two search tools, and the gateway would withhold tools the
+		// provider's search is there to find.
+		return "the client uses the provider's tool search"
 	case shape.kind == "custom":
 		return "a custom tool"
 	case shape.kind != "":
@@ -211,11 +218,11 @@ func searchName(snap *policy.Snapshot, req *rewrite.Request, shape arrayShape) s
 
 // arrayShape is what passthroughReason asks of a tools array beyond its
 // length: the first tool that is not a function (its type), whether one
-// takes a name of the gateway's search tool, and whether the client
-// defers any.
+// takes a name of the gateway's search tool, whether the client defers
+// any, and whether it sends the provider's own tool search.
 type arrayShape struct {
-	kind                          string
-	searchName, altName, deferred bool
+	kind                                          string
+	searchName, altName, deferred, providerSearch bool
 	// pinnedSearch and pinnedAlt: a tool the loop pins (a Responses
 	// custom tool, a server tool) takes the name.
 	pinnedSearch, pinnedAlt bool
@@ -238,8 +245,15 @@ func (g *Gateway) shapeOf(req *rewrite.Request) arrayShape {
 		s.searchName = s.searchName || t.Name == SearchToolName
 		s.altName = s.altName || t.Name == AltSearchToolName
 		s.deferred = s.deferred || t.Deferred
+		s.providerSearch = s.providerSearch || rewrite.ProviderSearchType(t.Kind)
 	}
+	// The pinned tools (the Responses and Messages dialects' tools that
+	// are not functions) are no longer in Tools: a namespace or an MCP
+	// toolset that defers its tools, and the provider's tool search, are
+	// read from their JSON.
 	for _, raw := range req.Pinned {
+		s.deferred = s.deferred || rewrite.DefersLoading(raw)
+		s.providerSearch = s.providerSearch || rewrite.ProviderSearchType(gjson.Get(raw, "type").String())
 		name := gjson.Get(raw, "name").String()
 		s.pinnedSearch = s.pinnedSearch || name == SearchToolName
 		s.pinnedAlt = s.pinnedAlt || name == AltSearchToolName

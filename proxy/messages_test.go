@@ -181,22 +181,42 @@ func TestMessagesRequestsTheLoopDoesNotTakePassThrough(t *testing.T) {
 	deferred, _ := json.Marshal(append(anthropicTools(39), anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{
 		Name: "late_tool", InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{}}, DeferLoading: anthropic.Bool(true),
 	}}))
+	// with appends the tools (JSON objects) to the 40 client tools.
+	with := func(extra ...string) string {
+		return strings.TrimSuffix(string(tools), "]") + "," + strings.Join(extra, ",") + "]"
+	}
+	// The server tools' shapes are anthropic-sdk-go v2.15.0's
+	// BetaMCPToolsetParam and ToolSearchTool{Regex,Bm25}_20251119Param.
+	regex := `{"type":"tool_search_tool_regex_20251119","name":"tool_search_tool_regex"}`
+	bm25 := `{"type":"tool_search_tool_bm25","name":"tool_search_tool_bm25"}`
+	ask := `,"messages":[{"role":"user","content":"` + twoStepTask.Prompt + `"}]}`
 	for _, tc := range []struct {
 		name, body string
 		tools      int
+		reason     string
 	}{
-		{"a conversation the client prefilled", `{"model":"claude","max_tokens":50,"tools":` + string(tools) + `,"messages":[{"role":"user","content":"` + twoStepTask.Prompt + `"},{"role":"assistant","content":"I will"}]}`, 40},
-		{"a client that defers tools of its own", `{"model":"claude","max_tokens":50,"tools":` + string(deferred) + `,"messages":[{"role":"user","content":"` + twoStepTask.Prompt + `"}]}`, 40},
+		{"a conversation the client prefilled", `{"model":"claude","max_tokens":50,"tools":` + string(tools) + `,"messages":[{"role":"user","content":"` + twoStepTask.Prompt + `"},{"role":"assistant","content":"I will"}]}`, 40, "an assistant prefill"},
+		{"a client that defers tools of its own", `{"model":"claude","max_tokens":50,"tools":` + string(deferred) + ask, 40, "the client defers its own tools"},
+		{"a client that defers an MCP toolset's tools for the API's regex tool search", `{"model":"claude","max_tokens":50,"tools":` +
+			with(regex, `{"type":"mcp_toolset","mcp_server_name":"linear","default_config":{"defer_loading":true}}`) + ask, 42, "the client defers its own tools"},
+		{"a client that defers one tool of an MCP toolset for the API's BM25 tool search", `{"model":"claude","max_tokens":50,"tools":` +
+			with(bm25, `{"type":"mcp_toolset","mcp_server_name":"linear","configs":{"create_issue":{"defer_loading":true}}}`) + ask, 42, "the client defers its own tools"},
+		{"a client that sends the API's tool search and defers nothing", `{"model":"claude","max_tokens":50,"tools":` + with(bm25) + ask, 41, "the client uses the provider's tool search"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true, MaxTools: 200}
-			base := newTestGateway(t, model)
+			base := newTestGateway(t, model, func(g *Gateway) { g.Metrics = NewMetrics() })
 			resp := postPath(t, base+"/messages", []byte(tc.body))
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			recs := model.Records()
 			if len(recs) != 1 || recs[0].Tools != tc.tools || !bytes.Equal(recs[0].Body, []byte(tc.body)) {
 				t.Fatalf("the upstream got %d requests; want the client's body once, with its %d tools; the client got %d %s", len(recs), tc.tools, resp.StatusCode, body)
+			}
+			series := `toolgate_passthrough_total{reason="` + tc.reason + `"}`
+			text := scrapeUntil(t, base, func(text string) bool { return metricValue(t, text, series) == 1 })
+			if got := metricValue(t, text, series); got != 1 {
+				t.Errorf("%s = %v, want 1", series, got)
 			}
 		})
 	}

@@ -206,6 +206,15 @@ func TestResponsesRequestsTheLoopDoesNotTakePassThrough(t *testing.T) {
 		{"a request whose client defers tools for the API's own tool search passes through", map[string]any{"tools": tools(
 			map[string]any{"type": "function", "name": "late_tool", "parameters": map[string]any{"type": "object"}, "defer_loading": true},
 			map[string]any{"type": "tool_search"})}, "the client defers its own tools"},
+		{"a request whose client defers the functions of a namespace for the API's own tool search passes through", map[string]any{"tools": tools(
+			map[string]any{"type": "namespace", "name": "crm", "description": "CRM tools.", "tools": []map[string]any{
+				{"type": "function", "name": "list_open_orders", "description": "List open orders.", "parameters": map[string]any{"type": "object"}, "defer_loading": true},
+			}},
+			map[string]any{"type": "tool_search"})}, "the client defers its own tools"},
+		{"a request with the API's own tool search and nothing deferred passes through", map[string]any{"tools": tools(
+			map[string]any{"type": "tool_search"})}, "the client uses the provider's tool search"},
+		{"a request with the API's client-executed tool search passes through", map[string]any{"tools": tools(
+			map[string]any{"type": "tool_search", "execution": "client", "description": "Find tools.", "parameters": map[string]any{"type": "object"}})}, "the client uses the provider's tool search"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []byte

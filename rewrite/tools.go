@@ -139,10 +139,7 @@ func parseToolsAs(arr gjson.Result, withParams bool, form toolForm) ([]Tool, err
 			Description: desc.String(),
 			Kind:        kind,
 			Raw:         it.Raw,
-			// The scan for the word spares the lookup on the tools
-			// without it, which are all of them but for such a client.
-			Deferred: strings.Contains(it.Raw, "defer_loading") &&
-				(it.Get("defer_loading").Bool() || fn.Get("defer_loading").Bool()),
+			Deferred:    defersLoading(it, fn, kind),
 		}
 		if !withParams {
 			tools = append(tools, t)
@@ -155,6 +152,64 @@ func parseToolsAs(arr gjson.Result, withParams bool, form toolForm) ([]Tool, err
 		tools = append(tools, t)
 	}
 	return tools, nil
+}
+
+// DefersLoading reports whether the tool object raw (JSON) defers the
+// loading of any tool it defines, as a client that runs a tool search of
+// its own does (see defersLoading).
+func DefersLoading(raw string) bool {
+	it := gjson.Parse(raw)
+	return defersLoading(it, it.Get("function"), it.Get("type").String())
+}
+
+// defersLoading reports whether tool it (fn its function object, kind its
+// type) marks defer_loading, at its top level (a function of the
+// Responses or Messages API, an OpenAI mcp tool), on its function object
+// (Chat Completions' form), or on a tool it groups. The grouped forms
+// are read from the SDKs, not guessed: openai-go v3.96.0's
+// responses.NamespaceToolParam ({"type":"namespace","tools":[...]}, whose
+// function and custom members carry defer_loading) and
+// anthropic-sdk-go v2.15.0's BetaMCPToolsetParam ({"type":"mcp_toolset"},
+// with default_config.defer_loading for every tool of the server and
+// configs.<tool>.defer_loading for one).
+func defersLoading(it, fn gjson.Result, kind string) bool {
+	// The scan for the word spares the lookups on the tools without it,
+	// which are all of them but for such a client.
+	if !strings.Contains(it.Raw, "defer_loading") {
+		return false
+	}
+	if it.Get("defer_loading").Bool() || fn.Get("defer_loading").Bool() {
+		return true
+	}
+	deferred := false
+	anyDefers := func(_, v gjson.Result) bool {
+		deferred = v.Get("defer_loading").Bool()
+		return !deferred
+	}
+	switch kind {
+	case "namespace":
+		member(it, "tools").ForEach(anyDefers)
+	case "mcp_toolset":
+		deferred = member(it, "default_config").Get("defer_loading").Bool()
+		if !deferred {
+			member(it, "configs").ForEach(anyDefers)
+		}
+	}
+	return deferred
+}
+
+// ProviderSearchType reports whether kind is the type of a provider's
+// hosted tool search tool: the Responses API's {"type":"tool_search"}
+// (openai-go v3.96.0, responses.ToolSearchToolParam, executed by the
+// server or the client) and the Messages API's tool search tools
+// (anthropic-sdk-go v2.15.0, ToolSearchToolRegex20251119Param and
+// ToolSearchToolBm25_20251119Param: types tool_search_tool_regex,
+// tool_search_tool_bm25 and their dated versions, _20251119 so far; a
+// later date is taken to name the same tool).
+func ProviderSearchType(kind string) bool {
+	return kind == "tool_search" ||
+		strings.HasPrefix(kind, "tool_search_tool_regex") ||
+		strings.HasPrefix(kind, "tool_search_tool_bm25")
 }
 
 // member returns the value of obj's first member named key. Unlike Get it

@@ -50,3 +50,37 @@ func TestParseToolsReadsEachKindOfTool(t *testing.T) {
 		})
 	}
 }
+
+// TestAToolThatDefersOrIsTheProvidersSearchIsRecognised: a client runs a
+// tool search of its own when a tool defers its loading, at its top level,
+// on its function object or on a tool it groups (an OpenAI namespace, an
+// Anthropic MCP toolset), or when it sends a provider's hosted search.
+func TestAToolThatDefersOrIsTheProvidersSearchIsRecognised(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw        string
+		deferred, search bool
+	}{
+		{"a plain function defers nothing", `{"type":"function","name":"a","parameters":{}}`, false, false},
+		{"a Responses function marked at its top level defers", `{"type":"function","name":"a","defer_loading":true}`, true, false},
+		{"a Chat function marked on its function object defers", `{"type":"function","function":{"name":"a","defer_loading":true}}`, true, false},
+		{"a namespace with a deferred member defers", `{"type":"namespace","name":"crm","tools":[{"type":"function","name":"a"},{"type":"function","name":"b","defer_loading":true}]}`, true, false},
+		{"a namespace whose members load defers nothing", `{"type":"namespace","name":"crm","tools":[{"type":"function","name":"a","defer_loading":false}]}`, false, false},
+		{"an MCP toolset deferred by its default config defers", `{"type":"mcp_toolset","mcp_server_name":"linear","default_config":{"defer_loading":true}}`, true, false},
+		{"an MCP toolset with one deferred tool in its configs defers", `{"type":"mcp_toolset","mcp_server_name":"linear","configs":{"x":{"enabled":true},"y":{"defer_loading":true}}}`, true, false},
+		{"an MCP toolset without deferral defers nothing", `{"type":"mcp_toolset","mcp_server_name":"linear","default_config":{"enabled":true}}`, false, false},
+		{"an OpenAI mcp tool marked at its top level defers", `{"type":"mcp","server_label":"x","defer_loading":true}`, true, false},
+		{"the Responses API's tool search is the provider's search", `{"type":"tool_search"}`, false, true},
+		{"the Messages API's dated regex search is the provider's search", `{"type":"tool_search_tool_regex_20251119","name":"tool_search_tool_regex"}`, false, true},
+		{"the Messages API's BM25 search is the provider's search", `{"type":"tool_search_tool_bm25","name":"tool_search_tool_bm25"}`, false, true},
+		{"a web search is not a tool search", `{"type":"web_search"}`, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DefersLoading(tc.raw); got != tc.deferred {
+				t.Errorf("DefersLoading = %v, want %v", got, tc.deferred)
+			}
+			if got := ProviderSearchType(gjson.Get(tc.raw, "type").String()); got != tc.search {
+				t.Errorf("ProviderSearchType = %v, want %v", got, tc.search)
+			}
+		})
+	}
+}
