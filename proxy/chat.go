@@ -152,6 +152,12 @@ func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request,
 	// tool would not reach the client. The reasons are fixed strings,
 	// never the client's type, for they label a metric and fill log lines.
 	switch shape := g.shapeOf(req); {
+	case shape.duplicate:
+		// Which of two tools of one name a call means is the
+		// upstream's to decide (or to refuse): the gateway could not
+		// index, search or answer for them, and refusing itself what
+		// it would not rewrite would not be transparent.
+		return "duplicate tool names"
 	case shape.deferred:
 		// The client runs a tool search of its own (the provider's
 		// tool_search with defer_loading, on a tool or on the tools a
@@ -219,10 +225,11 @@ func searchName(snap *policy.Snapshot, req *rewrite.Request, shape arrayShape) s
 // arrayShape is what passthroughReason asks of a tools array beyond its
 // length: the first tool that is not a function (its type), whether one
 // takes a name of the gateway's search tool, whether the client defers
-// any, and whether it sends the provider's own tool search.
+// any, whether it sends the provider's own tool search, and whether two
+// tools share a name.
 type arrayShape struct {
-	kind                                          string
-	searchName, altName, deferred, providerSearch bool
+	kind                                                     string
+	searchName, altName, deferred, providerSearch, duplicate bool
 	// pinnedSearch and pinnedAlt: a tool the loop pins (a Responses
 	// custom tool, a server tool) takes the name.
 	pinnedSearch, pinnedAlt bool
@@ -238,7 +245,17 @@ func (g *Gateway) shapeOf(req *rewrite.Request) arrayShape {
 		}
 	}
 	var s arrayShape
+	names := make(map[string]struct{}, len(req.Tools)+len(req.Pinned))
+	seen := func(name string) bool {
+		if name == "" { // a built-in tool's: no name to share
+			return false
+		}
+		_, dup := names[name]
+		names[name] = struct{}{}
+		return dup
+	}
 	for _, t := range req.Tools {
+		s.duplicate = seen(t.Name) || s.duplicate
 		if s.kind == "" && t.Kind != "" {
 			s.kind = t.Kind // its own string, never the body's
 		}
@@ -255,6 +272,7 @@ func (g *Gateway) shapeOf(req *rewrite.Request) arrayShape {
 		s.deferred = s.deferred || rewrite.DefersLoading(raw)
 		s.providerSearch = s.providerSearch || rewrite.ProviderSearchType(gjson.Get(raw, "type").String())
 		name := gjson.Get(raw, "name").String()
+		s.duplicate = seen(name) || s.duplicate
 		s.pinnedSearch = s.pinnedSearch || name == SearchToolName
 		s.pinnedAlt = s.pinnedAlt || name == AltSearchToolName
 	}

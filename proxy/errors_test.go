@@ -36,7 +36,6 @@ func TestBadRequestsGetOpenAIShapedErrors(t *testing.T) {
 		{"missing messages is a 400 that names messages", `{"model":"m"}`, 400, "messages", `"messages"`},
 		{"tools that is not an array is a 400 that names tools", `{"model":"m","messages":[],"tools":{"a":1}}`, 400, "tools must be an array", `"tools"`},
 		{"a tool without a name is a 400 that names tools", `{"model":"m","messages":[],"tools":[{"type":"function","function":{}}]}`, 400, "no function name", `"tools"`},
-		{"duplicate tool names are a 400 that names tools", `{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"a"}}]}`, 400, "duplicate", `"tools"`},
 		{"deep nesting is a 400 that names no parameter", `{"model":"m","messages":[],"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, 400, "nesting", "null"},
 		{"invalid UTF-8 is a 400 that names no parameter", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}", 400, "UTF-8", "null"},
 	} {

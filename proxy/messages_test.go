@@ -230,7 +230,7 @@ func TestBadMessagesRequestsGetAnthropicShapedErrors(t *testing.T) {
 	for _, tc := range []struct{ name, body, want string }{
 		{"a body that is not JSON", `{"model":`, "not valid JSON"},
 		{"messages that are not an array", `{"model":"claude","max_tokens":5,"messages":{}}`, "'messages' must be an array"},
-		{"two tools of one name", `{"model":"claude","max_tokens":5,"messages":[],"tools":[{"name":"a","input_schema":{}},{"name":"a","input_schema":{}}]}`, "duplicate tool name"},
+		{"a tool without a name", `{"model":"claude","max_tokens":5,"messages":[],"tools":[{"name":"","input_schema":{}}]}`, "no function name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := postPath(t, base+"/messages", []byte(tc.body))
@@ -249,12 +249,11 @@ func TestBadMessagesRequestsGetAnthropicShapedErrors(t *testing.T) {
 			Model: "claude", MaxTokens: 5,
 			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("x"))},
 			Tools: []anthropic.ToolUnionParam{
-				{OfTool: &anthropic.ToolParam{Name: "a", InputSchema: anthropic.ToolInputSchemaParam{}}},
-				{OfTool: &anthropic.ToolParam{Name: "a", InputSchema: anthropic.ToolInputSchemaParam{}}},
+				{OfTool: &anthropic.ToolParam{Name: "", InputSchema: anthropic.ToolInputSchemaParam{}}},
 			},
 		})
 		var apiErr *anthropic.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Error(), "duplicate tool name") {
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Error(), "no function name") {
 			t.Errorf("the SDK got %v", err)
 		}
 	})

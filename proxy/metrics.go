@@ -50,7 +50,7 @@ func NewMetrics() *Metrics {
 		}, []string{"route", "mode", "status"}),
 		passthrough: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_passthrough_total",
-			Help: "Chat requests sent upstream unchanged, by reason (no tools, fewer than min_tools, n > 1, legacy functions, long conversation, a custom tool, the client defers its own tools, the client uses the provider's tool search, client tools take both search names, mode passthrough, ...): why a client saves nothing.",
+			Help: "Chat requests sent upstream unchanged, by reason (no tools, fewer than min_tools, n > 1, legacy functions, long conversation, a custom tool, duplicate tool names, the client defers its own tools, the client uses the provider's tool search, client tools take both search names, mode passthrough, ...): why a client saves nothing.",
 		}, []string{"reason"}),
 		rounds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "toolgate_upstream_rounds",

@@ -82,6 +82,62 @@ func TestRequestsThatDoNotPayPassThroughUnchanged(t *testing.T) {
 	}
 }
 
+// TestDuplicateToolNamesPassThroughUnchanged: two tools of one name are
+// the upstream's to accept or refuse, on every route and whatever the
+// number of tools: the request reaches it byte for byte, and the client
+// gets its answer, not a gateway 400.
+func TestDuplicateToolNamesPassThroughUnchanged(t *testing.T) {
+	msgs := []map[string]any{{"role": "user", "content": "Open an issue in the repository."}}
+	twice := func(tools []map[string]any) []map[string]any { return append(tools, tools[0]) }
+	flat := func(n int) []map[string]any {
+		var out []map[string]any
+		for _, tool := range testCatalog(n) {
+			fn := tool["function"].(map[string]any)
+			out = append(out, map[string]any{"type": "function", "name": fn["name"], "description": fn["description"], "parameters": fn["parameters"]})
+		}
+		return out
+	}
+	marshal := func(v any) []byte { b, _ := json.Marshal(v); return b }
+	const responsesAnswer = `{"id":"resp_1","object":"response","status":"completed","output":[],"usage":{"input_tokens":9,"output_tokens":1,"total_tokens":10}}`
+	const messagesAnswer = `{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":9,"output_tokens":1}}`
+	for _, tc := range []struct {
+		name, path, answer, reason string
+		body                       []byte
+	}{
+		{"a Chat request of two tools of one name passes through", "/chat/completions", plainAnswer, "fewer than min_tools",
+			[]byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"Weather by city","parameters":{"type":"object","properties":{}}}},{"type":"function","function":{"name":"get_weather","description":"Weather by coordinates","parameters":{"type":"object","properties":{}}}}]}`)},
+		{"a Chat request of 41 tools, one name twice, passes through", "/chat/completions", plainAnswer, "duplicate tool names",
+			chatRequest(t, msgs, twice(testCatalog(40)), false, nil)},
+		{"a Responses request of 41 tools, one name twice, passes through", "/responses", responsesAnswer, "duplicate tool names",
+			marshal(map[string]any{"model": "gpt-test", "input": "Open an issue in the repository.", "tools": twice(flat(40))})},
+		{"a Messages request of 41 tools, one name twice, passes through", "/messages", messagesAnswer, "duplicate tool names",
+			marshal(map[string]any{"model": "claude", "max_tokens": 50, "messages": msgs, "tools": append(anthropicTools(40), anthropicTools(1)...)})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &recorder{answer: tc.answer}
+			base := newTestGateway(t, up, func(g *Gateway) { g.Metrics = NewMetrics() })
+			// Twice: the second time the tools array comes from the
+			// gateway's caches.
+			for range 2 {
+				resp := postPath(t, base+tc.path, tc.body)
+				got, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || string(got) != tc.answer {
+					t.Fatalf("the client got %d %s, want the upstream's answer", resp.StatusCode, got)
+				}
+				if !bytes.Equal(up.body, tc.body) {
+					t.Errorf("upstream body differs:\n got %s\nwant %s", up.body, tc.body)
+				}
+			}
+			series := `toolgate_passthrough_total{reason="` + tc.reason + `"}`
+			text := scrapeUntil(t, base, func(text string) bool { return metricValue(t, text, series) == 2 })
+			if got := metricValue(t, text, series); got != 2 {
+				t.Errorf("%s = %v, want 2", series, got)
+			}
+		})
+	}
+}
+
 func TestOtherAPIRoutesAreProxied(t *testing.T) {
 	up := &recorder{answer: `{"object":"list","data":[{"id":"gpt-test"}]}`, header: map[string]string{"X-Request-Id": "req_9"}}
 	base := newTestGateway(t, up)

@@ -118,15 +118,14 @@ func TestAResentCatalogIsValidatedOnceAndReadTheSame(t *testing.T) {
 		})
 	}
 	t.Run("a catalog that differs from the cached one by a byte is checked in full", func(t *testing.T) {
-		// Renaming the second tool to the first's name makes a duplicate:
+		// Emptying the second tool's name makes a tool without one:
 		// only a full parse of the array can see it.
-		first := strings.SplitN(strings.SplitN(tools, `"name":"`, 2)[1], `"`, 2)[0]
 		parts := strings.SplitN(tools, `"name":"`, 3)
 		second := strings.SplitN(parts[2], `"`, 2)
-		dup := parts[0] + `"name":"` + parts[1] + `"name":"` + first + `"` + second[1]
-		body := `{"model":"m","messages":[],"tools":` + dup + `}`
-		if _, err := ParseRequestCached([]byte(body), cache); !errors.Is(err, ErrToolDuplicate) {
-			t.Errorf("err = %v, want a duplicate-name error", err)
+		unnamed := parts[0] + `"name":"` + parts[1] + `"name":"` + `"` + second[1]
+		body := `{"model":"m","messages":[],"tools":` + unnamed + `}`
+		if _, err := ParseRequestCached([]byte(body), cache); !errors.Is(err, ErrToolNoName) {
+			t.Errorf("err = %v, want a no-name error", err)
 		}
 	})
 }

@@ -91,7 +91,6 @@ func TestMessagesRequestsAreRefused(t *testing.T) {
 	for _, tc := range []struct{ name, body string }{
 		{"without messages", `{"model":"claude","max_tokens":10}`},
 		{"with a client tool that has no name", `{"model":"claude","messages":[],"tools":[{"input_schema":{}}]}`},
-		{"with two tools of one name", `{"model":"claude","messages":[],"tools":[{"name":"a","input_schema":{}},{"name":"a","input_schema":{}}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := (Messages{}).ParseRequest([]byte(tc.body), nil); err == nil {

@@ -275,7 +275,7 @@ func (r *Request) readTools(tools gjson.Result, cache ToolCache) error {
 		ok = ok && len(known.Raw) == len(tools.Raw)
 	}
 	if !ok {
-		parsed, err := parseToolsAs(tools, false, r.form)
+		parsed, err := parseToolsAs(tools, false, r.form, keepDuplicates)
 		if err != nil {
 			return WithParam(pathTools, fmt.Errorf("%w: %w", ErrBadRequest, err))
 		}
@@ -469,7 +469,7 @@ func (r *Request) ToolsWithParams() []Tool {
 	if len(r.Tools) == 0 {
 		return r.Tools
 	}
-	full, err := parseToolsAs(r.ToolsRaw, true, r.form)
+	full, err := parseToolsAs(r.ToolsRaw, true, r.form, keepDuplicates)
 	if err != nil {
 		return r.Tools
 	}

@@ -34,7 +34,10 @@ type Param struct {
 	Description string
 }
 
-// Errors that ParseTools returns; callers map them to 400s.
+// Errors that ParseTools returns; callers map them to 400s. A request's
+// tools (ParseRequest) are not refused for ErrToolDuplicate: a request the
+// gateway does not rewrite goes upstream as it came, and the upstream
+// decides on two tools of one name.
 var (
 	ErrToolsNotArray   = errors.New("tools must be an array")
 	ErrToolNoName      = errors.New("tool has no function name")
@@ -54,7 +57,7 @@ func ParseTools(arr gjson.Result) ([]Tool, error) { return parseTools(arr, true)
 // which skips most of the work on a large catalog: the schemas are only
 // indexed when a catalog is compiled, not on every request.
 func parseTools(arr gjson.Result, withParams bool) ([]Tool, error) {
-	return parseToolsAs(arr, withParams, formChat)
+	return parseToolsAs(arr, withParams, formChat, refuseDuplicates)
 }
 
 // toolForm is the shape of a dialect's tools array.
@@ -74,14 +77,29 @@ const (
 	formAnthropic
 )
 
+// duplicates says what parseToolsAs does with a name two tools share.
+type duplicates bool
+
+const (
+	// refuseDuplicates: ErrToolDuplicate, for a catalog, which a
+	// selector cannot index with two tools of one name.
+	refuseDuplicates duplicates = true
+	// keepDuplicates: both tools, for a request, which then passes
+	// through (the proxy's "duplicate tool names").
+	keepDuplicates duplicates = false
+)
+
 // parseToolsAs is parseTools for tools of the given form.
-func parseToolsAs(arr gjson.Result, withParams bool, form toolForm) ([]Tool, error) {
+func parseToolsAs(arr gjson.Result, withParams bool, form toolForm, dups duplicates) ([]Tool, error) {
 	if !arr.IsArray() {
 		return nil, ErrToolsNotArray
 	}
 	items := arr.Array()
 	tools := make([]Tool, 0, len(items))
-	seen := make(map[string]struct{}, len(items))
+	var seen map[string]struct{}
+	if dups == refuseDuplicates {
+		seen = make(map[string]struct{}, len(items))
+	}
 	for i, it := range items {
 		if !it.IsObject() {
 			return nil, fmt.Errorf("tools[%d]: %w", i, ErrToolNotAnObject)
@@ -128,7 +146,7 @@ func parseToolsAs(arr gjson.Result, withParams bool, form toolForm) ([]Tool, err
 		if !named && !(form != formChat && kind != "") {
 			return nil, fmt.Errorf("tools[%d]: %w", i, ErrToolNoName)
 		}
-		if named {
+		if named && seen != nil {
 			if _, dup := seen[name.String()]; dup {
 				return nil, fmt.Errorf("tools[%d] %q: %w", i, name.String(), ErrToolDuplicate)
 			}

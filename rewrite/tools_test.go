@@ -84,3 +84,33 @@ func TestAToolThatDefersOrIsTheProvidersSearchIsRecognised(t *testing.T) {
 		})
 	}
 }
+
+// TestARequestKeepsBothToolsOfOneName: a request's parse keeps two tools of
+// one name in every dialect (the proxy passes such a request through, for
+// the upstream to decide), while a catalog's still refuses them.
+func TestARequestKeepsBothToolsOfOneName(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dialect Dialect
+		body    string
+	}{
+		{"a Chat request keeps both functions", Chat{}, `{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"a","description":"one"}},{"type":"function","function":{"name":"a","description":"two"}}]}`},
+		{"a Responses request keeps both functions", Responses{}, `{"input":"x","tools":[{"type":"function","name":"a","description":"one"},{"type":"function","name":"a","description":"two"}]}`},
+		{"a Messages request keeps both tools", Messages{}, `{"model":"claude","messages":[],"tools":[{"name":"a","description":"one","input_schema":{}},{"name":"a","description":"two","input_schema":{}}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := tc.dialect.ParseRequest([]byte(tc.body), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Tools) != 2 || r.Tools[0].Description != "one" || r.Tools[1].Description != "two" {
+				t.Errorf("tools %+v, want both of name a, in order", r.Tools)
+			}
+		})
+	}
+	t.Run("a catalog of two tools of one name is refused", func(t *testing.T) {
+		if _, err := ParseTools(gjson.Parse(`[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"a"}}]`)); !errors.Is(err, ErrToolDuplicate) {
+			t.Errorf("err = %v, want ErrToolDuplicate", err)
+		}
+	})
+}

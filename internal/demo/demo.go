@@ -207,8 +207,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // catalog does not have.
 var ErrMissingTools = errors.New("the tasks call tools the catalog does not have")
 
-// checkSteps refuses a catalog the gateway would refuse (a duplicate name
-// was a 400 from the first task) and tasks with a step whose tool the
+// checkSteps refuses a catalog with a duplicate name (the gateway passes
+// such a request through, so a run would compare direct with direct) and
+// tasks with a step whose tool the
 // catalog lacks: no agent can call a tool it is not given, so such a step
 // never completes, and a run of them reported 0/N both ways as if it had
 // measured something.
