@@ -288,13 +288,13 @@ func BenchmarkParseResentCatalog(b *testing.B) {
 	g, bodies := benchGateway(b, 200)
 	body := bodies[0]
 	g.init()
-	if _, err := rewrite.ParseRequestCached(body, g.parsed); err != nil {
+	if _, err := rewrite.ParseRequestCached(body, g.parsed.space(routeChat)); err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := rewrite.ParseRequestCached(body, g.parsed); err != nil {
+		if _, err := rewrite.ParseRequestCached(body, g.parsed.space(routeChat)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -30,10 +30,16 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 		return
 	}
 	defer g.inflight.release(held)
-	req, err := d.ParseRequest(buf.b, g.parsed)
+	// The route's dialect reads the tools array: its parse, and the key
+	// of the array's shape, catalog and tables, are that dialect's.
+	parsed := g.parsed.space(route)
+	req, err := d.ParseRequest(buf.b, parsed)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
+	}
+	if req.ToolsKey == 0 && req.ToolsRaw.Exists() {
+		req.ToolsKey = parsed.keyOf(req.ToolsRaw.Raw)
 	}
 	if req.Detached() {
 		g.bodies.put(buf) // nothing holds the body any more

@@ -40,7 +40,7 @@ func TestToolCacheKeepsEachToolCompact(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			raw := "[" + tt.tool + "]"
-			req, err := rewrite.ParseRequestCached([]byte(`{"messages":[],"tools":`+raw+`}`), newToolCache(4))
+			req, err := rewrite.ParseRequestCached([]byte(`{"messages":[],"tools":`+raw+`}`), newToolCache(4).space(routeChat))
 			if err != nil {
 				t.Fatal(err)
 			}

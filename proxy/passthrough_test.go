@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,7 +197,7 @@ func TestKeyLabelNeverRevealsTheCredential(t *testing.T) {
 }
 
 func TestToolCacheReturnsOnlyTheSameCatalog(t *testing.T) {
-	c := newToolCache(4)
+	c := newToolCache(4).space(routeChat)
 	// Long enough to be kept (headLen), as every catalog worth caching is.
 	raw := `[{"type":"function","function":{"name":"a","description":"first ` + strings.Repeat("x", headLen) + `"}}]`
 	req, err := rewrite.ParseRequestCached([]byte(`{"messages":[],"tools":`+raw+`}`), c)
@@ -226,7 +227,7 @@ func TestToolCacheReturnsOnlyTheSameCatalog(t *testing.T) {
 	}
 	// The cached strings must not alias the request body.
 	body := []byte(`{"messages":[],"tools":` + raw + `}`)
-	c2 := newToolCache(4)
+	c2 := newToolCache(4).space(routeChat)
 	if _, err := rewrite.ParseRequestCached(body, c2); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,8 @@ func TestToolCacheReturnsOnlyTheSameCatalog(t *testing.T) {
 }
 
 func TestToolCacheBoundsCatalogsThatShareTheirStart(t *testing.T) {
-	c := newToolCache(64)
+	cache := newToolCache(64)
+	c := cache.space(routeChat)
 	head := `[{"type":"function","function":{"name":"a","description":"` + strings.Repeat("x", headLen) + `"}}`
 	var raws []string
 	for i := range maxPerHead + 3 {
@@ -253,7 +255,7 @@ func TestToolCacheBoundsCatalogsThatShareTheirStart(t *testing.T) {
 			t.Errorf("catalog %d: hit = %v, want %v (the oldest make way)", i, ok, want)
 		}
 	}
-	if n := c.lru.Len(); n != maxPerHead {
+	if n := cache.lru.Len(); n != maxPerHead {
 		t.Errorf("%d entries kept, want %d", n, maxPerHead)
 	}
 }
@@ -543,7 +545,8 @@ func TestAChatRequestKeepsItsHeadersAsAReverseProxyWould(t *testing.T) {
 
 func TestToolCacheBoundsTheBytesItKeeps(t *testing.T) {
 	const maxBytes = 64 << 10
-	c := newToolCacheBytes(256, maxBytes)
+	cache := newToolCacheBytes(256, maxBytes)
+	c := cache.space(routeChat)
 	array := func(i, descLen int) string {
 		return `[{"type":"function","function":{"name":"t` + strconv.Itoa(i) + `","description":"` + strings.Repeat("d", descLen) + `"}}]`
 	}
@@ -554,8 +557,8 @@ func TestToolCacheBoundsTheBytesItKeeps(t *testing.T) {
 		c.Add(raw, []rewrite.Tool{{Name: "t" + strconv.Itoa(i), Raw: raw[1 : len(raw)-1]}})
 	}
 	t.Run("the text kept stays within the bound", func(t *testing.T) {
-		if c.bytes > maxBytes || c.bytes <= 0 {
-			t.Errorf("%d bytes kept, want at most %d", c.bytes, maxBytes)
+		if cache.bytes > maxBytes || cache.bytes <= 0 {
+			t.Errorf("%d bytes kept, want at most %d", cache.bytes, maxBytes)
 		}
 	})
 	t.Run("the least recent arrays made way and the newest are kept", func(t *testing.T) {
@@ -573,4 +576,81 @@ func TestToolCacheBoundsTheBytesItKeeps(t *testing.T) {
 			t.Error("a huge array was kept")
 		}
 	})
+}
+
+// TestOneToolsArrayIsReadByEachRoutesDialect: the same tools bytes mean
+// other tools to another dialect (a "custom" tool is a Messages client
+// tool, and a free-form tool the Responses route pins), so what one route
+// parsed, and the shape and catalog it keyed, must not answer another
+// route's request.
+func TestOneToolsArrayIsReadByEachRoutesDialect(t *testing.T) {
+	var tools []map[string]any
+	for _, tool := range testCatalog(40) {
+		fn := tool["function"].(map[string]any)
+		tools = append(tools, map[string]any{"type": "custom", "name": fn["name"], "description": fn["description"], "input_schema": fn["parameters"]})
+	}
+	responses, _ := json.Marshal(map[string]any{"model": "gpt-test", "input": "Open an issue in the repository.", "tools": tools})
+	messages, _ := json.Marshal(map[string]any{"model": "claude", "max_tokens": 50, "tools": tools,
+		"messages": []map[string]any{{"role": "user", "content": "Open an issue in the repository."}}})
+	const responsesAnswer = `{"id":"resp_1","object":"response","status":"completed","output":[],"usage":{"input_tokens":9,"output_tokens":1,"total_tokens":10}}`
+	const messagesAnswer = `{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[{"type":"text","text":"done"}],"stop_reason":"end_turn","usage":{"input_tokens":9,"output_tokens":1}}`
+	// check: a Messages request of 40 client tools reaches the upstream
+	// with the gateway's search tool instead of them; a Responses one,
+	// whose custom tools are free-form tools the loop cannot search,
+	// passes through unchanged.
+	check := func(t *testing.T, path string, got []byte) {
+		t.Helper()
+		names := gjson.GetBytes(got, "tools.#.name").Array()
+		switch path {
+		case "/v1/messages":
+			if len(names) >= 40 || !slices.ContainsFunc(names, func(n gjson.Result) bool { return n.Str == SearchToolName }) {
+				t.Errorf("the Messages request reached the upstream with %d tools and no %s: read as another dialect's tools", len(names), SearchToolName)
+			}
+		case "/v1/responses":
+			if !bytes.Equal(got, responses) {
+				t.Errorf("the Responses request reached the upstream with %d tools, changed: read as another dialect's tools", len(names))
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		order []string
+	}{
+		{"a Messages request after the same tools on the Responses route is searched as Messages tools", []string{"/responses", "/messages"}},
+		{"a Responses request after the same tools on the Messages route passes through as Responses tools", []string{"/messages", "/responses"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			got := map[string][]byte{}
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				if _, ok := got[r.URL.Path]; !ok {
+					got[r.URL.Path] = b // the route's first upstream request
+				}
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				if r.URL.Path == "/v1/messages" {
+					_, _ = io.WriteString(w, messagesAnswer)
+					return
+				}
+				_, _ = io.WriteString(w, responsesAnswer)
+			})
+			base := newTestGateway(t, up)
+			for _, path := range tc.order {
+				body := responses
+				if path == "/messages" {
+					body = messages
+				}
+				resp := postPath(t, base+path, body)
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+				}
+			}
+			last := "/v1" + tc.order[1]
+			check(t, last, got[last])
+		})
+	}
 }

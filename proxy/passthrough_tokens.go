@@ -21,11 +21,8 @@ import (
 // client's array).
 func (tr *tracker) notePassthroughTools(req *rewrite.Request, raws []string, pos []int) {
 	rep := &tr.rep
-	tk := req.ToolsKey
-	if tk == 0 {
-		tk = tr.g.parsed.keyOf(req.ToolsRaw.Raw)
-	}
-	if rep.countClient(tr.g, req, strconv.FormatUint(tk, 36)); rep.tokErr != nil {
+	// The key serveTurn made sure of: the array's text and dialect.
+	if rep.countClient(tr.g, req, strconv.FormatUint(req.ToolsKey, 36)); rep.tokErr != nil {
 		return
 	}
 	if rep.passSent, rep.tokErr = tr.g.tokens.round(rep.enc, rep.catTok, raws, pos); rep.tokErr != nil {

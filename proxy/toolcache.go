@@ -13,11 +13,18 @@ import (
 	"github.com/toolgate/toolgate/rewrite"
 )
 
-var _ rewrite.ToolCache = (*toolCache)(nil)
+var _ rewrite.ToolCache = toolSpace{}
 
-// toolCache keeps parsed tools arrays by their exact text: agents resend the
-// same catalog every turn, and parsing it is the largest part of reading a
-// request. Entries own their memory; nothing aliases a request body.
+// toolCache keeps parsed tools arrays by their exact text and the dialect
+// that read them: agents resend the same catalog every turn, and parsing
+// it is the largest part of reading a request. Entries own their memory;
+// nothing aliases a request body.
+//
+// The same text means other tools to another dialect (the Messages API's
+// "custom" tools are its client tools, the Responses API's are free-form
+// tools it pins), so each dialect reads and fills the cache through its
+// own toolSpace, and an entry's key (the ToolsKey that also keys the
+// array's shape, compiled catalog and policy tables) covers both.
 //
 // A lookup gets the text from the start of the tools value to the end of
 // the body, the array's end still unknown: finding it would mean scanning
@@ -37,6 +44,7 @@ type toolCache struct {
 // lock.
 type toolEntry struct {
 	head  uint64
+	space uint64 // the toolSpace's mix
 	known rewrite.KnownTools
 	size  int // bytes of text it keeps: the array and its tools' compact forms
 }
@@ -68,23 +76,38 @@ func newToolCacheBytes(size, maxBytes int) *toolCache {
 	return c
 }
 
+// toolSpace is the cache as one dialect reads it (see toolCache): its
+// entries and keys are its own.
+type toolSpace struct {
+	c *toolCache
+	// mix is a hash of the dialect's name, xored into every key and head
+	// hash of the space: equal texts of two dialects get unrelated keys.
+	mix uint64
+}
+
+// space returns the cache as dialect (a route's name) reads it.
+func (c *toolCache) space(dialect string) toolSpace {
+	return toolSpace{c: c, mix: maphash.String(c.seed, dialect)}
+}
+
 // keyOf is the key of a tools array's text, whether the cache holds it or
 // not: the catalog cache key of arrays too small to keep.
-func (c *toolCache) keyOf(raw string) uint64 { return maphash.String(c.seed, raw) }
+func (s toolSpace) keyOf(raw string) uint64 { return maphash.String(s.c.seed, raw) ^ s.mix }
 
-// Lookup returns the kept array that s begins with.
-func (c *toolCache) Lookup(s string) (rewrite.KnownTools, bool) {
-	if len(s) < headLen {
+// Lookup returns the kept array that str begins with.
+func (s toolSpace) Lookup(str string) (rewrite.KnownTools, bool) {
+	if len(str) < headLen {
 		return rewrite.KnownTools{}, false
 	}
+	c := s.c
 	var cands [maxPerHead]*toolEntry
-	head := maphash.String(c.seed, s[:headLen])
+	head := maphash.String(c.seed, str[:headLen]) ^ s.mix
 	c.mu.Lock()
 	n := copy(cands[:], c.byHead[head])
 	c.mu.Unlock()
 	for i := n - 1; i >= 0; i-- { // the newest is the likeliest
 		k := cands[i].known
-		if len(k.Raw) > len(s) || s[len(k.Raw)-tailCheck:len(k.Raw)] != k.Raw[len(k.Raw)-tailCheck:] || s[:len(k.Raw)] != k.Raw {
+		if cands[i].space != s.mix || len(k.Raw) > len(str) || str[len(k.Raw)-tailCheck:len(k.Raw)] != k.Raw[len(k.Raw)-tailCheck:] || str[:len(k.Raw)] != k.Raw {
 			continue
 		}
 		c.mu.Lock()
@@ -102,8 +125,8 @@ func (c *toolCache) Lookup(s string) (rewrite.KnownTools, bool) {
 // key is still returned. So a hit needs no check: the check reads every
 // tool, a few hundred cache misses per request once the catalog has gone
 // cold.
-func (c *toolCache) Add(raw string, tools []rewrite.Tool) rewrite.KnownTools {
-	key := c.keyOf(raw)
+func (s toolSpace) Add(raw string, tools []rewrite.Tool) rewrite.KnownTools {
+	c, key := s.c, s.keyOf(raw)
 	if len(raw) < headLen || len(raw) > c.maxBytes/8 || checkCatalog(tools) != nil {
 		return rewrite.KnownTools{Raw: raw, Tools: tools, Key: key}
 	}
@@ -120,11 +143,11 @@ func (c *toolCache) Add(raw string, tools []rewrite.Tool) rewrite.KnownTools {
 		t.Params = nil
 		kept[i] = t
 	}
-	e := &toolEntry{head: maphash.String(c.seed, own[:headLen]), known: rewrite.KnownTools{Raw: own, Tools: kept, Key: key}, size: size}
+	e := &toolEntry{head: maphash.String(c.seed, own[:headLen]) ^ s.mix, space: s.mix, known: rewrite.KnownTools{Raw: own, Tools: kept, Key: key}, size: size}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.lru.Peek(key); ok {
-		if old.known.Raw == raw {
+		if old.space == s.mix && old.known.Raw == raw {
 			return old.known // a concurrent request added it first
 		}
 		c.lru.Remove(key) // a hash collision: the newer array wins

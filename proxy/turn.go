@@ -106,13 +106,10 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 			return nil, err
 		}
 	}
-	// The parse hashed the tools text once for its own cache; that hash
-	// keys the compiled catalog too.
-	tk := req.ToolsKey
-	if tk == 0 {
-		tk = g.parsed.keyOf(req.ToolsRaw.Raw)
-	}
-	tools := strconv.FormatUint(tk, 36) + ":"
+	// The parse hashed the tools text once for its own cache, with the
+	// dialect that read it (serveTurn); that hash keys the compiled
+	// catalog too.
+	tools := strconv.FormatUint(req.ToolsKey, 36) + ":"
 	key := tools + strconv.FormatUint(snap.CatalogKey(), 36)
 	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) {
 		tools, cfg := snap.Catalog(req.ToolsWithParams())

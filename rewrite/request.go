@@ -87,7 +87,9 @@ type Request struct {
 	// where it started in the client's body.
 	ToolsRaw gjson.Result
 	// ToolsKey identifies the exact text of the tools array (KnownTools.Key)
-	// when the ToolCache knows it; 0 without a cache.
+	// when the ToolCache knows it; 0 without a cache. A cache shared by
+	// dialects keys each dialect's arrays apart: the same text is other
+	// tools to another dialect.
 	ToolsKey uint64
 	// ToolsKnown reports that the ToolCache already held the array: a
 	// cache that keeps only arrays it has checked spares its callers the
