@@ -55,8 +55,8 @@ func toolsArray(tools []rewrite.Tool) []byte {
 
 // readDemoCatalog reads demo's --catalog: a tools array, or a catalog file
 // of one catalog, which the demo replays over; both are checked as eval's
-// are (a duplicate name surfaced as a gateway 400 from the first task). It
-// returns the tools array.
+// are (a duplicate name would pass every task through unsearched, and the
+// table would compare nothing). It returns the tools array.
 func readDemoCatalog(path string) ([]byte, error) {
 	defs, err := readCatalog(path)
 	if err != nil {
