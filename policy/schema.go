@@ -142,9 +142,9 @@ type GatewaySpec struct {
 	// from the base policy before the body is parsed, so a profile cannot
 	// set it. Default 33554432 (32 MiB).
 	BodyLimit int64 `yaml:"body_limit"`
-	// Retries is how many times an upstream answer with a 5xx status to a
-	// round after a search is sent again; that round sent the client
-	// nothing. A turn's first round and a request passed through are sent
+	// Retries is how many times an upstream answer with a 5xx status, or a
+	// 429 that names a wait of at most 20 s, to a round after a search is
+	// sent again; that round sent the client nothing. A turn's first round and a request passed through are sent
 	// once, as a reverse proxy sends them (the client's SDK retries them).
 	// A transport error (connection refused, a timeout) is not retried: it
 	// fails the request at once. Default 1.

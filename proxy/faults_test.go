@@ -263,6 +263,69 @@ func TestUnreachableUpstreamIs502WithinTheConnectTimeout(t *testing.T) {
 	}
 }
 
+// TestARateLimitedLaterRoundWaitsWhatTheUpstreamAsks: a 429 to a round
+// after a search would lose the rounds before it, and a stream's client
+// cannot retry an error event (its SDK retries a 429 status, which a
+// stream past its first event can no longer have). The round is sent
+// again after the wait the upstream names (OpenAI's retry-after-ms,
+// Retry-After in seconds), when it names one within maxRateLimitWait; a
+// 429 that names none (a spent quota) or a longer wait is relayed.
+func TestARateLimitedLaterRoundWaitsWhatTheUpstreamAsks(t *testing.T) {
+	limitedAt2 := func(calls *atomic.Int32, header map[string]string, stream bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			n := calls.Add(1)
+			switch {
+			case n == 2:
+				for k, v := range header {
+					w.Header().Set(k, v)
+				}
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = io.WriteString(w, `{"error":{"message":"Rate limit reached for input tokens per min","type":"tokens","code":"rate_limit_exceeded"}}`)
+			case n == 1 && stream:
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, searchRound)
+			case n == 1:
+				_, _ = io.WriteString(w, searchReply)
+			case stream:
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, textChunk("fine")+finishChunk("stop")+doneEvent)
+			default:
+				_, _ = io.WriteString(w, plainAnswer)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		calls  int32
+	}{
+		{"a 429 that asks for 50 ms in retry-after-ms is sent again after it", map[string]string{"Retry-After-Ms": "50"}, 3},
+		{"a 429 that asks for 1 s in Retry-After is sent again after it", map[string]string{"Retry-After": "1"}, 3},
+		{"a 429 that names no wait is relayed", nil, 2},
+		{"a 429 that asks for longer than the gateway waits is relayed", map[string]string{"Retry-After": "600"}, 2},
+	} {
+		for _, stream := range []bool{false, true} {
+			t.Run(tc.name+map[bool]string{false: "", true: ", streamed"}[stream], func(t *testing.T) {
+				var calls atomic.Int32
+				x := send(t, newTestGateway(t, limitedAt2(&calls, tc.header, stream)), bigRequest(t, stream), nil)
+				if calls.Load() != tc.calls {
+					t.Fatalf("%d upstream calls, want %d", calls.Load(), tc.calls)
+				}
+				retried := tc.calls == 3
+				switch {
+				case retried && (x.status != http.StatusOK || bytes.Contains(x.body, []byte(`"error"`))):
+					t.Errorf("status %d: %s; want the answer of the round sent again", x.status, x.body)
+				case !retried && !stream && x.status != http.StatusTooManyRequests:
+					t.Errorf("status %d; want the upstream's 429", x.status)
+				case !retried && stream && x.status == http.StatusOK && !readStream(t, bytes.NewReader(x.body)).errorEvent:
+					t.Errorf("a stream whose round was refused ended without an error event:\n%s", x.body)
+				}
+			})
+		}
+	}
+}
+
 func TestServerErrorsAreRetriedWhereOnlyTheGatewayCan(t *testing.T) {
 	// overloadedAt answers the call-th upstream call with a 503, each
 	// call before it with a search round and each after with an answer.

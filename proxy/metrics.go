@@ -54,7 +54,7 @@ func NewMetrics() *Metrics {
 		}, []string{"reason"}),
 		rounds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "toolgate_upstream_rounds",
-			Help: "Upstream calls per rewritten chat request (1 when no tool_search was answered); an attempt retried after a 5xx is one call, its retries are in toolgate_upstream_retries_total.",
+			Help: "Upstream calls per rewritten chat request (1 when no tool_search was answered); an attempt retried after a 5xx or a 429 is one call, its retries are in toolgate_upstream_retries_total.",
 			// max_rounds is at most 32, and a round per search plus one.
 			Buckets: []float64{1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 33},
 		}),
@@ -90,7 +90,7 @@ func NewMetrics() *Metrics {
 		}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolgate_upstream_retries_total",
-			Help: "Upstream calls of the gateway's rounds sent again after a 5xx (gateway.retries); requests passed through are sent once.",
+			Help: "Upstream calls of the gateway's rounds sent again after a 5xx, or a 429 that names a wait of at most 20 s (gateway.retries); requests passed through are sent once.",
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_policy_reloads_total",
@@ -149,7 +149,7 @@ func (m *Metrics) PolicyReloaded(err error) {
 	m.policyFileOK.Set(ok)
 }
 
-// retried counts an upstream call sent again after a 5xx.
+// retried counts an upstream call sent again (retryWait).
 func (m *Metrics) retried() {
 	if m == nil {
 		return

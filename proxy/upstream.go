@@ -17,7 +17,7 @@ const maxErrorBody = 1 << 20
 type sendOptions struct {
 	rest    string // API path, e.g. "/chat/completions"
 	body    []byte
-	retries int // extra attempts on a 5xx, only while nothing reached the client
+	retries int // extra attempts on a 5xx or a 429 that says when (retryWait)
 	stream  bool
 	// round is the turn's round this call makes: from the second on, a
 	// client's Idempotency-Key goes with a suffix of the round's (roundKey).
@@ -43,10 +43,10 @@ func (g *Gateway) send(ctx context.Context, in *http.Request, o sendOptions) (*h
 		}
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
-		if resp.StatusCode >= 500 && attempt < o.retries {
-			g.logger().Warn("upstream 5xx, retrying", "status", resp.StatusCode, "attempt", attempt+1)
+		if wait, ok := retryWait(resp); ok && attempt < o.retries {
+			g.logger().Warn("upstream refused a round for now, retrying", "status", resp.StatusCode, "after", wait, "attempt", attempt+1)
 			g.Metrics.retried()
-			if err := sleepCtx(ctx, retryDelay(resp)); err != nil {
+			if err := sleepCtx(ctx, wait); err != nil {
 				return nil, err
 			}
 			continue
@@ -121,12 +121,36 @@ func (g *Gateway) setAuth(h http.Header, in *http.Request) {
 	h.Set(name, value)
 }
 
-// retryDelay honours a short Retry-After, else waits a moment.
-func retryDelay(resp *http.Response) time.Duration {
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 && s <= 2 {
-		return time.Duration(s) * time.Second
+// maxRateLimitWait is the longest wait a 429 may ask of a round the
+// gateway sends again: about what the OpenAI SDKs honour before a retry
+// of their own, and short against a request's first_byte.
+const maxRateLimitWait = 20 * time.Second
+
+// retryWait says whether a refused round is worth sending again, and after
+// how long. A 5xx is, after a short Retry-After or a moment. A 429 is when
+// it names a wait within maxRateLimitWait (OpenAI's retry-after-ms,
+// Retry-After in seconds, which Anthropic sends): a rate limit that resets
+// shortly. One that names none is more likely a spent quota, and one that
+// names longer is the client's to wait out.
+func retryWait(resp *http.Response) (time.Duration, bool) {
+	switch {
+	case resp.StatusCode >= 500:
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 && s <= 2 {
+			return time.Duration(s) * time.Second, true
+		}
+		return 100 * time.Millisecond, true
+	case resp.StatusCode == http.StatusTooManyRequests:
+		var wait time.Duration
+		if ms, err := strconv.Atoi(resp.Header.Get("Retry-After-Ms")); err == nil && ms >= 0 {
+			wait = time.Duration(ms) * time.Millisecond
+		} else if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+			wait = time.Duration(s) * time.Second
+		} else {
+			return 0, false
+		}
+		return wait, wait <= maxRateLimitWait
 	}
-	return 100 * time.Millisecond
+	return 0, false
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
