@@ -63,6 +63,8 @@ func TestRequestsThatDoNotPayPassThroughUnchanged(t *testing.T) {
 		{"a request with legacy functions reaches the upstream byte for byte", chatRequest(t, msgs, nil, false, map[string]any{"functions": []any{map[string]any{"name": "f"}}})},
 		{"a request that defers tools for the provider's own tool search reaches the upstream byte for byte", chatRequest(t, msgs, append(testCatalog(40),
 			map[string]any{"type": "function", "defer_loading": true, "function": map[string]any{"name": "late_tool", "parameters": map[string]any{"type": "object"}}}), false, nil)},
+		{"a prefix completion (the assistant's words last, for the model to continue) reaches the upstream byte for byte", chatRequest(t,
+			append(slices.Clone(msgs), map[string]any{"role": "assistant", "content": "Sure,", "prefix": true}), testCatalog(40), false, nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &recorder{answer: plainAnswer}

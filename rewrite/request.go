@@ -124,8 +124,9 @@ type Request struct {
 	// not a tool result coming back.
 	UserTurn bool
 	// Prefill is true when the conversation ends with the assistant's own
-	// words, which the model is to continue (the Messages API's prefill):
-	// a round of the gateway's appended after them would split the answer.
+	// words, which the model is to continue (the Messages API's prefill,
+	// Chat's prefix completion): a round of the gateway's appended after
+	// them would split the answer.
 	Prefill bool
 	// Messages is how many messages the conversation has.
 	Messages int
@@ -325,15 +326,18 @@ func choiceName(c gjson.Result) string {
 func readMessages(r *Request, msgs gjson.Result) {
 	seen := map[string]struct{}{}
 	var last string
+	lastCalls := false
 	msgs.ForEach(func(_, m gjson.Result) bool {
 		role := m.Get("role").String()
 		last = role
+		lastCalls = false
 		r.Messages++
 		r.readText(role, m.Get("content"))
 		if role == "assistant" {
 			calls := m.Get("tool_calls")
 			if calls.IsArray() && len(calls.Array()) > 0 {
 				r.startStep()
+				lastCalls = true
 			}
 			calls.ForEach(func(_, c gjson.Result) bool {
 				r.noteCall(c.Get("function.name").String(), seen)
@@ -343,6 +347,10 @@ func readMessages(r *Request, msgs gjson.Result) {
 		return true
 	})
 	r.UserTurn = last == "user"
+	// An assistant message last, without calls, is words for the model to
+	// continue: DeepSeek's and Mistral's prefix completion ("prefix":
+	// true), vLLM's continue_final_message.
+	r.Prefill = last == "assistant" && !lastCalls
 }
 
 // readText notes a message's text by its role: the system prompt, the
