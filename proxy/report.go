@@ -108,9 +108,21 @@ func (rep *report) countClient(g *Gateway, req *rewrite.Request, key string) {
 }
 
 // roundTools returns the tools array of the turn's next upstream call and
-// notes its size and tokens.
+// notes its size and tokens. A round that offers no tool_search and would
+// offer no tool at all, while the conversation holds the gateway's calls
+// and their results, keeps tool_search's definition and forbids every
+// call (rewrite.Request.NoCalls): an upstream refuses tool calls and
+// results in a request without tools (Anthropic's 400 "must define
+// tools"). A model that calls tool_search there anyway is answered as in
+// any round without it (searches spent).
 func (t *turn) roundTools(round int) []string {
-	tools, pos := t.tools(t.withSearch(round))
+	search := t.withSearch(round)
+	tools, pos := t.tools(search)
+	t.req.NoCalls = !search && len(tools) == 0 && len(t.req.Pinned) == 0 &&
+		(len(t.rounds) > 0 || len(t.req.PendingOutputs) > 0)
+	if t.req.NoCalls {
+		tools, pos = t.tools(true)
+	}
 	if t.rep == nil {
 		return tools
 	}

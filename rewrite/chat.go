@@ -89,7 +89,8 @@ type Response struct {
 }
 
 // Build returns the upstream body for req: its tools array replaced by tools
-// (raw JSON objects, in order; none removes tools and tool_choice), the
+// (raw JSON objects, in order; none removes tools and tool_choice;
+// tool_choice "none" with req.NoCalls), the
 // gateway's own rounds appended to messages, and, for streams, usage
 // requested so every round can be counted (unless NoUsageRequest); the
 // rounds' message extras go too, unless NoMessageExtras. Everything else
@@ -116,6 +117,11 @@ func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 			spare = len(includeUsageMember) + 1
 		}
 		body, owned = replaceTools(body, req.span.at, req.span.n, tools, spare), true
+		if req.NoCalls {
+			if body, err = sjson.SetRawBytes(body, pathToolChoice, []byte(`"none"`)); err != nil {
+				return nil, fmt.Errorf("setting tool_choice: %w", err)
+			}
+		}
 	}
 	if len(rounds) > 0 {
 		if body, err = appendRounds(body, rounds, req.NoMessageExtras); err != nil {

@@ -135,11 +135,11 @@ func hasBlock(content gjson.Result, typ string) bool {
 
 // Build implements Dialect: the tools array replaced by tools (in the
 // Messages form) and the request's pinned tools (none removes tools and
-// tool_choice), and the
+// tool_choice; tool_choice {"type":"none"} with req.NoCalls), and the
 // rounds appended to messages: each an assistant message of the blocks
 // the model wrote, then a user message of one tool_result per answer.
 func (Messages) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
-	body, err := setTools(req.Body, req, tools, pathTools, pathToolChoice)
+	body, err := setTools(req.Body, req, tools, `{"type":"none"}`, pathTools, pathToolChoice)
 	if err != nil {
 		return nil, err
 	}

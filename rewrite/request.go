@@ -72,8 +72,16 @@ type Request struct {
 	// unsupported" to the reasoning it sent itself, which DeepSeek needs
 	// back. The calls keep theirs (Gemini's thought signatures).
 	NoMessageExtras bool
-	N               int64
-	HasFunctions    bool // legacy "functions": passed through untouched
+	// NoCalls makes Build forbid every call with the API's own "none"
+	// tool_choice (Chat and Responses "none", Messages {"type":"none"}),
+	// in place of the client's tool_choice. The loop sets it for a round
+	// that carries its earlier rounds but offers no tool: it sends
+	// tool_search's definition there rather than no tools, which an
+	// upstream refuses beside tool calls and results (Anthropic: "must
+	// define tools").
+	NoCalls      bool
+	N            int64
+	HasFunctions bool // legacy "functions": passed through untouched
 	// JSONOutput is true when response_format asks for JSON (json_object
 	// or json_schema): the answer's content must parse, so what the model
 	// said in a search round cannot lead it.

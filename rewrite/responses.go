@@ -199,14 +199,14 @@ func readItems(r *Request, input gjson.Result) {
 
 // Build implements Dialect: the tools array replaced by tools (flat) and
 // the request's pinned tools (none removes tools, tool_choice and
-// parallel_tool_calls), the rounds appended to the input as items, and
+// parallel_tool_calls; tool_choice "none" with req.NoCalls), the rounds appended to the input as items, and
 // previous_response_id set to PreviousUpstream when that is another id.
 func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 	body, err := Continue(req.Body, req)
 	if err != nil {
 		return nil, err
 	}
-	if body, err = setTools(body, req, tools, pathTools, pathToolChoice, "parallel_tool_calls"); err != nil {
+	if body, err = setTools(body, req, tools, `"none"`, pathTools, pathToolChoice, "parallel_tool_calls"); err != nil {
 		return nil, err
 	}
 	if len(rounds) == 0 {
@@ -233,9 +233,10 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 }
 
 // setTools returns body with its tools array replaced by tools and the
-// request's pinned tools, or, when there are none, without the members
-// drop names.
-func setTools(body []byte, req *Request, tools []string, drop ...string) ([]byte, error) {
+// request's pinned tools, and its tool_choice set to none (the API's
+// "none" choice) when req.NoCalls; or, when there are no tools, without
+// the members drop names.
+func setTools(body []byte, req *Request, tools []string, none string, drop ...string) ([]byte, error) {
 	tools = append(tools[:len(tools):len(tools)], req.Pinned...)
 	if len(tools) == 0 {
 		var err error
@@ -246,7 +247,14 @@ func setTools(body []byte, req *Request, tools []string, drop ...string) ([]byte
 		}
 		return body, nil
 	}
-	return replaceTools(body, req.span.at, req.span.n, tools, 0), nil
+	body = replaceTools(body, req.span.at, req.span.n, tools, 0)
+	if req.NoCalls {
+		var err error
+		if body, err = sjson.SetRawBytes(body, pathToolChoice, []byte(none)); err != nil {
+			return nil, fmt.Errorf("setting tool_choice: %w", err)
+		}
+	}
+	return body, nil
 }
 
 // Continue returns a Responses request body that continues where the

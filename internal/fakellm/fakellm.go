@@ -3,8 +3,8 @@
 // tool-calling model: given tasks (a prompt and the tool steps it needs),
 // it calls each step's tool when that tool is in the request, calls
 // tool_search with the step's keywords when it is not, and answers in text
-// when the steps are done. It refuses more than MaxTools tools on every
-// route, as OpenAI does. Tests, `gateway demo` and `gateway bench` use it;
+// when the steps are done; a tool_choice of "none" keeps it from calling.
+// It refuses more than MaxTools tools on every route, as OpenAI does. Tests, `gateway demo` and `gateway bench` use it;
 // it must never be wired into serve.
 package fakellm
 
@@ -230,6 +230,9 @@ func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
 		rec.Names = append(rec.Names, n)
 	}
 	search := SearchTool(rec.Names)
+	if callsForbidden(req) {
+		avail, search = nil, ""
+	}
 	if m.Keep {
 		rec.Body = body
 	}
@@ -264,6 +267,14 @@ func SearchTool(names []string) string {
 		}
 	}
 	return ""
+}
+
+// callsForbidden reports whether a request's tool_choice is the API's
+// "none" (Chat and Responses "none", Messages {"type":"none"}): the model
+// calls nothing and answers from what it has.
+func callsForbidden(req gjson.Result) bool {
+	c := req.Get("tool_choice")
+	return c.String() == "none" || c.Get("type").String() == "none"
 }
 
 // decide plays the model's turn from the conversation so far; search is

@@ -16,8 +16,10 @@ import (
 // Anthropic refuses that a gateway translating to this API could get
 // wrong: no max_tokens, a custom tool without input_schema, a tool name
 // twice, a tool_use not answered by a tool_result in the next message or
-// a tool_result answering nothing, and, with Reasoning set, calls sent
-// back without the signed thinking block that led to them.
+// a tool_result answering nothing, tool_use or tool_result blocks in a
+// request without tools, and, with Reasoning set, calls sent back without
+// the signed thinking block that led to them. A tool_choice of type none
+// keeps the model from calling.
 func (m *Model) messages(w http.ResponseWriter, r *http.Request) {
 	body, req, tools, ok := m.readRequest(w, r, writeAnthropicErr)
 	if !ok {
@@ -53,6 +55,9 @@ func (m *Model) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	msgs := req.Get("messages").Array()
 	problem := unanswered(msgs)
+	if problem == "" && len(tools) == 0 && holdsToolBlocks(msgs) {
+		problem = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+	}
 	if problem == "" && m.Reasoning {
 		problem = m.unthought(msgs)
 	}
@@ -67,7 +72,11 @@ func (m *Model) messages(w http.ResponseWriter, r *http.Request) {
 	m.records = append(m.records, rec)
 	m.mu.Unlock()
 
-	rep := m.decide(gjson.Parse(chatMessages(msgs)), avail, SearchTool(rec.Names))
+	search := SearchTool(rec.Names)
+	if callsForbidden(req) {
+		avail, search = nil, ""
+	}
+	rep := m.decide(gjson.Parse(chatMessages(msgs)), avail, search)
 	rep.promptTokens = rec.PromptTokens
 	stop := "end_turn"
 	if rep.call != nil {
@@ -353,4 +362,17 @@ func chatMessages(msgs []gjson.Result) string {
 		}
 	}
 	return mustJSON(map[string]any{"messages": out})
+}
+
+// holdsToolBlocks reports whether a message of msgs has a tool_use or
+// tool_result block.
+func holdsToolBlocks(msgs []gjson.Result) bool {
+	for _, msg := range msgs {
+		for _, b := range contentOf(msg) {
+			if t := b.Get("type").String(); t == "tool_use" || t == "tool_result" {
+				return true
+			}
+		}
+	}
+	return false
 }

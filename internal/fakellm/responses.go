@@ -80,7 +80,11 @@ func (m *Model) responses(w http.ResponseWriter, r *http.Request) {
 	m.records = append(m.records, rec)
 	m.mu.Unlock()
 
-	rep := m.decide(gjson.Parse(asMessages(items)), avail, SearchTool(rec.Names))
+	search := SearchTool(rec.Names)
+	if callsForbidden(req) {
+		avail, search = nil, ""
+	}
+	rep := m.decide(gjson.Parse(asMessages(items)), avail, search)
 	rep.promptTokens = rec.PromptTokens
 	out := m.outputItems(rep, encryptedReasoning(req))
 	id := m.id("resp_fake")
