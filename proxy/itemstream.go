@@ -173,8 +173,11 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 			return res, nil
 		case ev.OutputIndex < 0:
 			// The lifecycle events open the client's one response: the
-			// first round's go on, later rounds' would open another.
-			if round == 0 {
+			// first round's go on, later rounds' would open another. A
+			// keep-alive (ping) goes on from every round: while a later
+			// round's reasoning is held, it is all the client gets, and
+			// an idle timeout between would cut the stream.
+			if round == 0 || ev.KeepAlive {
 				if err := s.pass(ev.Type, data, -1); err != nil {
 					return res, err
 				}

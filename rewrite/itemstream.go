@@ -66,6 +66,11 @@ type ItemEvent struct {
 	// the model's reasoning (which leads the calls it decided on).
 	Opens, Call, Reasoning bool
 	Name                   string
+	// KeepAlive is true for an event that only keeps the stream alive
+	// (the Messages API's ping): it has no content and no index, and the
+	// relay passes it on from every round, where a later round's other
+	// lifecycle events would open a second response.
+	KeepAlive bool
 	// Terminal is true for the events that end a response stream:
 	// response.completed and response.incomplete, message_delta;
 	// response.failed and error (Failed is true too).

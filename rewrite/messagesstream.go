@@ -41,7 +41,9 @@ func (m *messagesReader) Read(data []byte) (ItemEvent, error) {
 		return ev, err
 	}
 	switch ev.Type {
-	case "ping", "error":
+	case "ping":
+		ev.KeepAlive = true
+	case "error":
 	case "message_start":
 		if m.began {
 			return ItemEvent{}, fmt.Errorf("stream sent a second message_start: %.80q", data)
