@@ -50,22 +50,6 @@ type Round struct {
 	Logprobs string
 }
 
-// roundItems returns the output items (Round.Extra: a Responses round's
-// items, a Messages round's blocks) of rounds that keep accepts, raw, in
-// order.
-func roundItems(rounds []Round, keep func(it gjson.Result) bool) []string {
-	var out []string
-	for _, r := range rounds {
-		gjson.Parse("[" + r.Extra + "]").ForEach(func(_, it gjson.Result) bool {
-			if keep(it) {
-				out = append(out, it.Raw)
-			}
-			return true
-		})
-	}
-	return out
-}
-
 // Response is a non-streamed Chat Completions response.
 type Response struct {
 	Body         []byte

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -272,51 +273,39 @@ func blockCall(bl gjson.Result) Call {
 	return Call{ID: bl.Get("id").String(), Name: bl.Get("name").String(), Arguments: bl.Get("input").Raw}
 }
 
-// ClientResponse implements Dialect: the content without the tool_use
-// blocks turn.Keep rejects, with what the gateway's own rounds showed
-// after its thinking (roundsShown: their text, unless turn.Text is empty
-// for an answer that must be JSON, and their server tools' blocks); a
-// message left without calls ends its turn (stop_reason end_turn, where
-// it said tool_use); the turn's usage and first id.
+// ClientResponse implements Dialect: the blocks a stream of the turn
+// shows, in its order (shownBlocks): what the gateway's rounds showed
+// (their text, unless turn.Text is empty for an answer that must be JSON,
+// and their server tools' blocks) and their thinking, then the content
+// without the tool_use blocks turn.Keep rejects (thinking first in a
+// message with calls, thinkingFirst); a message left without calls ends
+// its turn (stop_reason end_turn, where it said tool_use); the
+// turn's usage and first id.
 func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	root := gjson.ParseBytes(r.Body)
-	var blocks []string
-	shown := roundsShown(turn.Rounds, turn.Text != "")
-	if len(shown) == 0 && turn.Text != "" {
-		shown = []string{TextBlock(turn.Text)}
-	}
-	dropped, calls, said := false, 0, len(shown) == 0
-	root.Get(msgContent).ForEach(func(_, bl gjson.Result) bool {
-		typ := bl.Get("type").String()
-		if !said && !isThinking(typ) {
-			// After the thinking: a message with thinking on must start
-			// with it when the client sends it back with its calls.
-			blocks, said = append(blocks, shown...), true
-		}
-		if typ == "tool_use" {
-			if !turn.Keep(blockCall(bl)) {
-				dropped = true
-				return true
-			}
+	content := root.Get(msgContent)
+	blocks := shownBlocks(turn.Rounds, content, turn.Keep, turn.Text != "")
+	calls := 0
+	for _, b := range blocks {
+		if gjson.Get(b, "type").String() == "tool_use" {
 			calls++
 		}
-		blocks = append(blocks, bl.Raw)
-		return true
-	})
-	if !said {
-		blocks = append(blocks, shown...)
 	}
-	if len(blocks) == 0 || !isThinking(gjson.Get(blocks[0], "type").String()) {
-		// The model thought in a round of the gateway's and not since (it
-		// thinks once a turn without interleaved thinking): the client
-		// gets that thinking, which the API requires back with its calls.
-		if carried := roundsThinking(turn.Rounds); len(carried) > 0 {
-			blocks, dropped = append(carried, blocks...), true
-		}
+	if calls > 0 {
+		blocks = thinkingFirst(blocks)
+	}
+	changed := len(blocks) != len(content.Array())
+	if !changed {
+		i := 0
+		content.ForEach(func(_, bl gjson.Result) bool {
+			changed = bl.Raw != blocks[i]
+			i++
+			return !changed
+		})
 	}
 	body := append([]byte(nil), r.Body...)
 	var err error
-	if dropped || len(shown) > 0 {
+	if changed {
 		if body, err = sjson.SetRawBytes(body, msgContent, joinArray(blocks)); err != nil {
 			return nil, fmt.Errorf("rewriting the content: %w", err)
 		}
@@ -342,27 +331,75 @@ func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 // isThinking reports whether a block type is the model's reasoning.
 func isThinking(typ string) bool { return typ == "thinking" || typ == "redacted_thinking" }
 
-// roundsShown returns the blocks of the gateway's rounds a client sees, in
-// order, as a stream relays them: their server tools' calls and results
-// (a web search and what it found) and, withText, their text blocks with
-// their citations; not their thinking (roundsThinking) nor the gateway's
-// own calls. An empty text block is left out: the API refuses one sent
-// back.
-func roundsShown(rounds []Round, withText bool) []string {
-	return roundItems(rounds, func(b gjson.Result) bool {
-		switch typ := b.Get("type").String(); {
-		case isThinking(typ), typ == "tool_use":
-			return false
-		case typ == "text":
-			return withText && b.Get("text").String() != ""
+// shownBlocks returns the blocks a client sees of a turn whose gateway's
+// rounds were rounds and whose last message's content is last, in the
+// order the item relay streams them (proxy/itemstream.go), so a turn
+// shows the same blocks streamed or not. ShowOf says how each block
+// shows: the gateway's tool_use blocks never; thinking with what follows
+// it (ShowWithNext), right before the next block of its round the client
+// sees, or at the end of the last message; the thinking of a round of
+// the gateway's with no such block is carried (Messages CarriesReasoning)
+// to lead the turn's first block, when nothing went before it and its
+// round has no thinking of its own, and goes nowhere else. Of the
+// rounds, a text block shows only withText (an answer that must be JSON
+// leaves their words out) and when it is not empty (the API refuses an
+// empty one sent back); a round whose blocks are not at hand shows its
+// text.
+func shownBlocks(rounds []Round, last gjson.Result, keep func(Call) bool, withText bool) []string {
+	var out, held, carried []string
+	release := func() {
+		if len(out) == 0 && len(held) == 0 {
+			out = append(out, carried...)
 		}
-		return true
-	})
+		carried = nil
+		out = append(out, held...)
+		held = held[:0]
+	}
+	walk := func(blocks gjson.Result, fromRound bool) {
+		blocks.ForEach(func(_, b gjson.Result) bool {
+			typ := b.Get("type").String()
+			switch ShowOf(typ == "tool_use", b.Get("name").String(), isThinking(typ), keep) {
+			case ShowNever:
+			case ShowWithNext:
+				held = append(held, b.Raw)
+			default:
+				if !fromRound || typ != "text" || withText && b.Get("text").String() != "" {
+					release()
+					out = append(out, b.Raw)
+				}
+			}
+			return true
+		})
+	}
+	for _, r := range rounds {
+		extra := r.Extra
+		if extra == "" && r.Content != "" {
+			extra = TextBlock(r.Content)
+		}
+		walk(gjson.Parse("["+extra+"]"), true)
+		carried = append(carried, held...)
+		held = held[:0]
+	}
+	walk(last, false)
+	release()
+	return out
 }
 
-// roundsThinking returns the thinking blocks of rounds, in order.
-func roundsThinking(rounds []Round) []string {
-	return roundItems(rounds, func(b gjson.Result) bool { return isThinking(b.Get("type").String()) })
+// thinkingFirst moves the turn's first thinking blocks before what a
+// search round showed ahead of them: the one place a whole answer departs
+// from the stream's order. The API refuses a message with calls sent back
+// that has thinking but does not start with it; a stream, which relayed
+// a search round's text before a later round thought, cannot.
+func thinkingFirst(blocks []string) []string {
+	i := slices.IndexFunc(blocks, func(b string) bool { return isThinking(gjson.Get(b, "type").String()) })
+	if i <= 0 {
+		return blocks
+	}
+	j := i
+	for j < len(blocks) && isThinking(gjson.Get(blocks[j], "type").String()) {
+		j++
+	}
+	return slices.Concat(blocks[i:j], blocks[:i], blocks[j:])
 }
 
 // TextBlock is text as a Messages content block.

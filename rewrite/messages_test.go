@@ -212,7 +212,11 @@ func TestMessagesClientResponse(t *testing.T) {
 		{"earlier text leads the content", func(c Call) bool { return c.Name != "tool_search" }, "Let me look. ", "tool_use", []string{"t2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := Messages{}.ClientResponse(r, Turn{Keep: tc.keep, Text: tc.text, ID: "msg_1", Usage: []byte(`{"input_tokens":300,"output_tokens":20}`)})
+			var rounds []Round
+			if tc.text != "" {
+				rounds = []Round{{Content: tc.text}}
+			}
+			out, err := Messages{}.ClientResponse(r, Turn{Keep: tc.keep, Text: tc.text, Rounds: rounds, ID: "msg_1", Usage: []byte(`{"input_tokens":300,"output_tokens":20}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -429,7 +433,7 @@ func TestMessagesClientResponseCarriesTheTurnsThinking(t *testing.T) {
 		{"with no thinking anywhere nothing is added", []Round{{Extra: `{"type":"tool_use","id":"t1","name":"tool_search","input":{}}`}}, "tool_use"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := Messages{}.ClientResponse(r, Turn{Keep: func(Call) bool { return true }, Rounds: tc.rounds})
+			out, err := Messages{}.ClientResponse(r, Turn{Keep: func(c Call) bool { return c.Name != "tool_search" }, Rounds: tc.rounds})
 			if err != nil {
 				t.Fatal(err)
 			}
