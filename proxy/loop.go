@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
@@ -62,7 +63,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		results := t.answer(ctx, out.Calls, round)
 		last := len(internal) == 0 || len(real) > 0 || out.Awaits || !t.canContinue(round) || rewrite.CutShort(out.FinishReason)
 		if !last {
-			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, ContentParts: out.ContentParts, Extra: out.Extra, Calls: internal, Results: results, Logprobs: out.Logprobs})
+			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, ContentParts: out.ContentParts, Extra: out.Extra, Calls: internal, Results: results, Logprobs: out.Logprobs, Annotations: out.Annotations})
 			continue
 		}
 		t.pending = results
@@ -72,7 +73,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			PromptFilter: t.promptFilter, Rounds: t.rounds,
 		}
 		if !t.req.JSONOutput {
-			turn.Text, turn.Logprobs = t.roundsText()
+			turn.Text, turn.Logprobs, turn.Annotations = t.roundsText()
 		}
 		final, err := t.d.ClientResponse(out, turn)
 		if err != nil {
@@ -125,20 +126,27 @@ func (t *turn) maxRounds() int {
 }
 
 // roundsText is what the model said in the rounds the gateway answered
-// itself, and the logprobs of those words. A streamed turn relays it as
+// itself, the logprobs of those words, and their annotations (a web-search
+// model's url_citations), each round's shifted by the text before its
+// own, as a stream's relay shifts them. A streamed turn relays it as
 // it comes, so the client's answer reads the same whether it streamed or
 // not. completeTurn leaves it out of an answer that must be JSON
 // (response_format), where it would make the content unparseable; a
 // stream cannot take back what it relayed (README, "Limits worth
 // knowing").
-func (t *turn) roundsText() (string, []string) {
+func (t *turn) roundsText() (string, []string, []string) {
 	var b strings.Builder
-	var lps []string
+	var lps, anns []string
+	runes := 0 // the annotations' offsets count characters (rewrite.ShiftAnnotations)
 	for _, r := range t.rounds {
+		if r.Annotations != "" {
+			anns = append(anns, rewrite.ShiftAnnotations(r.Annotations, runes))
+		}
 		b.WriteString(r.Content)
+		runes += utf8.RuneCountInString(r.Content)
 		if r.Content != "" && r.Logprobs != "" {
 			lps = append(lps, r.Logprobs)
 		}
 	}
-	return b.String(), lps
+	return b.String(), lps, anns
 }

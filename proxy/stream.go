@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
@@ -131,6 +132,11 @@ type relay struct {
 	roleOut  bool           // a role has gone out: later rounds' roles are dropped
 	finished bool           // a finish chunk reached the client
 	next     int            // the next tool-call index the client sees
+	// said counts the characters (runes) of content relayed to the
+	// client so far: a round's annotation offsets count from its own
+	// text's start, so the relay moves them on by what earlier rounds
+	// said (rewrite.ShiftAnnotations).
+	said int
 	// model, fingerprint and tier are the upstream's, for the gateway's
 	// own chunks: the first model, the latest fingerprint and tier (the
 	// last round's, as the client's accumulator would have read them).
@@ -182,6 +188,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		ended   bool                 // this round's upstream sent its finish
 		sent    bool                 // this round sent the client an event
 		usage   []byte               // this stream's: its last usage chunk stands for the earlier ones
+		before  = s.said             // the characters earlier rounds relayed
 	)
 	defer func() { t.addUsage(gjson.ParseBytes(usage)) }()
 	for {
@@ -242,7 +249,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		if ev.Extra {
 			ev.AddExtra(&extra)
 		}
-		edit := rewrite.EventEdit{ID: t.id, Created: t.created, DropUsage: ev.Usage.Exists()}
+		edit := rewrite.EventEdit{ID: t.id, Created: t.created, DropUsage: ev.Usage.Exists(), ShiftAnnotations: before}
 		var calls []string
 		for _, cd := range ev.Calls {
 			st := states[cd.Index]
@@ -357,6 +364,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		if err := s.emit(resp, out, hasRole); err != nil {
 			return res, err
 		}
+		s.said += utf8.RuneCountInString(ev.Content)
 		sent = true
 		if emitFinish {
 			s.finished = true

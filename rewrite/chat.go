@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -48,6 +49,11 @@ type Round struct {
 	// when the client asked for logprobs: the tokens of Content, which
 	// lead the client's answer as Content does (Turn.Logprobs).
 	Logprobs string
+	// Annotations is the message's annotations array (raw JSON; the
+	// url_citations of a web-search model), offsets into Content: they
+	// go to the client with the text (Turn.Annotations). The upstream
+	// gets them back in Extra, as they came.
+	Annotations string
 }
 
 // Response is a non-streamed Chat Completions response.
@@ -62,6 +68,7 @@ type Response struct {
 	FinishReason string
 	Usage        gjson.Result
 	Logprobs     string // choices.0.logprobs.content, raw; "" when absent or null
+	Annotations  string // choices.0.message.annotations, raw; "" when not an array
 	// PromptFilter is prompt_filter_results, raw: Azure's verdicts on the
 	// round's prompt; "" when absent.
 	PromptFilter string
@@ -333,6 +340,9 @@ func ParseResponse(body []byte) (*Response, error) {
 	if lp := root.Get("choices.0.logprobs.content"); lp.IsArray() {
 		r.Logprobs = lp.Raw
 	}
+	if an := msg.Get("annotations"); an.IsArray() {
+		r.Annotations = an.Raw
+	}
 	if pf := root.Get("prompt_filter_results"); pf.Exists() {
 		r.PromptFilter = pf.Raw
 	}
@@ -367,6 +377,11 @@ type Turn struct {
 	// JSON arrays, in order): they lead the answer's, as Text leads its
 	// content, so the tokens and their logprobs stay one to one.
 	Logprobs []string
+	// Annotations are the annotations of the rounds that said Text (raw
+	// JSON arrays, in order), each already shifted to where its round's
+	// text stands in Text (ShiftAnnotations): they lead the answer's,
+	// whose own are shifted past Text.
+	Annotations []string
 	// Rounds are the rounds the gateway answered itself: a dialect whose
 	// API requires the reasoning that began a turn back with its calls
 	// (Messages) takes it from them when the last round has none.
@@ -446,6 +461,13 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 			}
 		}
 	}
+	if shifted := ShiftAnnotations(r.Annotations, utf8.RuneCountInString(turn.Text)); len(turn.Annotations) > 0 || shifted != r.Annotations {
+		if all := joinArrays(append(turn.Annotations, shifted)); all != nil {
+			if body, err = sjson.SetRawBytes(body, "choices.0.message.annotations", all); err != nil {
+				return nil, fmt.Errorf("setting the turn's annotations: %w", err)
+			}
+		}
+	}
 	if turn.Usage != nil {
 		if body, err = sjson.SetRawBytes(body, "usage", turn.Usage); err != nil {
 			return nil, fmt.Errorf("setting usage: %w", err)
@@ -456,6 +478,46 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 		body, _ = sjson.SetBytes(body, "created", turn.Created)
 	}
 	return body, nil
+}
+
+// ShiftAnnotations returns annotations, a raw JSON array of a Chat
+// message's (or a delta's) annotations, with the offsets of every
+// url_citation (start_index, end_index: the only offsets OpenAI's Chat
+// Completions annotations have) moved on by n: where the message's text
+// now stands in the client's answer, after the n characters of text
+// earlier rounds said. OpenAI documents the indexes as character
+// positions, and its servers and SDKs (Python) index a string by code
+// point, so n counts runes (utf8.RuneCountInString), not bytes. Other
+// annotations, and an offset that is not a number, stay as they are; so
+// does annotations when n is 0 or it is not an array.
+func ShiftAnnotations(annotations string, n int) string {
+	if n == 0 || annotations == "" {
+		return annotations
+	}
+	arr := gjson.Parse(annotations)
+	if !arr.IsArray() {
+		return annotations
+	}
+	var items []string
+	changed := false
+	arr.ForEach(func(_, a gjson.Result) bool {
+		raw := a.Raw
+		if a.Get("type").String() == "url_citation" {
+			for _, k := range []string{"url_citation.start_index", "url_citation.end_index"} {
+				if v := gjson.Get(raw, k); v.Type == gjson.Number {
+					if out, err := sjson.Set(raw, k, v.Int()+int64(n)); err == nil {
+						raw, changed = out, true
+					}
+				}
+			}
+		}
+		items = append(items, raw)
+		return true
+	})
+	if !changed {
+		return annotations
+	}
+	return string(joinArray(items))
 }
 
 // FirstCallMembers returns the raw call that comes first in the client's

@@ -254,6 +254,10 @@ type EventEdit struct {
 	// Finish replaces the choice's finish_reason when not empty; "null"
 	// clears it, for a round the gateway continues.
 	Finish string
+	// ShiftAnnotations moves the delta's url_citation offsets on by this
+	// many characters (ShiftAnnotations): a later round's, past the text
+	// the earlier rounds relayed.
+	ShiftAnnotations int
 }
 
 // EditEvent applies e to a chunk; it returns data itself when there is
@@ -307,6 +311,17 @@ func EditEvent(data []byte, e EventEdit) ([]byte, error) {
 		clone()
 		if out, err = sjson.DeleteBytes(out, "choices.0.delta.role"); err != nil {
 			return nil, fmt.Errorf("removing chunk role: %w", err)
+		}
+	}
+	if e.ShiftAnnotations != 0 {
+		const p = "choices.0.delta.annotations"
+		if an := gjson.Get(view(out), p); an.IsArray() {
+			if shifted := ShiftAnnotations(an.Raw, e.ShiftAnnotations); shifted != an.Raw {
+				clone()
+				if out, err = sjson.SetRawBytes(out, p, []byte(shifted)); err != nil {
+					return nil, fmt.Errorf("shifting chunk annotations: %w", err)
+				}
+			}
 		}
 	}
 	if e.DropUsage && gjson.Get(view(out), "usage").Exists() {

@@ -55,3 +55,41 @@ func TestAnnotationFindsAProvidersVerdictBesideTheDelta(t *testing.T) {
 		})
 	}
 }
+
+func TestShiftAnnotationsMovesOnlyURLCitations(t *testing.T) {
+	const cite = `{"type":"url_citation","url_citation":{"start_index":2,"end_index":5,"url":"https://example.com"}}`
+	tests := []struct {
+		name        string
+		annotations string
+		by          int
+		want        string
+	}{
+		{"a url_citation's offsets move on", `[` + cite + `]`, 8,
+			`[{"type":"url_citation","url_citation":{"start_index":10,"end_index":13,"url":"https://example.com"}}]`},
+		{"another kind of annotation stays as it came", `[{"type":"provider_note","start_index":2,"end_index":5},` + cite + `]`, 1,
+			`[{"type":"provider_note","start_index":2,"end_index":5},{"type":"url_citation","url_citation":{"start_index":3,"end_index":6,"url":"https://example.com"}}]`},
+		{"an offset that is not a number stays", `[{"type":"url_citation","url_citation":{"start_index":"2"}}]`, 3,
+			`[{"type":"url_citation","url_citation":{"start_index":"2"}}]`},
+		{"nothing moves when nothing came before", `[` + cite + `]`, 0, `[` + cite + `]`},
+		{"annotations that are not an array stay", `{}`, 3, `{}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ShiftAnnotations(tt.annotations, tt.by); got != tt.want {
+				t.Errorf("ShiftAnnotations(%s, %d) = %s, want %s", tt.annotations, tt.by, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEditEventShiftsADeltasCitations(t *testing.T) {
+	const chunk = `{"id":"c1","choices":[{"index":0,"delta":{"annotations":[{"type":"url_citation","url_citation":{"start_index":0,"end_index":3}}]}}]}`
+	out, err := EditEvent([]byte(chunk), EventEdit{ShiftAnnotations: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"id":"c1","choices":[{"index":0,"delta":{"annotations":[{"type":"url_citation","url_citation":{"start_index":4,"end_index":7}}]}}]}`
+	if string(out) != want {
+		t.Errorf("EditEvent gave %s, want %s", out, want)
+	}
+}
