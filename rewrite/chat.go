@@ -96,24 +96,14 @@ func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 	owned := false // body is this call's copy, free to append to
 	// Tools first: the parse located them in req.Body, so the splice needs
 	// no second scan; the rounds then go into a body a fraction the size.
-	if len(tools) == 0 {
-		for _, p := range []string{pathTools, pathToolChoice, "parallel_tool_calls"} {
-			if body, err = sjson.DeleteBytes(body, p); err != nil {
-				return nil, fmt.Errorf("removing %s: %w", p, err)
-			}
-		}
-	} else {
-		spare := 0
-		if appendUsage && len(rounds) == 0 {
-			spare = len(includeUsageMember) + 1
-		}
-		body, owned = replaceTools(body, req.span.at, req.span.n, tools, spare), true
-		if req.NoCalls {
-			if body, err = sjson.SetRawBytes(body, pathToolChoice, []byte(`"none"`)); err != nil {
-				return nil, fmt.Errorf("setting tool_choice: %w", err)
-			}
-		}
+	spare := 0
+	if appendUsage && len(rounds) == 0 {
+		spare = len(includeUsageMember) + 1
 	}
+	if body, err = setTools(body, req, tools, `"none"`, spare, pathTools, pathToolChoice, "parallel_tool_calls"); err != nil {
+		return nil, err
+	}
+	owned = len(tools)+len(req.Pinned) > 0 // replaceTools made a copy
 	if len(rounds) > 0 {
 		if body, err = appendRounds(body, rounds, req.NoMessageExtras); err != nil {
 			return nil, err

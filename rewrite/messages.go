@@ -140,7 +140,7 @@ func hasBlock(content gjson.Result, typ string) bool {
 // rounds appended to messages: each an assistant message of the blocks
 // the model wrote, then a user message of one tool_result per answer.
 func (Messages) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
-	body, err := setTools(req.Body, req, tools, `{"type":"none"}`, pathTools, pathToolChoice)
+	body, err := setTools(req.Body, req, tools, `{"type":"none"}`, 0, pathTools, pathToolChoice)
 	if err != nil {
 		return nil, err
 	}

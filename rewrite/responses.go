@@ -206,7 +206,7 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
-	if body, err = setTools(body, req, tools, `"none"`, pathTools, pathToolChoice, "parallel_tool_calls"); err != nil {
+	if body, err = setTools(body, req, tools, `"none"`, 0, pathTools, pathToolChoice, "parallel_tool_calls"); err != nil {
 		return nil, err
 	}
 	if len(rounds) == 0 {
@@ -233,10 +233,11 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 }
 
 // setTools returns body with its tools array replaced by tools and the
-// request's pinned tools, and its tool_choice set to none (the API's
-// "none" choice) when req.NoCalls; or, when there are no tools, without
-// the members drop names.
-func setTools(body []byte, req *Request, tools []string, none string, drop ...string) ([]byte, error) {
+// request's pinned tools (in a copy with spare bytes of room to grow, see
+// replaceTools), and its tool_choice set to none (the API's "none"
+// choice) when req.NoCalls; or, when there are no tools, without the
+// members drop names. Every dialect's Build sets its tools through it.
+func setTools(body []byte, req *Request, tools []string, none string, spare int, drop ...string) ([]byte, error) {
 	tools = append(tools[:len(tools):len(tools)], req.Pinned...)
 	if len(tools) == 0 {
 		var err error
@@ -247,7 +248,7 @@ func setTools(body []byte, req *Request, tools []string, none string, drop ...st
 		}
 		return body, nil
 	}
-	body = replaceTools(body, req.span.at, req.span.n, tools, 0)
+	body = replaceTools(body, req.span.at, req.span.n, tools, spare)
 	if req.NoCalls {
 		var err error
 		if body, err = sjson.SetRawBytes(body, pathToolChoice, []byte(none)); err != nil {
