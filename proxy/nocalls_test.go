@@ -141,18 +141,6 @@ func TestTheRoundWithoutSearchStillDefinesTools(t *testing.T) {
 // calls still forbidden, to answer in.
 func TestAModelThatSearchesWhereCallsAreForbiddenStillAnswers(t *testing.T) {
 	search := `{"type":"tool_use","id":"toolu_s%d","name":"tool_search","input":{"query":"xqzv"}}`
-	whole := func(n int32, block string) string {
-		return fmt.Sprintf(`{"id":"msg_%d","type":"message","role":"assistant","model":"m","content":[%s],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":5}}`, n, block)
-	}
-	// streamed is a Messages stream of one block that starts as start
-	// and gets delta, ending for stop.
-	streamed := func(start, delta, stop string) string {
-		return "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
-			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":" + start + "}\n\n" +
-			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":" + delta + "}\n\n" +
-			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
-			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"" + stop + "\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":5}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
-	}
 	const answer = "Nothing here does that."
 	for _, tc := range []struct {
 		name   string
@@ -171,21 +159,12 @@ func TestAModelThatSearchesWhereCallsAreForbiddenStillAnswers(t *testing.T) {
 				bodies = append(bodies, b)
 				mu.Unlock()
 				i := n.Add(1) // max_rounds 1: a search, a forbidden search, then the answer
-				switch {
-				case tc.stream && i == 3:
-					w.Header().Set("Content-Type", "text/event-stream")
-					_, _ = io.WriteString(w, streamed(`{"type":"text","text":""}`, `{"type":"text_delta","text":"`+answer+`"}`, "end_turn"))
-				case tc.stream:
-					w.Header().Set("Content-Type", "text/event-stream")
-					_, _ = io.WriteString(w, streamed(fmt.Sprintf(`{"type":"tool_use","id":"toolu_s%d","name":"tool_search","input":{}}`, i),
-						`{"type":"input_json_delta","partial_json":"{\"query\":\"xqzv\"}"}`, "tool_use"))
-				case i == 3:
-					w.Header().Set("Content-Type", "application/json")
-					_, _ = io.WriteString(w, strings.Replace(whole(i, `{"type":"text","text":"`+answer+`"}`), "tool_use", "end_turn", 1))
-				default:
-					w.Header().Set("Content-Type", "application/json")
-					_, _ = io.WriteString(w, whole(i, fmt.Sprintf(search, i)))
+				block, stop := fmt.Sprintf(search, i), "tool_use"
+				if i == 3 {
+					block, stop = `{"type":"text","text":"`+answer+`"}`, "end_turn"
 				}
+				w.Header().Set("Content-Type", map[bool]string{false: "application/json", true: "text/event-stream"}[tc.stream])
+				_, _ = io.WriteString(w, messagesReply(fmt.Sprintf("msg_%d", i), []string{block}, stop, tc.stream))
 			})
 			base := newTestGateway(t, up, withPolicy(loadPolicy(t, "gateway: {mode: search, max_rounds: 1}\n")))
 			x := sendTo(t, base, "/messages", fruitlessRequest(t, "messages", tc.stream), nil)
