@@ -263,6 +263,30 @@ func TestUnreachableUpstreamIs502WithinTheConnectTimeout(t *testing.T) {
 	}
 }
 
+// refusedAt answers the call-th upstream call with refuse, each call
+// before it with a search round and each after with an answer, whole or
+// streamed.
+func refusedAt(calls *atomic.Int32, call int32, stream bool, refuse func(http.ResponseWriter)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		n := calls.Add(1)
+		switch {
+		case n == call:
+			refuse(w)
+		case n < call && stream:
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, searchRound)
+		case n < call:
+			_, _ = io.WriteString(w, searchReply)
+		case stream:
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, textChunk("fine")+finishChunk("stop")+doneEvent)
+		default:
+			_, _ = io.WriteString(w, plainAnswer)
+		}
+	}
+}
+
 // TestARateLimitedLaterRoundWaitsWhatTheUpstreamAsks: a 429 to a round
 // after a search would lose the rounds before it, and a stream's client
 // cannot retry an error event (its SDK retries a 429 status, which a
@@ -272,28 +296,13 @@ func TestUnreachableUpstreamIs502WithinTheConnectTimeout(t *testing.T) {
 // 429 that names none (a spent quota) or a longer wait is relayed.
 func TestARateLimitedLaterRoundWaitsWhatTheUpstreamAsks(t *testing.T) {
 	limitedAt2 := func(calls *atomic.Int32, header map[string]string, stream bool) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			n := calls.Add(1)
-			switch {
-			case n == 2:
-				for k, v := range header {
-					w.Header().Set(k, v)
-				}
-				w.WriteHeader(http.StatusTooManyRequests)
-				_, _ = io.WriteString(w, `{"error":{"message":"Rate limit reached for input tokens per min","type":"tokens","code":"rate_limit_exceeded"}}`)
-			case n == 1 && stream:
-				w.Header().Set("Content-Type", "text/event-stream")
-				_, _ = io.WriteString(w, searchRound)
-			case n == 1:
-				_, _ = io.WriteString(w, searchReply)
-			case stream:
-				w.Header().Set("Content-Type", "text/event-stream")
-				_, _ = io.WriteString(w, textChunk("fine")+finishChunk("stop")+doneEvent)
-			default:
-				_, _ = io.WriteString(w, plainAnswer)
+		return refusedAt(calls, 2, stream, func(w http.ResponseWriter) {
+			for k, v := range header {
+				w.Header().Set(k, v)
 			}
-		}
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, `{"error":{"message":"Rate limit reached for input tokens per min","type":"tokens","code":"rate_limit_exceeded"}}`)
+		})
 	}
 	for _, tc := range []struct {
 		name   string
@@ -327,28 +336,13 @@ func TestARateLimitedLaterRoundWaitsWhatTheUpstreamAsks(t *testing.T) {
 }
 
 func TestServerErrorsAreRetriedWhereOnlyTheGatewayCan(t *testing.T) {
-	// overloadedAt answers the call-th upstream call with a 503, each
-	// call before it with a search round and each after with an answer.
+	// overloadedAt answers the call-th upstream call with a 503 (refusedAt).
 	overloadedAt := func(calls *atomic.Int32, call int32, stream bool) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			n := calls.Add(1)
-			switch {
-			case n == call:
-				w.Header().Set("Retry-After", "0")
-				w.WriteHeader(http.StatusServiceUnavailable)
-				_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error","code":null}}`)
-			case n < call && stream:
-				w.Header().Set("Content-Type", "text/event-stream")
-				_, _ = io.WriteString(w, searchRound)
-			case n < call:
-				_, _ = io.WriteString(w, searchReply)
-			case stream:
-				w.Header().Set("Content-Type", "text/event-stream")
-				_, _ = io.WriteString(w, textChunk("fine")+finishChunk("stop")+doneEvent)
-			default:
-				_, _ = io.WriteString(w, plainAnswer)
-			}
-		}
+		return refusedAt(calls, call, stream, func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error","code":null}}`)
+		})
 	}
 	t.Run("a 503 in the round after a search is sent again, and the client never sees it", func(t *testing.T) {
 		for _, stream := range []bool{false, true} {
