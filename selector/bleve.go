@@ -284,8 +284,11 @@ func (c *Catalog) analyzeQuery(text string, weight float64) (*lexQuery, []string
 	short := atMostWords(text, nameQueryWords)
 	for tok := range strings.FieldsSeq(text) {
 		tok = strings.Trim(tok, ".,;:!?\"'()[]{}`")
-		low := strings.ToLower(tok)
-		if strings.ContainsAny(tok, "_.-:") || (short || innerCapital(tok)) && c.wholeNames[low] {
+		sep := strings.ContainsAny(tok, "_.-:")
+		if !sep && !short && !innerCapital(tok) {
+			continue // lowered only when it may be kept: ToLower allocates
+		}
+		if low := strings.ToLower(tok); sep || c.wholeNames[low] {
 			q.raw = append(q.raw, low)
 		}
 	}
