@@ -24,14 +24,19 @@ import (
 	"github.com/toolgate/toolgate/session"
 )
 
-// readEvents reads every event of r with the gateway's SSE reader.
+// readEvents reads every event of r with the gateway's SSE reader, and
+// the comments between, marked "(comment)".
 func readEvents(r io.Reader) ([]string, error) {
 	s := newSSEReader(r)
 	var out []string
 	for {
-		data, err := s.Next()
+		data, comment, err := s.Next()
 		if err != nil {
 			return out, err
+		}
+		if comment {
+			out = append(out, "(comment) "+string(data))
+			continue
 		}
 		if len(data) > maxEventSize {
 			return out, fmt.Errorf("event of %d bytes passed the %d limit", len(data), maxEventSize)
@@ -117,7 +122,7 @@ func streamOps(ops []byte, tail string) string {
 }
 
 // checkClientStream asserts what any client may rely on in a 200 stream:
-// every event is JSON or [DONE]; it ends with exactly one [DONE] or with one
+// every line is an event or a comment; every event is JSON or [DONE]; it ends with exactly one [DONE] or with one
 // error event, nothing after; at most one finish; tool-call indices are
 // contiguous from 0; tool_search never appears as a call.
 func checkClientStream(body string) error {
@@ -125,7 +130,7 @@ func checkClientStream(body string) error {
 	for _, line := range strings.Split(body, "\n") {
 		if data, ok := strings.CutPrefix(line, "data: "); ok {
 			events = append(events, data)
-		} else if line != "" {
+		} else if line != "" && !strings.HasPrefix(line, ":") { // a comment is the upstream's keep-alive, passed on
 			return fmt.Errorf("a line that is not an event: %q", line)
 		}
 	}

@@ -144,7 +144,7 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 	hidden := map[int]bool{}
 	reasoning := map[int]bool{}
 	for {
-		data, err := sse.Next()
+		data, comment, err := sse.Next()
 		if err != nil {
 			if body.expired() {
 				return res, fmt.Errorf("%w: %s", ErrUpstreamTimeout, body.silence())
@@ -153,6 +153,12 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 				return res, err
 			}
 			return res, fmt.Errorf("%w: stream ended before the response did: %w", ErrUpstreamBadResponse, err)
+		}
+		if comment {
+			if err := s.keepAlive(resp, data); err != nil {
+				return res, err
+			}
+			continue
 		}
 		if string(data) == "[DONE]" { // neither API's, but some servers add it
 			continue

@@ -19,8 +19,9 @@ const maxEventSize = maxResponseBody
 // errEventTooLarge is returned for an event over maxEventSize.
 var errEventTooLarge = errors.New("stream event too large")
 
-// sseReader reads the data of server-sent events. Comments, event names and
-// ids are skipped: the Chat Completions stream carries everything in data.
+// sseReader reads the data of server-sent events, and the comments between
+// them (a provider's keep-alives). Event names and ids are skipped: every
+// API the gateway speaks repeats the name in the data.
 type sseReader struct {
 	br   *bufio.Reader
 	data []byte
@@ -60,30 +61,36 @@ func (rs *sseReaders) put(s *sseReader) {
 }
 
 // Next returns the data of the next event (multi-line data joined with
-// "\n"), and io.EOF once the stream has ended. An event the stream ends
-// inside (no blank line after it, or no newline) is returned as it
-// stands: servers that end with "data: [DONE]\n" exist, and the openai
-// SDKs accept them; a chunk cut short fails to parse as JSON instead. The
-// slice is valid until the next call.
-func (s *sseReader) Next() ([]byte, error) {
+// "\n"), or a comment line that comes before an event's data (comment
+// true: the line as it came, its colon first, for the relay to pass on),
+// and io.EOF once the stream has ended. A comment inside an event's data
+// is skipped: the stream is not silent, its event is on the way. An event
+// the stream ends inside (no blank line after it, or no newline) is
+// returned as it stands: servers that end with "data: [DONE]\n" exist,
+// and the openai SDKs accept them; a chunk cut short fails to parse as
+// JSON instead. The slice is valid until the next call.
+func (s *sseReader) Next() (data []byte, comment bool, err error) {
 	s.data = s.data[:0]
 	have := false
 	for {
 		line, err := s.line()
 		if err != nil {
 			if err == io.EOF && have {
-				return s.data, nil
+				return s.data, false, nil
 			}
-			return nil, err
+			return nil, false, err
 		}
 		if len(line) == 0 {
 			if have {
-				return s.data, nil
+				return s.data, false, nil
 			}
 			continue
 		}
 		if line[0] == ':' {
-			continue
+			if have {
+				continue
+			}
+			return line, true, nil
 		}
 		field, value, _ := bytes.Cut(line, []byte{':'})
 		if len(value) > 0 && value[0] == ' ' {
@@ -96,7 +103,7 @@ func (s *sseReader) Next() ([]byte, error) {
 			s.data = append(s.data, '\n')
 		}
 		if len(s.data)+len(value) > maxEventSize {
-			return nil, fmt.Errorf("%w: over %d bytes", errEventTooLarge, maxEventSize)
+			return nil, false, fmt.Errorf("%w: over %d bytes", errEventTooLarge, maxEventSize)
 		}
 		s.data = append(s.data, value...)
 		have = true

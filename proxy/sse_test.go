@@ -17,7 +17,9 @@ func TestSSEReaderReadsEachEventsData(t *testing.T) {
 	}{
 		{"events end at a blank line", "data: a\n\ndata: b\n\n", []string{"a", "b"}},
 		{"CRLF lines read like LF ones", "data: a\r\n\r\ndata: b\r\n\r\n", []string{"a", "b"}},
-		{"comments, event names and ids are skipped", ": ping\n\nevent: message\nid: 7\ndata: a\n\n", []string{"a"}},
+		{"event names and ids are skipped", "event: message\nid: 7\ndata: a\n\n", []string{"a"}},
+		{"a comment before an event is read as it came", ": OPENROUTER PROCESSING\n\n:\r\nevent: message\n: ping\ndata: a\n\n", []string{"(comment) : OPENROUTER PROCESSING", "(comment) :", "(comment) : ping", "a"}},
+		{"a comment inside an event's data is skipped", "data: a\n: ping\ndata: b\n\n", []string{"a\nb"}},
 		{"data lines of one event are joined by newlines", "data: a\ndata: b\n\n", []string{"a\nb"}},
 		{"a last event without its blank line is still read", "data: a\n\ndata: [DONE]\n", []string{"a", "[DONE]"}},
 		{"a last line without a newline is still read", "data: a\n\ndata: [DONE]", []string{"a", "[DONE]"}},

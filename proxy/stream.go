@@ -192,7 +192,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 	)
 	defer func() { t.addUsage(gjson.ParseBytes(usage)) }()
 	for {
-		data, err := sse.Next()
+		data, comment, err := sse.Next()
 		if err != nil {
 			if body.expired() {
 				return res, fmt.Errorf("%w: %s", ErrUpstreamTimeout, body.silence())
@@ -206,6 +206,12 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 				return res, err // the client left, or the server cut the turn: not the upstream's fault
 			}
 			return res, fmt.Errorf("%w: stream ended early: %w", ErrUpstreamBadResponse, err)
+		}
+		if comment {
+			if err := s.keepAlive(resp, data); err != nil {
+				return res, err
+			}
+			continue
 		}
 		if err := s.ew.ParseEvent(data, ev); err != nil {
 			return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
@@ -457,6 +463,27 @@ func (s *relay) write(data []byte) error { return s.writeNamed("", data) }
 // writeNamed is write with the event's name (an "event:" line) when name
 // is not empty, as the Responses and Messages APIs name every event.
 func (s *relay) writeNamed(name string, data []byte) error {
+	return s.put(appendFrame(s.buffer(), name, data))
+}
+
+// keepAlive passes on a comment line the upstream sent (its keep-alive
+// while the model thinks), on every round: a direct client has it, and
+// it is all the client gets while a later round thinks or the gateway
+// searches, so a proxy's idle timeout between (60 s on ALB and nginx)
+// would otherwise cut the stream. Its flush commits the headers, which a
+// client that bounds its wait for them needs too: the upstream has
+// committed its 200, as a direct client would see. A failure after it
+// is an error event, as after any event.
+func (s *relay) keepAlive(resp *http.Response, line []byte) error {
+	if s.resp == nil {
+		s.resp = resp
+	}
+	return s.put(append(append(s.buffer(), line...), "\n\n"...))
+}
+
+// buffer is what the next frame is appended to, for put: the held
+// events until the headers are written, then the relay's frame buffer.
+func (s *relay) buffer() []byte {
 	s.pending = true
 	if !s.started {
 		if s.held == nil {
@@ -464,10 +491,19 @@ func (s *relay) writeNamed(name string, data []byte) error {
 			// doubling per event.
 			s.held = make([]byte, 0, heldSize)
 		}
-		s.held = appendFrame(s.held, name, data)
+		return s.held
+	}
+	return s.frame[:0]
+}
+
+// put takes buffer's slice with a frame appended: held until the headers
+// are written, else written at once.
+func (s *relay) put(b []byte) error {
+	if !s.started {
+		s.held = b
 		return nil
 	}
-	s.frame = appendFrame(s.frame[:0], name, data)
+	s.frame = b
 	if _, err := s.w.Write(s.frame); err != nil {
 		return fmt.Errorf("writing to client: %w", context.Canceled)
 	}
