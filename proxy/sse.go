@@ -133,3 +133,22 @@ func (s *sseReader) line() ([]byte, error) {
 		return frag, nil
 	}
 }
+
+// appendFrame appends one SSE event: its name line, if any, and its data.
+// Data the reader joined from several lines (a server's pretty-printed
+// JSON) goes out in as many "data:" lines, which the client's parser
+// joins back: after one "data: " its later lines would be lines of no
+// field, which a parser drops.
+func appendFrame(b []byte, name string, data []byte) []byte {
+	if name != "" {
+		b = append(append(append(b, "event: "...), name...), '\n')
+	}
+	for {
+		line, rest, more := bytes.Cut(data, []byte{'\n'})
+		b = append(append(append(b, "data: "...), line...), '\n')
+		if !more {
+			return append(b, '\n')
+		}
+		data = rest
+	}
+}

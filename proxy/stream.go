@@ -510,14 +510,6 @@ func (s *relay) put(b []byte) error {
 	return nil
 }
 
-// appendFrame appends one SSE event: its name line, if any, and its data.
-func appendFrame(b []byte, name string, data []byte) []byte {
-	if name != "" {
-		b = append(append(append(b, "event: "...), name...), '\n')
-	}
-	return append(append(append(b, "data: "...), data...), "\n\n"...)
-}
-
 // commit sends the SSE headers and writes the held events. A turn that
 // ended before the relay first had to wait (its whole upstream stream was
 // in hand: a fast or short answer) is final: the X-Toolgate-* fields go
