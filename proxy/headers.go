@@ -70,9 +70,12 @@ func contains(s []string, k string) bool {
 // (length) and goes upstream unencoded (readBody decodes a compressed one),
 // the transport negotiates compression so responses stay readable. The
 // forwarding headers go, as the passthrough's reverse proxy drops them: a
-// client's claim about where a request came from is not passed on.
+// client's claim about where a request came from is not passed on. Expect
+// goes too: these bodies are in memory, and the transport waits for an
+// upstream's 100 Continue (ExpectContinueTimeout, a second) before it
+// sends one, for each round, from an upstream that never sends it.
 var requestSkip = []string{"Content-Length", "Content-Encoding", "Accept-Encoding", "Host",
-	"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"}
+	"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded", "Expect"}
 
 // responseSkip are upstream headers that stop being true once the gateway
 // has read and rewritten the body.

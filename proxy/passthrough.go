@@ -216,6 +216,11 @@ func (g *Gateway) passBody(w http.ResponseWriter, r *http.Request) (*http.Reques
 	}
 	lift()
 	r.Body.Close()
+	// The client's Expect: 100-continue asked whether to send what the
+	// gateway now holds: upstream it would only cost the transport's wait
+	// for a 100 (a second) when the upstream sends none. A streamed
+	// upload keeps it, so an upstream's early refusal spares the upload.
+	r.Header.Del("Expect")
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	return r, r.ContentLength, nil
