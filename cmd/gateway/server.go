@@ -60,6 +60,7 @@ func (s *httpServer) run(ctx context.Context, force <-chan struct{}) error {
 		MaxHeaderBytes: 1 << 20,
 		ErrorLog:       slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 		BaseContext:    func(net.Listener) context.Context { return base },
+		Protocols:      serverProtocols(),
 	}
 	fmt.Fprintf(s.stdout, "toolgate listening on http://%s\n", ln.Addr())
 	s.logger.Info("listening", "addr", ln.Addr().String())
@@ -102,6 +103,17 @@ func (s *httpServer) run(ctx context.Context, force <-chan struct{}) error {
 		return fmt.Errorf("serving: %w", err)
 	}
 	return nil
+}
+
+// serverProtocols are HTTP/1 and HTTP/2 without TLS (prior knowledge, as
+// curl --http2-prior-knowledge and service-mesh sidecars speak it): the
+// gateway listens on plain HTTP, and TLS, where there is any, ends before
+// it, so HTTP/2 over TLS would never be offered.
+func serverProtocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
 }
 
 // counted keeps inFlight.
