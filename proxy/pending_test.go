@@ -200,3 +200,93 @@ func TestAStoreFalseTurnWithAReasoningModelSearches(t *testing.T) {
 		})
 	}
 }
+
+// TestAChainAfterAMixedRoundKeepsItsInputAndTools: a turn that ends with
+// a client call next to the gateway's search leaves that search's output
+// pending, and the next request, chained by previous_response_id, gets
+// it put before its input. That request's tools come after its input (as
+// openai-go and openai-python write them) and are the catalog the gateway
+// already parsed, so the gateway knows where they stood in the request
+// as sent: the pending output moves them, and the bytes where they stood
+// before, brackets of the client's input, were taken for the tools. The
+// upstream must get the client's input whole, after the pending output,
+// and the tools the gateway chose, wherever the brackets fall.
+func TestAChainAfterAMixedRoundKeepsItsInputAndTools(t *testing.T) {
+	var tools []string
+	for _, tool := range testCatalog(40) {
+		fn := tool["function"].(map[string]any)
+		b, _ := json.Marshal(map[string]any{"type": "function", "name": fn["name"], "description": fn["description"], "parameters": fn["parameters"], "strict": false})
+		tools = append(tools, string(b))
+	}
+	toolsJSON := "[" + strings.Join(tools, ",") + "]"
+	// brackets stand in the client's input wherever the pending output
+	// may move the tools from: text of "[]" pairs longer than any output
+	// the gateway keeps, each k of which puts another byte of it there.
+	brackets := strings.Repeat("[]", 1500)
+	for _, k := range []int{0, 1, 2, 3} {
+		t.Run(fmt.Sprintf("with the tools %d bytes further on", k), func(t *testing.T) {
+			var mu sync.Mutex
+			var chained []byte
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				req := gjson.ParseBytes(body)
+				var output string
+				switch {
+				case req.Get("previous_response_id").String() == "resp_B":
+					mu.Lock()
+					chained = body
+					mu.Unlock()
+					output = `[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Posted."}]}]`
+					writeResponse(w, "resp_C", output, false)
+				case req.Get(`input.#(call_id=="call_A0")`).Exists():
+					output = `[{"type":"function_call","id":"fc_B1","call_id":"call_B1","name":"tool_search","arguments":"{\"query\":\"send message chat\"}","status":"completed"},` +
+						`{"type":"function_call","id":"fc_B","call_id":"call_B","name":"repo_create_issue","arguments":"{}","status":"completed"}]`
+					writeResponse(w, "resp_B", output, false)
+				default:
+					output = `[{"type":"function_call","id":"fc_A0","call_id":"call_A0","name":"tool_search","arguments":"{\"query\":\"create issue repository\"}","status":"completed"}]`
+					writeResponse(w, "resp_A", output, false)
+				}
+			})
+			base := newTestGateway(t, up)
+			first := `{"model":"gpt-test","input":"File a bug about the login crash.","tools":` + toolsJSON + `}`
+			resp := postPath(t, base+"/responses", []byte(first))
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if id := gjson.GetBytes(got, "id").String(); resp.StatusCode != http.StatusOK || id != "resp_B" {
+				t.Fatalf("the first turn answered %d %s; want resp_B", resp.StatusCode, got)
+			}
+			input := `[{"type":"function_call_output","call_id":"call_B","output":"{\"items\":[]}"},` +
+				`{"role":"user","content":[]},` +
+				`{"role":"user","content":"Now post it. ` + brackets + strings.Repeat(" ", k) + `"}]`
+			next := `{"model":"gpt-test","previous_response_id":"resp_B","input":` + input + `,"tools":` + toolsJSON + `}`
+			resp = postPath(t, base+"/responses", []byte(next))
+			got, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("the chained turn answered %d %s", resp.StatusCode, got)
+			}
+			mu.Lock()
+			body := chained
+			mu.Unlock()
+			if !gjson.ValidBytes(body) {
+				t.Fatalf("the upstream got invalid JSON: %.300s", body)
+			}
+			items := gjson.GetBytes(body, "input").Array()
+			var rest []string
+			for _, it := range items[1:] {
+				rest = append(rest, it.Raw)
+			}
+			if items[0].Get("call_id").String() != "call_B1" || "["+strings.Join(rest, ",")+"]" != input {
+				t.Errorf("the upstream's input: %.300s; want the search's output, then the client's input as sent", gjson.GetBytes(body, "input").Raw)
+			}
+			var names []string
+			gjson.GetBytes(body, "tools.#.name").ForEach(func(_, n gjson.Result) bool {
+				names = append(names, n.String())
+				return true
+			})
+			if !slices.Contains(names, SearchToolName) || !slices.Contains(names, "repo_create_issue") || len(names) >= 20 {
+				t.Errorf("the upstream was offered %v; want tool_search and the session's tools", names)
+			}
+		})
+	}
+}

@@ -202,11 +202,14 @@ func readItems(r *Request, input gjson.Result) {
 // parallel_tool_calls; tool_choice "none" with req.NoCalls), the rounds appended to the input as items, and
 // previous_response_id set to PreviousUpstream when that is another id.
 func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
-	body, err := Continue(req.Body, req)
+	// Tools first: the parse located them in req.Body, and Continue
+	// moves them (the pending outputs go before an input that may stand
+	// before the tools).
+	body, err := setTools(req.Body, req, tools, `"none"`, 0, pathTools, pathToolChoice, "parallel_tool_calls")
 	if err != nil {
 		return nil, err
 	}
-	if body, err = setTools(body, req, tools, `"none"`, 0, pathTools, pathToolChoice, "parallel_tool_calls"); err != nil {
+	if body, err = Continue(body, req); err != nil {
 		return nil, err
 	}
 	if len(rounds) == 0 {
@@ -237,6 +240,8 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 // replaceTools), and its tool_choice set to none (the API's "none"
 // choice) when req.NoCalls; or, when there are no tools, without the
 // members drop names. Every dialect's Build sets its tools through it.
+// Only in req.Body itself does it splice where the parse found the tools;
+// any other body is searched for them.
 func setTools(body []byte, req *Request, tools []string, none string, spare int, drop ...string) ([]byte, error) {
 	tools = append(tools[:len(tools):len(tools)], req.Pinned...)
 	if len(tools) == 0 {
@@ -248,7 +253,14 @@ func setTools(body []byte, req *Request, tools []string, none string, spare int,
 		}
 		return body, nil
 	}
-	body = replaceTools(body, req.span.at, req.span.n, tools, spare)
+	at, n := req.span.at, req.span.n
+	if !sameBytes(body, req.Body) {
+		// The span is where the tools stood in req.Body: in a body edited
+		// since, those bytes may be any "[]" of the input, and the splice
+		// would cut it instead (replaceTools checks only the brackets).
+		at, n = 0, 0
+	}
+	body = replaceTools(body, at, n, tools, spare)
 	if req.NoCalls {
 		var err error
 		if body, err = sjson.SetRawBytes(body, pathToolChoice, []byte(none)); err != nil {
@@ -256,6 +268,12 @@ func setTools(body []byte, req *Request, tools []string, none string, spare int,
 		}
 	}
 	return body, nil
+}
+
+// sameBytes reports whether a and b are the same bytes in memory, not
+// merely equal ones.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Continue returns a Responses request body that continues where the
