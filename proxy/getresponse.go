@@ -24,28 +24,36 @@ func retrievedID(r *http.Request, rest string) string {
 	return responseID(rest)
 }
 
-// serveRetrieved answers GET /responses/{id} for a streamed turn that
-// searched, and reports whether it did. Such a stream shows the id of its
+// serveRetrieved answers GET /responses/{id} for a turn whose id the
+// upstream stores as other than what the client was shown, and reports
+// whether it did. A streamed turn that searched shows the id of its
 // first round, which the upstream stores as that round: an answer whose
 // output is a call of the gateway's tool_search, a tool the client never
 // declared. The turn's answer is its last round, which only the gateway
-// knows (the thread's Upstream); that one is fetched with the client's
-// credential and returned under the id the client knows, without the
-// gateway's own calls it ended with (the thread's Pending). Anything else,
-// or a last round the upstream no longer has, passes through as asked.
+// knows (the thread's Upstream). A turn whose last round ended with the
+// gateway's own calls next to the client's (the thread's Pending) shows
+// that round without them, under its own id when it is the round shown.
+// The last round is fetched with the client's credential and returned
+// under the id the client knows, without the gateway's calls. Anything
+// else, or a last round the upstream no longer has, passes through as
+// asked.
 func (g *Gateway) serveRetrieved(w http.ResponseWriter, in *http.Request, id string) bool {
 	ctx := in.Context()
 	th, ok := g.lookupThread(ctx, id)
-	if !ok || th.Upstream == "" || th.Upstream == id || strings.ContainsAny(th.Upstream, "/?#") {
+	round := th.Upstream
+	if round == "" {
+		round = id
+	}
+	if !ok || round == id && len(th.Pending) == 0 || strings.ContainsAny(round, "/?#") {
 		return false
 	}
-	body, header, err := g.retrieveUpstream(ctx, in, th.Upstream)
+	body, header, err := g.retrieveUpstream(ctx, in, round)
 	if err != nil {
-		g.logger().Log(ctx, failureLevel(ctx), "retrieving a streamed turn's last round", "response_id", id, "round_id", th.Upstream, "err", err)
+		g.logger().Log(ctx, failureLevel(ctx), "retrieving a turn's last round", "response_id", id, "round_id", round, "err", err)
 		return false
 	}
 	if body, err = shownResponse(body, id, th); err != nil {
-		g.logger().Warn("retrieving a streamed turn's last round", "response_id", id, "round_id", th.Upstream, "err", err)
+		g.logger().Warn("retrieving a turn's last round", "response_id", id, "round_id", round, "err", err)
 		return false
 	}
 	copyEndToEnd(w.Header(), header, responseSkip...)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"testing"
@@ -104,6 +105,55 @@ func TestAShownResponseLeavesOutOnlyTheGatewaysOwnCalls(t *testing.T) {
 			}
 			if !slices.Equal(ids, tc.want) {
 				t.Errorf("output items %v; want %v", ids, tc.want)
+			}
+		})
+	}
+}
+
+// TestRetrievingAMixedRoundLeavesOutTheGatewaysSearch: a turn of one
+// round that called tool_search next to the client's fs_read_file ends
+// there, and the client is shown that round, id and all, without the
+// search. Retrieved by that id, it must read the same: the upstream
+// stored the round with the search in it.
+func TestRetrievingAMixedRoundLeavesOutTheGatewaysSearch(t *testing.T) {
+	const output = `[{"type":"function_call","id":"fc_s","call_id":"call_search","name":"tool_search","arguments":"{\"query\":\"read a file\"}","status":"completed"},` +
+		`{"type":"function_call","id":"fc_r","call_id":"call_read","name":"fs_read_file","arguments":"{}","status":"completed"}]`
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			writeResponse(w, "resp_mixed", output, false)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		writeResponse(w, "resp_mixed", output, gjson.GetBytes(body, "stream").Bool())
+	})
+	for _, tc := range []struct {
+		name   string
+		stream bool
+	}{
+		{"a whole answer comes back without the search", false},
+		{"a streamed one comes back without the search", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := sdkClient(newTestGateway(t, upstream))
+			ctx := context.Background()
+			params := responses.ResponseNewParams{
+				Model: "gpt-test", Tools: sdkResponseTools(40),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Show me the config file.")},
+			}
+			resp, err := sdkResponse(ctx, t, client, params, tc.stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shown, _ := callOutputs(resp)
+			if !slices.Equal(shown, []string{"fs_read_file"}) {
+				t.Fatalf("the client was shown calls %v; want fs_read_file alone", shown)
+			}
+			got, err := client.Responses.Get(ctx, resp.ID, responses.ResponseGetParams{})
+			if err != nil {
+				t.Fatalf("retrieving %s: %v", resp.ID, err)
+			}
+			if names, _ := callOutputs(got); got.ID != resp.ID || !slices.Equal(names, shown) {
+				t.Errorf("retrieved %s calling %v; the client was shown %s calling %v", got.ID, names, resp.ID, shown)
 			}
 		})
 	}
