@@ -172,7 +172,7 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 		}
 		switch {
 		case ev.Failed:
-			return res, &inBandError{data: append([]byte(nil), data...), name: ev.Type}
+			return res, &inBandError{data: s.failure(&res, ev, data, hidden), name: ev.Type}
 		case ev.Terminal:
 			res.last, res.name = append([]byte(nil), data...), ev.Type
 			s.finish(&res, ev, hidden)
@@ -313,6 +313,35 @@ func (s *itemRelay) finish(res *itemRound, ev rewrite.ItemEvent, hidden map[int]
 	}
 }
 
+// failure returns the data of the event that fails the turn (ev, data).
+// One that holds its response (the Responses API's response.failed) ends
+// the client's response, which already showed the earlier rounds' items,
+// as end does: with every item the client saw and the usage of every
+// round, the upstream's status and error kept. Any other goes as it came.
+func (s *itemRelay) failure(res *itemRound, ev rewrite.ItemEvent, data []byte, hidden map[int]bool) []byte {
+	raw := append([]byte(nil), data...)
+	if ev.ID == "" {
+		return raw
+	}
+	s.finish(res, ev, hidden)
+	end, err := s.iw.EndItemEvents(rewrite.NamedEvent{Name: ev.Type, Data: raw}, s.t.id, s.shownItems(), s.t.clientUsage(), s.seq)
+	if err != nil || len(end) != 1 {
+		return raw
+	}
+	return end[0].Data
+}
+
+// shownItems returns the items the client saw, in its order.
+func (s *itemRelay) shownItems() []string {
+	var items []string
+	for _, it := range s.items {
+		if it != "" {
+			items = append(items, it)
+		}
+	}
+	return items
+}
+
 // record keeps the item the client saw at index c for the last event.
 func (s *itemRelay) record(c int, raw string) {
 	for len(s.items) <= c {
@@ -334,13 +363,7 @@ func (s *itemRelay) end(res itemRound) error {
 			s.record(res.shown[h.index], res.output[h.index])
 		}
 	}
-	var items []string
-	for _, it := range s.items {
-		if it != "" {
-			items = append(items, it)
-		}
-	}
-	end, err := s.iw.EndItemEvents(rewrite.NamedEvent{Name: res.name, Data: res.last}, s.t.id, items, s.t.clientUsage(), s.seq)
+	end, err := s.iw.EndItemEvents(rewrite.NamedEvent{Name: res.name, Data: res.last}, s.t.id, s.shownItems(), s.t.clientUsage(), s.seq)
 	if err != nil {
 		return err
 	}

@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -193,4 +195,81 @@ func firstRoundThen(model http.Handler, later func(http.ResponseWriter)) (http.H
 		_, _ = io.Copy(io.Discard, r.Body)
 		later(w)
 	}), calls
+}
+
+// TestALaterRoundsFailedResponseHoldsTheTurnsItemsAndUsage: the first
+// round says something and searches, the second fails (status failed,
+// in band when streamed). The client already has the first round's
+// message, so the response that ends its turn holds it and the usage of
+// both rounds, under the id the stream began with, streamed or not, with
+// the upstream's status and error. Before, a stream ended with the
+// failed round's response as the upstream sent it: no output, and that
+// round's usage alone.
+func TestALaterRoundsFailedResponseHoldsTheTurnsItemsAndUsage(t *testing.T) {
+	const first = `[{"type":"message","id":"msg_A","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Let me look."}]},` +
+		`{"type":"function_call","id":"fc_s","call_id":"call_search","name":"tool_search","arguments":"{\"query\":\"create issue\"}","status":"completed"}]`
+	const failed = `{"id":"resp_2","object":"response","created_at":2,"status":"failed","model":"m","output":[],` +
+		`"error":{"code":"server_error","message":"boom"},"usage":{"input_tokens":20,"output_tokens":3,"total_tokens":23}}`
+	for _, tc := range []struct {
+		name   string
+		stream bool
+	}{
+		{"a whole answer holds the first round's message and both rounds' usage", false},
+		{"a stream's response.failed holds them too", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				if calls.Add(1) == 1 {
+					writeResponse(w, "resp_1", first, tc.stream)
+					return
+				}
+				if !tc.stream {
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = io.WriteString(w, failed)
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_2\",\"status\":\"in_progress\",\"output\":[]}}\n\n"+
+					"event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":1,\"response\":"+failed+"}\n\n")
+			})
+			base := newTestGateway(t, up)
+			var tools []map[string]any
+			for _, tool := range testCatalog(40) {
+				fn := tool["function"].(map[string]any)
+				tools = append(tools, map[string]any{"type": "function", "name": fn["name"], "parameters": fn["parameters"]})
+			}
+			body, _ := json.Marshal(map[string]any{"model": "m", "input": "Open an issue.", "tools": tools, "stream": tc.stream})
+			resp := postPath(t, base+"/responses", body)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if calls.Load() != 2 {
+				t.Fatalf("%d upstream calls; want the search round and the failed one", calls.Load())
+			}
+			got := gjson.ParseBytes(b)
+			if tc.stream {
+				for _, line := range strings.Split(string(b), "\n") {
+					if data, ok := strings.CutPrefix(line, "data: "); ok && gjson.Get(data, "type").String() == "response.failed" {
+						got = gjson.Get(data, "response")
+					}
+				}
+			}
+			var ids []string
+			got.Get("output").ForEach(func(_, it gjson.Result) bool {
+				ids = append(ids, it.Get("id").String())
+				return true
+			})
+			wantID := map[bool]string{false: "resp_2", true: "resp_1"}[tc.stream]
+			if got.Get("id").String() != wantID || got.Get("status").String() != "failed" || got.Get("error.message").String() != "boom" {
+				t.Errorf("the turn ended with %s; want %s, status failed and the upstream's error", got.Raw, wantID)
+			}
+			if !slices.Equal(ids, []string{"msg_A"}) {
+				t.Errorf("the response's output items %v; want the first round's msg_A", ids)
+			}
+			if in, out := got.Get("usage.input_tokens").Int(), got.Get("usage.output_tokens").Int(); in != 30 || out != 5 {
+				t.Errorf("usage %d in, %d out; want both rounds', 30 and 5", in, out)
+			}
+		})
+	}
 }

@@ -22,7 +22,8 @@ type ItemEventWriter interface {
 	// item's index set to index.
 	EditItemEvent(data []byte, seq, index int) ([]byte, error)
 	// EndItemEvents returns the events that end the turn, numbered from
-	// seq: last (the final round's terminal event) with the response's
+	// seq: last (the final round's terminal event, or a failure that
+	// holds its response, ItemEvent.ID) with the response's
 	// id set to id (the one the stream began with: clients refuse a
 	// stream whose response changes identity), its output replaced by
 	// items (raw JSON objects, in the client's order) and its usage by
@@ -80,10 +81,12 @@ type ItemEvent struct {
 	// max_tokens or the context window, or refused): a call in it may be
 	// cut off, and no round may follow it.
 	Cut bool
-	// Of a terminal event that is not a failure: the response's id,
-	// creation time and usage, its function calls, the text of its
-	// messages and its output items (raw, by index; "" where an
-	// upstream's stream skipped an index: JoinItems joins them).
+	// Of a terminal event that holds its response (every one but a
+	// failure, and the Responses API's response.failed, which holds what
+	// the response had when it failed): the response's id, creation time
+	// and usage, its function calls, the text of its messages and its
+	// output items (raw, by index; "" where an upstream's stream skipped
+	// an index: JoinItems joins them). ID is "" for a failure without.
 	ID      string
 	Created int64
 	Usage   gjson.Result

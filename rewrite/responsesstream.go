@@ -32,12 +32,13 @@ func (Responses) ParseItemEvent(data []byte) (ItemEvent, error) {
 	case "response.output_item.added":
 		ev.Call, ev.Name, ev.Reasoning = itemKind(root.Get("item"))
 		ev.Opens = true
-	case "response.completed", "response.incomplete":
+	case "response.completed", "response.incomplete", "response.failed":
 		resp := root.Get("response")
 		ev.Terminal, ev.ID, ev.Created, ev.Usage = true, resp.Get("id").String(), resp.Get("created_at").Int(), resp.Get("usage")
 		ev.Cut = ev.Type == "response.incomplete"
+		ev.Failed = ev.Type == "response.failed"
 		ev.Calls, ev.Text, ev.Items, ev.Awaits = readOutput(resp.Get(respOutput))
-	case "response.failed", "error":
+	case "error":
 		ev.Terminal, ev.Failed = true, true
 	}
 	return ev, nil
