@@ -49,7 +49,7 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 		t.noteUpstreamID(res.id)
 		identify(res.calls, round)
 		internal, real := t.split(res.calls)
-		more := len(internal) > 0 && len(real) == 0 && !res.awaits && t.canContinue(round) && !res.cut
+		more := len(internal) > 0 && len(real) == 0 && !res.awaits && t.canContinue(round) && !res.cut && t.outputRoom()
 		if more {
 			s.flush() // the gateway searches and waits on the upstream next
 		}
@@ -363,7 +363,14 @@ func (s *itemRelay) end(res itemRound) error {
 			s.record(res.shown[h.index], res.output[h.index])
 		}
 	}
-	end, err := s.iw.EndItemEvents(rewrite.NamedEvent{Name: res.name, Data: res.last}, s.t.id, s.shownItems(), s.t.clientUsage(), s.seq)
+	last := rewrite.NamedEvent{Name: res.name, Data: res.last}
+	if s.t.capped {
+		var err error
+		if last, err = s.iw.CutAtCap(last); err != nil {
+			return err
+		}
+	}
+	end, err := s.iw.EndItemEvents(last, s.t.id, s.shownItems(), s.t.clientUsage(), s.seq)
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		identify(out.Calls, round)
 		internal, real := t.split(out.Calls)
 		results := t.answer(ctx, out.Calls, round)
-		last := len(internal) == 0 || len(real) > 0 || out.Awaits || !t.canContinue(round) || rewrite.CutShort(out.FinishReason)
+		last := len(internal) == 0 || len(real) > 0 || out.Awaits || !t.canContinue(round) || rewrite.CutShort(out.FinishReason) || !t.outputRoom()
 		if !last {
 			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, ContentParts: out.ContentParts, Extra: out.Extra, Calls: internal, Results: results, Logprobs: out.Logprobs, Annotations: out.Annotations})
 			continue
@@ -70,7 +70,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		turn := rewrite.Turn{
 			Keep:  t.keep,
 			Usage: t.clientUsage(), ID: t.id, Created: t.created,
-			PromptFilter: t.promptFilter, Rounds: t.rounds,
+			PromptFilter: t.promptFilter, Rounds: t.rounds, Capped: t.capped,
 		}
 		if !t.req.JSONOutput {
 			turn.Text, turn.Logprobs, turn.Annotations = t.roundsText()

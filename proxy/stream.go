@@ -46,7 +46,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		identify(res.calls, round)
 		internal, real := t.split(res.calls)
 		g.logger().Debug("stream round", "round", round, "calls", len(res.calls), "internal", len(internal), "real", len(real))
-		more := len(internal) > 0 && len(real) == 0 && t.canContinue(round) && !res.cut
+		more := len(internal) > 0 && len(real) == 0 && t.canContinue(round) && !res.cut && t.outputRoom()
 		if more {
 			s.flush() // the gateway searches and waits on the upstream next
 		}
@@ -580,6 +580,9 @@ func (s *relay) end() (whole bool) {
 	finish := ""
 	if !s.finished {
 		finish = "stop"
+		if t.capped {
+			finish = "length"
+		}
 	}
 	var usage []byte
 	if t.req.IncludeUsage {

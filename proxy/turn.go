@@ -75,6 +75,10 @@ type turn struct {
 	// pending answer the gateway's own calls of the turn's last round,
 	// which no round followed (rememberThread keeps them).
 	pending []rewrite.ToolResult
+	// capped is set when the rounds spent the output cap the client set
+	// for its request (outputRoom): the turn ends as a response the API
+	// cut at that cap.
+	capped bool
 	// promptFilter is the first round's prompt_filter_results (Azure):
 	// a whole answer carries it, as a stream's first event does.
 	promptFilter string
@@ -230,6 +234,20 @@ func (t *turn) addUsage(u gjson.Result) {
 	if t.snap.Gateway.Usage == policy.UsageContext {
 		t.lastUsage = []byte(u.Raw)
 	}
+}
+
+// outputRoom reports whether the turn may ask the upstream for another
+// round within the output cap the client set for its request, and caps
+// that round at what the rounds so far left of it
+// (rewrite.Request.OutputLeft): the API caps the one response the client
+// gets, which the gateway's rounds are, so their output counts against
+// one cap. When too little is left the turn is capped: it ends there, as
+// the API ends a response cut at its cap, and asks no more.
+func (t *turn) outputRoom() bool {
+	_, used := rewrite.UsageTokens(gjson.ParseBytes(t.usage))
+	left, ok := t.req.OutputRoom(used)
+	t.req.OutputLeft, t.capped = left, !ok
+	return ok
 }
 
 // clientUsage is the usage the client gets for the turn: every round's

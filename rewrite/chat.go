@@ -110,6 +110,9 @@ func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 		}
 		owned = true
 	}
+	if body, err = setOutputCap(body, req, pathMaxCompletionTokens, pathMaxTokens); err != nil {
+		return nil, err
+	}
 	if appendUsage {
 		if out, ok := appendMember(body, includeUsageMember, owned); ok {
 			return out, nil
@@ -381,11 +384,18 @@ type Turn struct {
 	// client's (a later round's judges the gateway's search too), as a
 	// stream's client gets it.
 	PromptFilter string
+	// Capped ends the answer as the API ends a response its output cap
+	// cut short (Chat's finish_reason length, the Responses API's status
+	// incomplete for max_output_tokens, the Messages API's stop_reason
+	// max_tokens): the rounds spent the cap the client set before the
+	// gateway could ask for its answer (Request.OutputRoom).
+	Capped bool
 }
 
 // ClientResponse returns the body the client gets for the final round r
 // of a turn: calls Keep rejects removed (a message left without calls
-// ends with "stop"), and the turn's usage, id and earlier text set.
+// ends with "stop", or "length" when turn.Capped), and the turn's usage,
+// id and earlier text set.
 func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	body := append([]byte(nil), r.Body...)
 	var err error
@@ -421,6 +431,11 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 			if body, err = sjson.SetRawBytes(body, calls, arr); err != nil {
 				return nil, fmt.Errorf("rewriting tool calls: %w", err)
 			}
+		}
+	}
+	if turn.Capped {
+		if body, err = sjson.SetBytes(body, "choices.0.finish_reason", "length"); err != nil {
+			return nil, fmt.Errorf("setting the finish reason: %w", err)
 		}
 	}
 	if turn.PromptFilter != "" && turn.PromptFilter != r.PromptFilter {

@@ -30,6 +30,10 @@ type ItemEventWriter interface {
 	// usage (when not nil), then whatever the stream's grammar closes
 	// with.
 	EndItemEvents(last NamedEvent, id string, items []string, usage []byte, seq int) ([]NamedEvent, error)
+	// CutAtCap returns last, the final round's terminal event, as the
+	// API ends a response its output cap cut short (Turn.Capped), for
+	// EndItemEvents to end the turn with.
+	CutAtCap(last NamedEvent) (NamedEvent, error)
 	// ErrorEvent is the event that ends a stream in failure, numbered
 	// seq: typ and code classify it as an error body's members do.
 	ErrorEvent(typ, code, message, param string, seq int) NamedEvent

@@ -64,6 +64,13 @@ func parseMessages(body []byte, cache ToolCache) (*Request, error) {
 			r.JSONOutput = r.JSONOutput || v.Get("type").String() == "json_schema"
 		case "output_config": // and its GA form
 			r.JSONOutput = r.JSONOutput || v.Get("format.type").String() == "json_schema"
+		case pathMaxTokens:
+			r.OutputCap = capOf(v)
+		case "thinking":
+			// max_tokens must exceed the thinking budget.
+			if v.Get("type").String() == "enabled" {
+				r.outputFloor = v.Get("budget_tokens").Int() + 1
+			}
 		}
 		if dst != nil && !dst.Exists() {
 			*dst = v
@@ -142,6 +149,9 @@ func hasBlock(content gjson.Result, typ string) bool {
 func (Messages) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 	body, err := setTools(req.Body, req, tools, `{"type":"none"}`, 0, pathTools, pathToolChoice)
 	if err != nil {
+		return nil, err
+	}
+	if body, err = setOutputCap(body, req, pathMaxTokens); err != nil {
 		return nil, err
 	}
 	if len(rounds) == 0 {
@@ -279,8 +289,8 @@ func blockCall(bl gjson.Result) Call {
 // and their server tools' blocks) and their thinking, then the content
 // without the tool_use blocks turn.Keep rejects (thinking first in a
 // message with calls, thinkingFirst); a message left without calls ends
-// its turn (stop_reason end_turn, where it said tool_use); the
-// turn's usage and first id.
+// its turn (stop_reason end_turn, where it said tool_use; max_tokens when
+// turn.Capped); the turn's usage and first id.
 func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	root := gjson.ParseBytes(r.Body)
 	content := root.Get(msgContent)
@@ -310,8 +320,8 @@ func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 			return nil, fmt.Errorf("rewriting the content: %w", err)
 		}
 	}
-	if calls == 0 && r.FinishReason == "tool_use" {
-		if body, err = sjson.SetBytes(body, msgStopReason, "end_turn"); err != nil {
+	if stop := capStop(turn.Capped, calls == 0 && r.FinishReason == "tool_use"); stop != "" {
+		if body, err = sjson.SetBytes(body, msgStopReason, stop); err != nil {
 			return nil, fmt.Errorf("setting the stop reason: %w", err)
 		}
 	}
@@ -326,6 +336,20 @@ func (Messages) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 		}
 	}
 	return body, nil
+}
+
+// capStop is the stop reason a turn's message ends with in place of its
+// last round's: max_tokens for a turn whose rounds spent the client's
+// max_tokens (Turn.Capped), end_turn for a tool_use left without the
+// client's calls (callsGone), "" to keep the round's.
+func capStop(capped, callsGone bool) string {
+	switch {
+	case capped:
+		return "max_tokens"
+	case callsGone:
+		return "end_turn"
+	}
+	return ""
 }
 
 // isThinking reports whether a block type is the model's reasoning.

@@ -215,6 +215,16 @@ func (Messages) EndItemEvents(last NamedEvent, _ string, items []string, usage [
 // CarriesReasoning implements ItemEventWriter.
 func (Messages) CarriesReasoning() bool { return true }
 
+// CutAtCap implements ItemEventWriter: the message_delta's stop reason
+// max_tokens.
+func (Messages) CutAtCap(last NamedEvent) (NamedEvent, error) {
+	out, err := sjson.SetBytes(last.Data, "delta."+msgStopReason, "max_tokens")
+	if err != nil {
+		return NamedEvent{}, fmt.Errorf("setting the stop reason: %w", err)
+	}
+	return NamedEvent{Name: last.Name, Data: out}, nil
+}
+
 // anyCall reports whether one of blocks is a tool_use.
 func anyCall(blocks []string) bool {
 	for _, b := range blocks {

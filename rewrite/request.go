@@ -79,7 +79,20 @@ type Request struct {
 	// tool_search's definition there rather than no tools, which an
 	// upstream refuses beside tool calls and results (Anthropic: "must
 	// define tools").
-	NoCalls      bool
+	NoCalls bool
+	// OutputCap is the cap the client set on its request's output tokens
+	// (Chat's max_completion_tokens or max_tokens, the lower if both; the
+	// Responses API's max_output_tokens; the Messages API's max_tokens),
+	// 0 when none. The API caps one response, and the gateway's rounds
+	// are one response to the client: the loop caps their sum
+	// (OutputRoom, OutputLeft).
+	OutputCap int64
+	// OutputLeft, when above 0, makes Build send it as the cap in place
+	// of the client's: the loop sets it, for a round after the first, to
+	// what the rounds before left of OutputCap.
+	OutputLeft int64
+	// outputFloor is the least cap the API takes (OutputRoom); 0 is 1.
+	outputFloor  int64
 	N            int64
 	HasFunctions bool // legacy "functions": passed through untouched
 	// JSONOutput is true when response_format asks for JSON (json_object
@@ -236,6 +249,8 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 			dst = &tools
 		case pathFunctions:
 			r.HasFunctions = true
+		case pathMaxCompletionTokens, pathMaxTokens:
+			r.OutputCap = lowerCap(r.OutputCap, v)
 		case pathResponseFormat:
 			switch v.Get("type").String() {
 			case "json_object", "json_schema":

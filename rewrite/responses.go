@@ -101,6 +101,8 @@ func parseResponses(body []byte, cache ToolCache) (*Request, error) {
 			}
 		case respPrevious:
 			r.Previous = v.String()
+		case respMaxOutputTokens:
+			r.OutputCap, r.outputFloor = capOf(v), respOutputFloor
 		case respConversation:
 			r.ServerConversation = v.Type != gjson.Null
 		case "background":
@@ -210,6 +212,9 @@ func (Responses) Build(req *Request, tools []string, rounds []Round) ([]byte, er
 		return nil, err
 	}
 	if body, err = Continue(body, req); err != nil {
+		return nil, err
+	}
+	if body, err = setOutputCap(body, req, respMaxOutputTokens); err != nil {
 		return nil, err
 	}
 	if len(rounds) == 0 {
@@ -551,7 +556,26 @@ func (Responses) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 			return nil, fmt.Errorf("setting usage: %w", err)
 		}
 	}
+	if turn.Capped {
+		if body, err = incompleteAtCap(body, ""); err != nil {
+			return nil, err
+		}
+	}
 	return body, nil
+}
+
+// incompleteAtCap returns b with the response at prefix ("" for b itself,
+// "response." in a stream event) left as the API leaves one that
+// max_output_tokens cut short.
+func incompleteAtCap(b []byte, prefix string) ([]byte, error) {
+	out, err := sjson.SetBytes(b, prefix+"status", "incomplete")
+	if err == nil {
+		out, err = sjson.SetRawBytes(out, prefix+"incomplete_details", []byte(`{"reason":"max_output_tokens"}`))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ending the response incomplete: %w", err)
+	}
+	return out, nil
 }
 
 // shownItems appends to dst the items of one round's output a client sees,

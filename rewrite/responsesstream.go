@@ -77,6 +77,20 @@ func (Responses) EndItemEvents(last NamedEvent, id string, items []string, usage
 	return []NamedEvent{{Name: last.Name, Data: out}}, nil
 }
 
+// CutAtCap implements ItemEventWriter: response.incomplete, for
+// max_output_tokens.
+func (Responses) CutAtCap(last NamedEvent) (NamedEvent, error) {
+	const name = "response.incomplete"
+	out, err := sjson.SetBytes(last.Data, "type", name)
+	if err != nil {
+		return NamedEvent{}, fmt.Errorf("ending the response incomplete: %w", err)
+	}
+	if out, err = incompleteAtCap(out, "response."); err != nil {
+		return NamedEvent{}, err
+	}
+	return NamedEvent{Name: name, Data: out}, nil
+}
+
 // ErrorEvent implements ItemEventWriter: the Responses API's error event,
 // with its documented members at the top level and the same again under
 // "error", as the API sends them: the openai SDKs end a stream with an
