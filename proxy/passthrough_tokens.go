@@ -34,22 +34,28 @@ func (tr *tracker) notePassthroughTools(req *rewrite.Request, raws []string, pos
 // usage from; a longer one goes uncounted.
 const maxUsageTap = 1 << 20
 
-// streamUsageTail is how much of a stream's end a passthrough keeps: the
-// usage event (sent when the client asked for stream_options.include_usage)
-// is the last before [DONE] and a few hundred bytes long.
-const streamUsageTail = 8 << 10
+// maxUsageLine bounds the stream line a passthrough holds while it arrives
+// in pieces, as the relay bounds an event: a Responses stream's usage is
+// in response.completed, which repeats the request's tools and the whole
+// output (an image's base64 too), so the line may be as long as the
+// answer. A longer line is skipped.
+const maxUsageLine = maxEventSize
 
-// usageTap keeps a copy of a passed-through answer as it is relayed, to
-// read its usage at the end: a whole (non-streamed) answer up to
-// maxUsageTap, or a stream's first and last streamUsageTail bytes (an
-// Anthropic-compatible upstream may count input tokens in its stream's
-// first event, message_start, alone). Only uncompressed 200s with tools
-// are read.
+// usageTap reads a passed-through answer's usage as it is relayed: a
+// whole (non-streamed) answer is kept up to maxUsageTap and read at the
+// end; a stream is read line by line, and only its last data line that
+// carries input tokens is kept (its usage), never the stream. The usage
+// may be anywhere: OpenAI's include_usage chunk and Anthropic's
+// message_delta come last, the Responses API's response.completed is
+// longer than any fixed end of the stream, and an Anthropic-compatible
+// upstream may count input tokens in its first event, message_start,
+// alone. Only uncompressed 200s with tools are read.
 type usageTap struct {
 	on     bool
 	stream bool
-	buf    []byte
-	head   []byte // a stream's first bytes
+	buf    []byte // a whole answer; a stream's line begun in an earlier read
+	long   bool   // the stream's current line passed maxUsageLine
+	last   []byte // a stream's latest usage with input tokens
 }
 
 func newUsageTap(req *rewrite.Request, resp *http.Response) *usageTap {
@@ -63,22 +69,55 @@ func (u *usageTap) see(b []byte) {
 	switch {
 	case !u.on:
 	case u.stream:
-		if room := streamUsageTail - len(u.head); room > 0 {
-			u.head = append(u.head, b[:min(room, len(b))]...)
-		}
-		if len(b) >= streamUsageTail {
-			u.buf = append(u.buf[:0], b[len(b)-streamUsageTail:]...)
-			return
-		}
-		if len(u.buf)+len(b) > 2*streamUsageTail {
-			// Slide, not grow: the copy happens once per tail's worth.
-			u.buf = append(u.buf[:0], u.buf[len(u.buf)-(streamUsageTail-len(b)):]...)
-		}
-		u.buf = append(u.buf, b...)
+		u.seeLines(b)
 	case len(u.buf)+len(b) > maxUsageTap:
 		u.on, u.buf = false, nil
 	default:
 		u.buf = append(u.buf, b...)
+	}
+}
+
+// seeLines reads a stream's next bytes: a line whole in b is read in
+// place, one cut by the read is held until its end arrives.
+func (u *usageTap) seeLines(b []byte) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		part := b
+		if i >= 0 {
+			part = b[:i]
+		}
+		switch {
+		case u.long:
+		case len(u.buf)+len(part) > maxUsageLine:
+			u.long, u.buf = true, nil
+		case i >= 0 && len(u.buf) == 0:
+			u.line(part)
+		default:
+			u.buf = append(u.buf, part...)
+			if i >= 0 {
+				u.line(u.buf)
+			}
+		}
+		if i < 0 {
+			return
+		}
+		u.long, u.buf, b = false, u.buf[:0], b[i+1:]
+	}
+}
+
+// line keeps the usage of a data line that carries input tokens.
+func (u *usageTap) line(l []byte) {
+	data, ok := bytes.CutPrefix(bytes.TrimSpace(l), []byte("data:"))
+	// Most lines are deltas: one scan rules them out before gjson reads any.
+	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
+		return
+	}
+	data = bytes.TrimSpace(data)
+	for _, path := range [...]string{"usage", "response.usage", "message.usage"} {
+		if usage := gjson.GetBytes(data, path); rewrite.HasInputTokens(usage) {
+			u.last = append(u.last[:0], usage.Raw...)
+			return
+		}
 	}
 }
 
@@ -95,43 +134,25 @@ func (u *usageTap) tokens() (prompt, cached int64) {
 }
 
 // usage returns the answer's usage object: a whole answer's, or a
-// stream's last data line that carries input tokens (a Responses stream
-// carries them in its response.completed event's response; a Messages
-// stream in its message_delta, or else in its message_start's message).
+// stream's last that carries input tokens (a Responses stream carries
+// them in its response.completed event's response; a Messages stream in
+// its message_delta, or else in its message_start's message).
 func (u *usageTap) usage() gjson.Result {
-	if !u.on {
+	switch {
+	case !u.on:
 		return gjson.Result{}
-	}
-	if !u.stream {
+	case !u.stream:
 		return gjson.GetBytes(u.buf, "usage")
 	}
-	// The tail's first line, and the head's last, may be cut and then
-	// are not JSON.
-	if usage := lastUsage(u.buf); usage.Exists() {
-		return usage
+	if len(u.buf) > 0 && !u.long {
+		// The stream's last line, which no newline ended.
+		u.line(u.buf)
+		u.buf = u.buf[:0]
 	}
-	return lastUsage(u.head)
-}
-
-// lastUsage returns the usage of the last data line of stream text b that
-// carries input tokens.
-func lastUsage(b []byte) gjson.Result {
-	for rest := b; len(rest) > 0; {
-		i := bytes.LastIndexByte(rest[:len(rest)-1], '\n') + 1
-		line := bytes.TrimSpace(rest[i:])
-		rest = rest[:max(i-1, 0)]
-		data, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
-			continue
-		}
-		data = bytes.TrimSpace(data)
-		for _, path := range [...]string{"usage", "response.usage", "message.usage"} {
-			if usage := gjson.GetBytes(data, path); rewrite.HasInputTokens(usage) {
-				return usage
-			}
-		}
+	if len(u.last) == 0 {
+		return gjson.Result{}
 	}
-	return gjson.Result{}
+	return gjson.ParseBytes(u.last)
 }
 
 // passInput returns a passed-through request's input tokens and what

@@ -1,11 +1,16 @@
 package proxy
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // TestPassedThroughRequestsCountTheirCachedTokens: a request passed
@@ -94,6 +99,80 @@ func TestAPassedThroughStreamsUsageIsFoundWhereverItCame(t *testing.T) {
 			}
 			if got, _ := u.tokens(); got != tc.want {
 				t.Errorf("input tokens %d; want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAPassedThroughResponsesTurnCountsItsInputTokens: a Responses
+// answer repeats the request's tools in response.created and
+// response.completed, and its usage is in response.completed alone; with
+// 60 tools that event is longer than the end of the stream the
+// passthrough kept, which then started mid-line, and the turn's input and
+// cached tokens went uncounted.
+func TestAPassedThroughResponsesTurnCountsItsInputTokens(t *testing.T) {
+	var tools []string
+	for _, tool := range testCatalog(60) {
+		fn := tool["function"].(map[string]any)
+		b, _ := json.Marshal(map[string]any{"type": "function", "name": fn["name"], "description": fn["description"], "parameters": fn["parameters"]})
+		tools = append(tools, string(b))
+	}
+	echoed := "[" + strings.Join(tools, ",") + "]"
+	const usage = `{"input_tokens":20000,"input_tokens_details":{"cached_tokens":1536},"output_tokens":2,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":20002}`
+	output := `[{"type":"message","id":"m1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"hi","annotations":[]}]}]`
+	response := func(status, output, usage string) string {
+		return `{"id":"resp_1","object":"response","created_at":1,"status":"` + status + `","model":"m","output":` + output + `,"tools":` + echoed + `,"usage":` + usage + `}`
+	}
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if !gjson.GetBytes(b, "stream").Bool() {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, response("completed", output, usage))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, sseNamed("response.created", `{"type":"response.created","sequence_number":0,"response":`+response("in_progress", "[]", "null")+`}`)+
+			sseNamed("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":1,"output_index":0,"item_id":"m1","content_index":0,"delta":"hi"}`)+
+			sseNamed("response.completed", `{"type":"response.completed","sequence_number":2,"response":`+response("completed", output, usage)+`}`))
+	})
+	for _, tc := range []struct {
+		name   string
+		stream bool
+	}{
+		{"a streamed turn counts the input tokens of its response.completed", true},
+		{"a whole answer counts its input tokens", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if n := len(response("completed", output, usage)); n <= 8<<10 {
+				t.Fatalf("response.completed is %d bytes; the test needs it longer than the 8 KiB a stream's end was", n)
+			}
+			m := NewMetrics()
+			var buf syncBuffer
+			base := newTestGateway(t, up, withPolicy(loadPolicy(t, "gateway: {min_tools: 100}\n")), func(g *Gateway) {
+				g.Metrics = m
+				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+			})
+			body := `{"model":"m","input":"hi","stream":` + strconv.FormatBool(tc.stream) + `,"tools":` + echoed + `}`
+			x := sendTo(t, base, "/responses", []byte(body), nil)
+			if x.status != http.StatusOK || !bytes.Contains(x.body, []byte(`"input_tokens":20000`)) {
+				t.Fatalf("status %d: %.300s", x.status, x.body)
+			}
+			recs := buf.waitLines(t, 1)
+			if len(recs) != 1 || recs[0].Get("passthrough_reason").String() != "fewer than min_tools" {
+				t.Fatalf("want one record of a turn passed through:\n%s", buf.String())
+			}
+			if got := recs[0].Get("input_tokens").Int(); got != 20000 {
+				t.Errorf("the record's input_tokens = %d, want 20000:\n%s", got, recs[0].Raw)
+			}
+			if got := recs[0].Get("input_tokens_cached"); got.Int() != 1536 {
+				t.Errorf("the record's input_tokens_cached = %v, want 1536", got)
+			}
+			text := scrape(t, base)
+			if v := metricValue(t, text, `toolgate_input_tokens_total{path="gateway"}`); v != 20000 {
+				t.Errorf(`toolgate_input_tokens_total{path="gateway"} = %v, want 20000`, v)
+			}
+			if v := metricValue(t, text, "toolgate_input_tokens_cached_total"); v != 1536 {
+				t.Errorf("toolgate_input_tokens_cached_total = %v, want 1536", v)
 			}
 		})
 	}

@@ -147,10 +147,11 @@ func TestGuardStreamEndsAFailedStreamWithAnEventOfItsOwn(t *testing.T) {
 	}
 }
 
-// TestAStreamsUsageIsReadFromItsTailWhateverItsReads: the usage event of
-// a passed-through stream is found however the relay's reads cut the
-// stream, and a stream without one counts nothing.
-func TestAStreamsUsageIsReadFromItsTailWhateverItsReads(t *testing.T) {
+// TestAStreamsUsageIsReadWhateverItsReads: the usage event of a
+// passed-through stream is found however the relay's reads cut the
+// stream, a stream without one counts nothing, and what the tap holds is
+// never more than the line it is reading.
+func TestAStreamsUsageIsReadWhateverItsReads(t *testing.T) {
 	usage := sseData(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":4321,"completion_tokens":1,"total_tokens":4322}}`)
 	long := strings.Repeat(textChunk(strings.Repeat("usage ", 40)), 300)
 	tests := []struct {
@@ -160,23 +161,27 @@ func TestAStreamsUsageIsReadFromItsTailWhateverItsReads(t *testing.T) {
 	}{
 		{"a short stream read whole", textChunk("hi") + usage + doneEvent, 1 << 15, 4321},
 		{"a long stream read in 7-byte pieces", long + usage + doneEvent, 7, 4321},
-		{"a long stream read in pieces larger than the tail", long + usage + doneEvent, 3 * streamUsageTail, 4321},
+		{"a long stream read in 24 KiB pieces", long + usage + doneEvent, 24 << 10, 4321},
 		{"a stream whose usage line has no final newline", long + strings.TrimSuffix(usage, "\n\n"), 4096, 4321},
 		{"a stream without a usage event", long + doneEvent, 4096, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			longest := 0
+			for _, l := range strings.Split(tt.stream, "\n") {
+				longest = max(longest, len(l))
+			}
 			u := &usageTap{on: true, stream: true}
 			for s := tt.stream; len(s) > 0; {
 				n := min(tt.read, len(s))
 				u.see([]byte(s[:n]))
 				s = s[n:]
+				if len(u.buf) > longest {
+					t.Fatalf("held %d bytes; want at most the longest line's %d", len(u.buf), longest)
+				}
 			}
 			if got, _ := u.tokens(); got != tt.want {
 				t.Errorf("prompt tokens %d, want %d", got, tt.want)
-			}
-			if len(u.buf) > 2*streamUsageTail {
-				t.Errorf("kept %d bytes; want at most %d", len(u.buf), 2*streamUsageTail)
 			}
 		})
 	}
