@@ -202,7 +202,7 @@ func (g *Gateway) recoverPanics(c *gin.Context) {
 		if rec == nil {
 			return
 		}
-		if err, ok := rec.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+		if aborts(rec) {
 			panic(rec)
 		}
 		g.logger().Error("handler panicked", "path", c.Request.URL.Path, "panic", rec)
@@ -210,6 +210,12 @@ func (g *Gateway) recoverPanics(c *gin.Context) {
 		c.Abort()
 	}()
 	c.Next()
+}
+
+// aborts reports whether a recovered panic is http.ErrAbortHandler.
+func aborts(rec any) bool {
+	err, ok := rec.(error)
+	return ok && errors.Is(err, http.ErrAbortHandler)
 }
 
 // dispatch routes what gin's static routes do not: the turns of the three

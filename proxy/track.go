@@ -64,9 +64,21 @@ func (tr *tracker) passthrough(why string) {
 	tr.rep.reason = why
 }
 
-// done emits the report; call it once, when the handler returns.
+// done emits the report; defer it once, when the request starts. A panic
+// unwinds through it before recoverPanics answers the client: it is
+// reported as the 500 that answer is (unless a status went out already,
+// or the panic is the abort that cuts an answer), then goes on to that
+// recovery. Reported as it stood, the request read as status 0, a client
+// that left.
 func (tr *tracker) done() {
+	rec := recover()
+	if rec != nil && tr.status == 0 && !aborts(rec) {
+		tr.status = http.StatusInternalServerError
+	}
 	total := time.Since(tr.rep.start)
 	tr.g.Metrics.observe(tr, total)
 	tr.g.logDecision(tr, total)
+	if rec != nil {
+		panic(rec)
+	}
 }
