@@ -24,6 +24,10 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 	defer tr.done()
 	w = tr
 	base := g.policy()
+	// A request refused before anything is decided (a body too large or
+	// not JSON, no room in flight) is counted under the mode it would
+	// have had: the policy's now, its profile's once the model is known.
+	tr.rep.mode = string(base.Gateway.Mode)
 	buf, held, err := g.readBody(w, r, base.Gateway.BodyLimit)
 	if err != nil {
 		g.writeError(w, r, err)
@@ -47,6 +51,7 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 	th := g.resolveThread(r.Context(), r, req)
 	tr.rep.hiddenBefore = th.HiddenTokens
 	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
+	tr.rep.mode = string(snap.Gateway.Mode)
 	// A whole answer is bounded as a whole, as the SDKs bound it; a stream
 	// is bounded by its silences (first_byte, then idle), as the SDKs
 	// bound each read: an answer still streaming after the request timeout

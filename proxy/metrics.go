@@ -46,7 +46,7 @@ func NewMetrics() *Metrics {
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_requests_total",
-			Help: "Requests served, by route (chat, responses, messages; passthrough for the other /v1 routes), mode (the policy mode, or passthrough for chat requests sent upstream unchanged) and status.",
+			Help: "Requests served, by route (chat, responses, messages; passthrough for the other /v1 routes), mode (the policy mode, also for a request refused before the gateway decided anything; passthrough for chat requests sent upstream unchanged and for the passthrough route) and status.",
 		}, []string{"route", "mode", "status"}),
 		passthrough: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_passthrough_total",
@@ -214,7 +214,7 @@ func (m *Metrics) observe(tr *tracker, total time.Duration) {
 	if tr.rep.reason != "" {
 		m.passthrough.WithLabelValues(tr.rep.reason).Inc()
 	}
-	if tr.rep.mode == "passthrough" {
+	if tr.rep.mode == modePassthrough {
 		m.observePassthrough(&tr.rep)
 		return
 	}

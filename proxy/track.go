@@ -13,6 +13,10 @@ const (
 	routePassthrough = "passthrough"
 )
 
+// modePassthrough is the mode the metrics and the decision log give a
+// request sent upstream unchanged, whatever the policy's.
+const modePassthrough = "passthrough"
+
 // tracker wraps the client's ResponseWriter for one request: it learns the
 // status the client got and, when the request ends, emits the request's
 // report to the metrics and the decision log. It adds no buffering:
@@ -28,7 +32,11 @@ type tracker struct {
 
 // track starts tracking a request on route.
 func (g *Gateway) track(w http.ResponseWriter, route string) *tracker {
-	return &tracker{ResponseWriter: w, g: g, route: route, rep: report{start: time.Now()}}
+	tr := &tracker{ResponseWriter: w, g: g, route: route, rep: report{start: time.Now()}}
+	if route == routePassthrough {
+		tr.rep.mode = modePassthrough // nothing on it is rewritten
+	}
+	return tr
 }
 
 func (tr *tracker) WriteHeader(code int) {
@@ -60,7 +68,7 @@ func (tr *tracker) attach(t *turn) {
 
 // passthrough records that a chat request went upstream unchanged, and why.
 func (tr *tracker) passthrough(why string) {
-	tr.rep.mode = "passthrough"
+	tr.rep.mode = modePassthrough
 	tr.rep.reason = why
 }
 

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"testing"
@@ -83,6 +85,64 @@ func TestAPanickingRequestIsReportedAsThe500TheClientGot(t *testing.T) {
 			}
 			if got := requestsBy(t, m, "status", map[string]string{"route": tc.route}); got["500"] != 1 || len(got) != 1 {
 				t.Errorf("toolgate_requests_total{route=%q} by status = %v, want 500: 1", tc.route, got)
+			}
+		})
+	}
+}
+
+// TestEveryRequestIsCountedUnderAMode: the passthrough route's requests,
+// and the turns refused before the gateway decided anything, were counted
+// and logged with mode="", a mode no policy has.
+func TestEveryRequestIsCountedUnderAMode(t *testing.T) {
+	const pol = "gateway: {mode: search}\ndeny: [repo_delete_branch]\n" +
+		"profiles:\n  - name: preselecting\n    match: {model: \"gpt-pre\"}\n    gateway: {mode: preselect}\n"
+	tools := testCatalog(60)
+	msgs := []map[string]any{{"role": "user", "content": "hi"}}
+	denied := map[string]any{"type": "function", "function": map[string]any{"name": "repo_delete_branch"}}
+	for _, tc := range []struct {
+		name, method, path string
+		body               []byte
+		route, mode        string
+		status             int
+	}{
+		{"a model list on the passthrough route is counted under mode passthrough", http.MethodGet, "/models", nil,
+			routePassthrough, "passthrough", http.StatusOK},
+		{"an embeddings call on the passthrough route is counted under mode passthrough", http.MethodPost, "/embeddings", []byte(`{"model":"m","input":"hi"}`),
+			routePassthrough, "passthrough", http.StatusOK},
+		{"a turn whose body is not JSON is counted under the policy's mode", http.MethodPost, "/chat/completions", []byte(`{"model":`),
+			routeChat, "search", http.StatusBadRequest},
+		{"a turn whose tool_choice names a denied tool is counted under the policy's mode", http.MethodPost, "/chat/completions",
+			chatRequest(t, msgs, tools, false, map[string]any{"tool_choice": denied}), routeChat, "search", http.StatusBadRequest},
+		{"a refused turn of a model a profile matches is counted under the profile's mode", http.MethodPost, "/chat/completions",
+			chatRequest(t, msgs, tools, false, map[string]any{"model": "gpt-pre", "tool_choice": denied}), routeChat, "preselect", http.StatusBadRequest},
+		{"a Responses turn whose body is not JSON is counted under the policy's mode", http.MethodPost, "/responses", []byte(`[`),
+			routeResponses, "search", http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMetrics()
+			var buf syncBuffer
+			base := newTestGateway(t, textAnswer, withPolicy(loadPolicy(t, pol)), func(g *Gateway) {
+				g.Metrics = m
+				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+			})
+			req, _ := http.NewRequest(tc.method, base+tc.path, bytes.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer sk-test")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			if tc.route != routePassthrough {
+				if recs := buf.waitLines(t, 1); len(recs) != 1 || recs[0].Get("mode").String() != tc.mode {
+					t.Errorf("want one record of mode %q:\n%s", tc.mode, buf.String())
+				}
+			}
+			if got := requestsBy(t, m, "mode", map[string]string{"route": tc.route}); got[tc.mode] != 1 || len(got) != 1 {
+				t.Errorf("toolgate_requests_total{route=%q} by mode = %v, want %s: 1", tc.route, got, tc.mode)
 			}
 		})
 	}
