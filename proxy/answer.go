@@ -48,9 +48,11 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call, round int) []re
 			// The round offered no search, yet the model searched (it sees
 			// its earlier searches in the conversation): it gets the one
 			// round more that canContinue allows, told to finish.
+			t.refuseSearch(c, searchSpent)
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
 				"Error: this request's searches are spent (at most %d). Do not search again now: use the tools offered, or answer without a tool.", t.maxRounds())})
 		case c.Name == t.searchName && searched >= maxSearchesPerRound:
+			t.refuseSearch(c, searchTooMany)
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
 				"Error: too many searches in one step (at most %d); use the tools already found, or search again in your next step.", maxSearchesPerRound)})
 		case c.Name == t.searchName:
@@ -82,6 +84,15 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call, round int) []re
 	}
 	t.bound()
 	return results
+}
+
+// refuseSearch counts and notes a tool_search call answered with a
+// refusal, without a search (failure says why): the metrics and the
+// record count every call, and a model that keeps searching past its
+// bounds is what an operator needs to see.
+func (t *turn) refuseSearch(c rewrite.Call, failure string) {
+	t.searches++
+	t.noteSearch(parseSearchArgs(c.Arguments).Query, nil, -1, failure)
 }
 
 // identify gives each call of round that came without an id one of its

@@ -425,3 +425,64 @@ func TestAClientThatLeftHasOneStatusInTheRecordAndTheMetrics(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedSearchCallsAreCountedAndRecorded: a tool_search call the
+// gateway refused without searching, past the calls one round may make
+// or after the turn's searches were spent, was neither counted in
+// toolgate_tool_search_calls_total nor in the record's searches.
+func TestRefusedSearchCallsAreCountedAndRecorded(t *testing.T) {
+	alwaysSearches := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, searchReply)
+	})
+	six := &searchesInOneRound{queries: []string{"create issue", "send email", "read file", "open url", "post message", "publish page"}}
+	for _, tc := range []struct {
+		name, policy string
+		upstream     http.Handler
+		errs         []string // each call's error in the record, in order
+	}{
+		{"six searches in one round: the two past the round's four are counted and recorded as refused",
+			"gateway: {mode: search}\n", six,
+			[]string{"", "", "", "", searchTooMany, searchTooMany}},
+		{"a search in the rounds after the searches are spent is counted and recorded as refused",
+			"gateway: {mode: search, max_rounds: 1}\n", alwaysSearches,
+			[]string{"", searchSpent, searchSpent}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMetrics()
+			var buf syncBuffer
+			base := newTestGateway(t, tc.upstream, withPolicy(loadPolicy(t, tc.policy)), func(g *Gateway) {
+				g.Metrics = m
+				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+			})
+			if x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(60), false, nil), nil); x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			recs := buf.waitLines(t, 1)
+			if len(recs) != 1 {
+				t.Fatalf("%d decision records, want 1", len(recs))
+			}
+			var errs []string
+			for _, s := range recs[0].Get("searches").Array() {
+				errs = append(errs, s.Get("error").String())
+			}
+			if !slices.Equal(errs, tc.errs) {
+				t.Errorf("the record's searches have errors %q, want %q:\n%s", errs, tc.errs, recs[0].Raw)
+			}
+			text := scrape(t, base)
+			if calls := metricValue(t, text, "toolgate_tool_search_calls_total"); calls != float64(len(tc.errs)) {
+				t.Errorf("toolgate_tool_search_calls_total = %v, want %d", calls, len(tc.errs))
+			}
+			ranked := 0
+			for _, e := range tc.errs {
+				if e == "" {
+					ranked++
+				}
+			}
+			if got := metricValue(t, text, "toolgate_search_duration_seconds_count"); got != float64(ranked) {
+				t.Errorf("toolgate_search_duration_seconds_count = %v, want %d: a refused call ranks nothing", got, ranked)
+			}
+		})
+	}
+}

@@ -60,7 +60,7 @@ func NewMetrics() *Metrics {
 		}),
 		searches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolgate_tool_search_calls_total",
-			Help: "tool_search calls the gateway answered.",
+			Help: "tool_search calls the gateway answered, those it refused without searching included (past the calls one round may make, or after the searches are spent).",
 		}),
 		searchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "toolgate_search_duration_seconds",

@@ -77,6 +77,10 @@ const (
 	// answered without searching: the tools never evicted and this round's
 	// earlier finds fill max_active, so nothing found could be kept
 	searchListFull = "tool list full"
+	// refused without searching: past maxSearchesPerRound calls in one
+	// round, or in a round after the turn's searches were spent
+	searchTooMany = "too many searches in one step"
+	searchSpent   = "searches spent"
 )
 
 type searchHit struct {
