@@ -28,7 +28,7 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 	// not JSON, no room in flight) is counted under the mode it would
 	// have had: the policy's now, its profile's once the model is known.
 	tr.rep.mode = string(base.Gateway.Mode)
-	buf, held, err := g.readBody(w, r, base.Gateway.BodyLimit)
+	buf, held, err := g.readBody(w, tr.timedUpload(r), base.Gateway.BodyLimit)
 	if err != nil {
 		g.writeError(w, r, err)
 		return

@@ -179,7 +179,7 @@ func turnAttrs(t *turn, total time.Duration) []slog.Attr {
 		slog.Int("tools_client", rep.toolsIn),
 		slog.Any("tools_upstream", upTools),
 		slog.Float64("upstream_ms", ms(rep.upstream)),
-		slog.Float64("added_ms", ms(max(total-rep.upstream, 0))),
+		slog.Float64("added_ms", ms(rep.added(total))),
 	}
 	if rep.tokErr == nil {
 		attrs = append(attrs, slog.String("encoding", string(rep.enc)),

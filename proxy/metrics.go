@@ -69,7 +69,7 @@ func NewMetrics() *Metrics {
 		}),
 		addedSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "toolgate_added_latency_seconds",
-			Help:    "Time a rewritten chat request spent in the gateway: total minus the time waiting on the upstream.",
+			Help:    "Time a rewritten chat request spent in the gateway: total minus the time waiting on the upstream and on the client (its body arriving, writes to it blocking on a slow reader).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2.5, 12),
 		}, []string{"stream"}),
 		toolTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -232,7 +232,7 @@ func (m *Metrics) observe(tr *tracker, total time.Duration) {
 			m.searchSeconds.Observe(s.took.Seconds())
 		}
 	}
-	m.addedSeconds.WithLabelValues(strconv.FormatBool(t.req.Stream)).Observe(max(total-rep.upstream, 0).Seconds())
+	m.addedSeconds.WithLabelValues(strconv.FormatBool(t.req.Stream)).Observe(rep.added(total).Seconds())
 	if rep.tokErr == nil {
 		m.toolTokens.WithLabelValues("client").Add(float64(rep.tokIn))
 		up := 0

@@ -23,7 +23,10 @@ type report struct {
 	mode     string // the policy mode, or "passthrough"
 	reason   string // why a chat request passed through, if it did
 	upstream time.Duration
-	calls    int // upstream calls made
+	// client is the time spent waiting on the client: its body arriving,
+	// and writes and flushes to it blocking on a slow reader.
+	client time.Duration
+	calls  int // upstream calls made
 
 	enc     tokenizer.Encoding
 	toolsIn int            // tools in the client's array
@@ -176,6 +179,13 @@ func (t *turn) send(ctx context.Context, in *http.Request, o sendOptions) (*http
 	}
 	resp.Body = &timedBody{ReadCloser: resp.Body, acc: &t.rep.upstream}
 	return resp, nil
+}
+
+// added is what of a request's total time the gateway added itself: not
+// waiting on the upstream, nor on the client. A slow upload or a slow
+// reader is the client's network, which a direct call would wait on too.
+func (rep *report) added(total time.Duration) time.Duration {
+	return max(total-rep.upstream-rep.client, 0)
 }
 
 // timedBody adds the time its reads block to acc. Reads happen on the

@@ -46,18 +46,44 @@ func (tr *tracker) WriteHeader(code int) {
 	tr.ResponseWriter.WriteHeader(code)
 }
 
+// Write and Flush add the time they block to the report's client time: a
+// client that reads slowly holds up the gateway's writes, and that wait
+// is not the gateway's latency.
 func (tr *tracker) Write(b []byte) (int, error) {
 	if tr.status == 0 {
 		tr.status = http.StatusOK
 	}
-	return tr.ResponseWriter.Write(b)
+	start := time.Now()
+	n, err := tr.ResponseWriter.Write(b)
+	tr.rep.client += time.Since(start)
+	return n, err
 }
 
-// Flush lets code that type-asserts http.Flusher flush through the tracker.
-func (tr *tracker) Flush() { _ = http.NewResponseController(tr.ResponseWriter).Flush() }
+// Flush lets code that type-asserts http.Flusher flush through the
+// tracker; http.ResponseController finds it too.
+func (tr *tracker) Flush() {
+	start := time.Now()
+	_ = http.NewResponseController(tr.ResponseWriter).Flush()
+	tr.rep.client += time.Since(start)
+}
 
 // Unwrap gives http.ResponseController the real writer.
 func (tr *tracker) Unwrap() http.ResponseWriter { return tr.ResponseWriter }
+
+// timedUpload returns r reading its body through a timer that adds the
+// time the reads block to the report's client time: a slow upload is the
+// client's network, not the gateway's latency. It is a copy of r: net/http
+// decides by the body's type how to treat what the handler left unread
+// (a huge declared body refused before it is read), so the server's own
+// request keeps its body.
+func (tr *tracker) timedUpload(r *http.Request) *http.Request {
+	if r.Body == nil || r.Body == http.NoBody {
+		return r
+	}
+	in := r.WithContext(r.Context())
+	in.Body = &timedBody{ReadCloser: r.Body, acc: &tr.rep.client}
+	return in
+}
 
 // attach links the turn that serves the request, so its accounting lands in
 // this request's report.
