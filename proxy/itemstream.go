@@ -397,7 +397,7 @@ func (s *itemRelay) fail(g *Gateway, r *http.Request, err error) {
 		}
 	}
 	g.logger().Warn("stream failed after start", "err", err)
-	defer s.flush()
+	defer s.flushFailed()
 	if errors.As(err, &ib) {
 		if out, e := s.iw.EditItemEvent(ib.data, s.seq, -1); e == nil {
 			// A later round's response.failed names that round's

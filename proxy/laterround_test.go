@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -269,6 +270,97 @@ func TestALaterRoundsFailedResponseHoldsTheTurnsItemsAndUsage(t *testing.T) {
 			}
 			if in, out := got.Get("usage.input_tokens").Int(), got.Get("usage.output_tokens").Int(); in != 30 || out != 5 {
 				t.Errorf("usage %d in, %d out; want both rounds', 30 and 5", in, out)
+			}
+		})
+	}
+}
+
+// TestATurnRefusedAfterItsSearchesSaysWhatTheGatewayDid: a whole answer
+// refused in a later round went out with no X-Toolgate-* header, and a
+// stream refused after its first event kept in its trailers the numbers
+// its headers had, its first round's, where the trailers are the whole
+// turn's.
+func TestATurnRefusedAfterItsSearchesSaysWhatTheGatewayDid(t *testing.T) {
+	const refusal = `{"error":{"message":"prompt is too long","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`
+	const prompt = 5000 // each search round's input tokens
+	// scripted answers the first two upstream calls with a search round
+	// (words, then a call of tool_search) that counts prompt input
+	// tokens, and refuses the third.
+	scripted := func(search func(w http.ResponseWriter, n int32, stream bool)) http.Handler {
+		var calls atomic.Int32
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			n := calls.Add(1)
+			if n == 3 {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, refusal)
+				return
+			}
+			search(w, n, gjson.GetBytes(b, "stream").Bool())
+		})
+	}
+	chat := func(w http.ResponseWriter, n int32, stream bool) {
+		id := fmt.Sprintf("call_s%d", n)
+		if !stream {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, strings.NewReplacer(`"call_s1"`, `"`+id+`"`, `"prompt_tokens":10`, `"prompt_tokens":5000`).Replace(searchReply))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, textChunk("Let me look. ")+callChunk(0, id, SearchToolName, `{"query":"create issue repository"}`)+finishChunk("tool_calls")+
+			sseData(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5000,"completion_tokens":2,"total_tokens":5002}}`)+doneEvent)
+	}
+	items := func(w http.ResponseWriter, n int32, stream bool) {
+		output := fmt.Sprintf(`[{"type":"message","id":"msg_%d","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Let me look."}]},`+
+			`{"type":"function_call","id":"fc_%d","call_id":"call_%d","name":"tool_search","arguments":"{\"query\":\"create issue repository\"}","status":"completed"}]`, n, n, n)
+		writeResponseUsage(w, fmt.Sprintf("resp_%d", n), output, `{"input_tokens":5000,"output_tokens":2,"total_tokens":5002}`, stream)
+	}
+	chatBody := func(stream bool) []byte {
+		return chatRequest(t, []map[string]any{{"role": "user", "content": "File a bug."}}, testCatalog(60), stream, nil)
+	}
+	responsesBody := func(stream bool) []byte {
+		return []byte(`{"model":"m","input":"File a bug.","stream":` + fmt.Sprint(stream) + `,"tools":` + flatTools(t, 60) + `}`)
+	}
+	for _, tc := range []struct {
+		name, path string
+		search     func(w http.ResponseWriter, n int32, stream bool)
+		body       func(bool) []byte
+		stream     bool
+	}{
+		{"a whole chat answer refused in its third round has the turn's numbers in its headers", "/chat/completions", chat, chatBody, false},
+		{"a chat stream refused in its third round has the turn's numbers in its trailers", "/chat/completions", chat, chatBody, true},
+		{"a whole Responses answer refused in its third round has the turn's numbers in its headers", "/responses", items, responsesBody, false},
+		{"a Responses stream refused in its third round has the turn's numbers in its trailers", "/responses", items, responsesBody, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := newTestGateway(t, scripted(tc.search), searchOnly(t))
+			resp := postPath(t, base+tc.path, tc.body(tc.stream))
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			final := resp.Header
+			if tc.stream {
+				if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "context_length_exceeded") {
+					t.Fatalf("status %d: %s; want a stream that ends with the upstream's error", resp.StatusCode, body)
+				}
+				if got := resp.Header.Get("X-Toolgate-Rounds"); got != "1" {
+					t.Fatalf("X-Toolgate-Rounds = %q in the headers; the test needs a stream whose headers left in its first round", got)
+				}
+				final = resp.Trailer
+			} else if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("status %d: %s; want the upstream's 400", resp.StatusCode, body)
+			}
+			if got := final.Get("X-Toolgate-Rounds"); got != "3" {
+				t.Errorf("X-Toolgate-Rounds = %q, want 3 (the upstream calls made)", got)
+			}
+			if got := final.Get("X-Toolgate-Tools"); !strings.HasPrefix(got, "60->") {
+				t.Errorf("X-Toolgate-Tools = %q, want 60->the tools of the refused round", got)
+			}
+			if _, gw := arrow(t, final, "X-Toolgate-Input-Tokens"); gw != 2*prompt {
+				t.Errorf("X-Toolgate-Input-Tokens counts %d input tokens upstream, want the two answered rounds' %d", gw, 2*prompt)
 			}
 		})
 	}

@@ -33,23 +33,23 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		tools := t.roundTools(round)
 		body, err := t.d.Build(t.req, tools, t.rounds)
 		if err != nil {
-			g.writeError(w, r, err)
+			g.failTurn(w, r, t, err)
 			return
 		}
 		resp, err := t.sendRound(ctx, r, sendOptions{rest: rest, body: body, retries: g.retries(t.snap, round), round: round}, tools)
 		if err != nil {
-			g.fail(w, r, err)
+			g.failTurn(w, r, t, err)
 			return
 		}
 		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
 		resp.Body.Close()
 		if err != nil {
-			g.writeError(w, r, fmt.Errorf("%w: reading: %w", ErrUpstreamBadResponse, upstreamErr(ctx, err)))
+			g.failTurn(w, r, t, fmt.Errorf("%w: reading: %w", ErrUpstreamBadResponse, upstreamErr(ctx, err)))
 			return
 		}
 		out, err := t.d.ParseResponse(raw)
 		if err != nil {
-			g.writeError(w, r, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err))
+			g.failTurn(w, r, t, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err))
 			return
 		}
 		t.noteUpstreamID(out.ID)
@@ -77,7 +77,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		}
 		final, err := t.d.ClientResponse(out, turn)
 		if err != nil {
-			g.writeError(w, r, err)
+			g.failTurn(w, r, t, err)
 			return
 		}
 		copyEndToEnd(w.Header(), resp.Header, responseSkip...)
@@ -98,6 +98,16 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		_ = http.NewResponseController(w).Flush()
 		return
 	}
+}
+
+// failTurn writes err to the client of a rewritten turn with the
+// X-Toolgate-* fields of what the turn did until it failed: the rounds
+// sent, the refused one included, their tools, and the input tokens of
+// the rounds the upstream answered. A turn refused after its searches
+// cost those rounds, and its answer said nothing of them.
+func (g *Gateway) failTurn(w http.ResponseWriter, r *http.Request, t *turn, err error) {
+	setToolgateFields(w.Header(), t, true)
+	g.fail(w, r, err)
 }
 
 // withSearch reports whether round i offers tool_search: never in preselect

@@ -66,7 +66,12 @@ func (m *mixedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // output is the JSON array output: whole, or streamed as the API streams
 // it (each item added and done, then response.completed).
 func writeResponse(w http.ResponseWriter, id, output string, stream bool) {
-	whole := `{"id":"` + id + `","object":"response","created_at":1,"status":"completed","model":"m","output":` + output + `,"usage":{"input_tokens":10,"output_tokens":2,"total_tokens":12}}`
+	writeResponseUsage(w, id, output, `{"input_tokens":10,"output_tokens":2,"total_tokens":12}`, stream)
+}
+
+// writeResponseUsage is writeResponse with the response's usage.
+func writeResponseUsage(w http.ResponseWriter, id, output, usage string, stream bool) {
+	whole := `{"id":"` + id + `","object":"response","created_at":1,"status":"completed","model":"m","output":` + output + `,"usage":` + usage + `}`
 	if !stream {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, whole)

@@ -611,7 +611,7 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 	}
 	var ib *inBandError
 	if !s.started && !errors.As(err, &ib) {
-		g.fail(s.w, r, err)
+		g.failTurn(s.w, r, s.t, err)
 		return
 	}
 	if errors.Is(r.Context().Err(), context.Canceled) {
@@ -622,7 +622,7 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 		}
 	}
 	g.logger().Warn("stream failed after start", "err", err)
-	defer s.flush()
+	defer s.flushFailed()
 	// An upstream's error event goes on as it came, even as the stream's
 	// first (a context too long, a rate limit): the client gets what it
 	// would direct, with the upstream's type and code. It got a 502 of
@@ -638,6 +638,15 @@ func (s *relay) fail(g *Gateway, r *http.Request, err error) {
 	}
 	_, e := classify(err)
 	_ = s.write(errorBody(e))
+}
+
+// flushFailed sends a failed stream's error event and sets its declared
+// trailers to what the turn did until it failed (setToolgateFields), as
+// end does for a turn that succeeds: left as they were, they repeated the
+// numbers of the headers, sent before the later rounds.
+func (s *relay) flushFailed() {
+	s.flush()
+	setToolgateFields(s.w.Header(), s.t, true)
 }
 
 func truncate(b []byte, n int) string {
