@@ -33,8 +33,17 @@ func (g *Gateway) newPassthrough() *httputil.ReverseProxy {
 			pr.Out = pr.Out.WithContext(context.WithValue(ctx, cancelKey{}, cancel))
 		},
 		ModifyResponse: func(resp *http.Response) error {
+			// The X-Toolgate-* fields say what this gateway did: an
+			// upstream's (another toolgate's) would read as this one's.
+			dropGatewayHeaders(resp.Header)
+			dropGatewayHeaders(resp.Trailer) // announced: the reverse proxy declares what is left
 			if cancel, ok := resp.Request.Context().Value(cancelKey{}).(context.CancelFunc); ok {
 				g.guardStream(resp.Request.Context(), resp, g.streamSilences(g.policy().Gateway), cancel, nil)
+			}
+			if resp.StatusCode != http.StatusSwitchingProtocols {
+				// An upgraded connection's body must stay the transport's
+				// (the reverse proxy writes to it); it has no trailers.
+				resp.Body = &trailerFilter{ReadCloser: resp.Body, resp: resp}
 			}
 			return nil
 		},
@@ -54,6 +63,24 @@ func (g *Gateway) newPassthrough() *httputil.ReverseProxy {
 			g.writeError(w, r, upstreamErr(r.Context(), err))
 		},
 	}
+}
+
+// trailerFilter drops the gateway's own fields from an upstream
+// response's trailers once they arrive. The transport fills them in when
+// the body ends, the fields it announced too, and the reverse proxy
+// copies them after it read that end: dropped only when the response
+// came, they came back.
+type trailerFilter struct {
+	io.ReadCloser
+	resp *http.Response
+}
+
+func (b *trailerFilter) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		dropGatewayHeaders(b.resp.Trailer)
+	}
+	return n, err
 }
 
 // cancelKey holds a passthrough request's context.CancelFunc in its context.

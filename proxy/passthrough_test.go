@@ -656,3 +656,55 @@ func TestOneToolsArrayIsReadByEachRoutesDialect(t *testing.T) {
 		})
 	}
 }
+
+// TestAnUpstreamsToolgateHeadersNeverReachTheClient: a gateway's own
+// X-Toolgate-* fields say what this gateway did, and an upstream's (a
+// second toolgate in front of the provider, or a server that sets them)
+// would be read as this one's. The chat passthrough dropped them; the
+// other routes' reverse proxy relayed them, trailers too.
+func TestAnUpstreamsToolgateHeadersNeverReachTheClient(t *testing.T) {
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Trailer", "X-Toolgate-Input-Tokens, X-Upstream-Trailer")
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Toolgate-Tools", "500->3")
+		w.Header().Set("X-Toolgate-Rounds", "9")
+		w.Header().Set("X-Upstream-Own", "kept")
+		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+		w.Header().Set("X-Toolgate-Input-Tokens", "90000->1000")
+		w.Header().Set("X-Upstream-Trailer", "kept")
+	})
+	base := newTestGateway(t, up)
+	for _, tc := range []struct {
+		name, method, path string
+		body               string
+		trailers           bool // the route relays the upstream's trailers
+	}{
+		{"a model list", http.MethodGet, "/models", "", true},
+		{"an embeddings call", http.MethodPost, "/embeddings", `{"model":"m","input":"hi"}`, true},
+		{"a chat request passed through", http.MethodPost, "/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, false},
+	} {
+		t.Run(tc.name+" gets none of the upstream's X-Toolgate fields and all its others", func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			for _, h := range []http.Header{resp.Header, resp.Trailer} {
+				for k, v := range h {
+					if strings.HasPrefix(k, gatewayPrefix) {
+						t.Errorf("the client got the upstream's %s: %q", k, v)
+					}
+				}
+			}
+			if resp.Header.Get("X-Upstream-Own") != "kept" || tc.trailers && resp.Trailer.Get("X-Upstream-Trailer") != "kept" {
+				t.Errorf("headers %v, trailers %v; want the upstream's others relayed", resp.Header, resp.Trailer)
+			}
+		})
+	}
+}
