@@ -89,6 +89,14 @@ type Gateway struct {
 	// 0 means two minutes.
 	BodyTimeout time.Duration
 
+	// HeldKeepAlive bounds how long a stream leaves its client without a
+	// byte while the gateway holds the upstream's events back (a round's
+	// reasoning, until an item the client sees follows it): past it a
+	// comment line goes out, which SSE parsers skip, so that an idle
+	// timeout between (60 s on ALB and nginx) does not cut a stream that
+	// is in fact busy. 0 means 15 seconds.
+	HeldKeepAlive time.Duration
+
 	once       sync.Once
 	pass       *httputil.ReverseProxy
 	handler    http.Handler
