@@ -60,12 +60,18 @@ func kept(reason string) bool {
 // active and come back with the client's next request, when the next step
 // may need them. Measured on the demo's episodes (selector/README.md,
 // round 18): about three points more input tokens saved at the same
-// upstream calls and steps.
+// upstream calls and steps. What any search of the turn found stays
+// offered for the rest of it: its answer told the model the tools were in
+// its list, and a second search (for the task's next step, or one that
+// finds nothing) does not take back the first's.
 func (t *turn) offered(name string) bool {
 	if !t.isActive(name) {
 		return false
 	}
-	return len(t.found) == 0 || !t.trimsSearchRounds() || t.found[name] || kept(t.reasons[name])
+	if len(t.found) == 0 && len(t.searched) == 0 || !t.trimsSearchRounds() {
+		return true
+	}
+	return t.searched[name] || t.found[name] || kept(t.reasons[name])
 }
 
 // searchable reports whether a search may return the tool name: one not
@@ -85,9 +91,11 @@ func (t *turn) trimsSearchRounds() bool { return t.snap.Gateway.SearchRound != p
 // bound keeps the active set within max_active. Tools from earlier turns
 // go first: those not used recently, oldest first, then the least recently
 // used; then this turn's own picks (preselected, follow-up, explored,
-// discovered), oldest first; what the round's searches just found goes
-// last, its lowest ranked first, for the round that answers them offers
-// it and its results told the model so. Pinned tools stay.
+// discovered) that no search returned, oldest first; then what the turn's
+// earlier searches returned, oldest first; what the round's searches just
+// found goes last, its lowest ranked first, for the round that answers
+// them offers it and its results told the model so. Pinned tools stay. A
+// search's find that goes may be found again (see searchable).
 func (t *turn) bound() {
 	max := t.snap.Gateway.MaxActive
 	if max <= 0 {
@@ -116,12 +124,14 @@ func (t *turn) bound() {
 	}
 	take(t.st.Active, func(n string) bool { return earlier(n) && !slices.Contains(t.st.Recent, n) })
 	take(t.st.Recent, earlier)
+	take(t.st.Active, func(n string) bool { return !t.found[n] && !t.searched[n] })
 	take(t.st.Active, func(n string) bool { return !t.found[n] })
 	newestFirst := slices.Clone(t.st.Active) // found tools joined in rank order
 	slices.Reverse(newestFirst)
 	take(newestFirst, func(string) bool { return true })
 	for _, n := range victims {
 		delete(t.reasons, n)
+		delete(t.searched, n)
 	}
 	t.st.Remove(victims)
 }

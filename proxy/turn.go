@@ -87,10 +87,10 @@ type turn struct {
 	misses       int            // calls of client tools the call's tools array did not carry
 	dropped      []string       // earlier turns' guesses never called, dropped by this user turn
 
-	// found holds the tools the latest round's searches returned; while
-	// it is not empty, the next round is a search round's answer and
-	// offers only those tools and the kept ones (see offered). searched
-	// holds what every search of this turn returned.
+	// found holds the tools the latest round's searches returned, searched
+	// what every search of this turn returned; once a search has returned
+	// a tool, each later round offers only what the searches returned and
+	// the kept tools (see offered).
 	found, searched map[string]bool
 
 	rep *report // accounting for headers, metrics and the decision log; nil in bare tests

@@ -1,0 +1,149 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// scriptedTurn is a Chat Completions upstream that answers its n-th
+// request with the assistant message reply(n) and keeps every request.
+type scriptedTurn struct {
+	reply func(n int) string
+
+	mu     sync.Mutex
+	bodies [][]byte
+}
+
+func (s *scriptedTurn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	n := len(s.bodies)
+	s.bodies = append(s.bodies, b)
+	s.mu.Unlock()
+	msg := s.reply(n)
+	finish := "stop"
+	if gjson.Get(msg, "tool_calls").IsArray() {
+		finish = "tool_calls"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = fmt.Fprintf(w, `{"id":"c%d","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":%s,"finish_reason":%q}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`, n, msg, finish)
+}
+
+// requests returns the requests the upstream got, in order.
+func (s *scriptedTurn) requests() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.bodies)
+}
+
+// searchAnswers returns the content of the tool message each request
+// ended with: the gateway's answers to the searches, in order.
+func (s *scriptedTurn) searchAnswers() []string {
+	var out []string
+	for _, b := range s.requests() {
+		if last := gjson.GetBytes(b, "messages.@reverse.0"); last.Get("role").String() == "tool" {
+			out = append(out, last.Get("content").String())
+		}
+	}
+	return out
+}
+
+// searchMsg is an assistant message that calls tool_search once per
+// query, each with the arguments {"query": q}.
+func searchMsg(queries ...string) string {
+	var args []string
+	for _, q := range queries {
+		a, _ := json.Marshal(map[string]string{"query": q})
+		args = append(args, string(a))
+	}
+	return searchArgsMsg(args...)
+}
+
+// searchArgsMsg is an assistant message that calls tool_search once with
+// each of the raw argument strings.
+func searchArgsMsg(args ...string) string {
+	var calls []map[string]any
+	for i, a := range args {
+		calls = append(calls, map[string]any{"id": fmt.Sprintf("call_s%d", i), "type": "function",
+			"function": map[string]string{"name": SearchToolName, "arguments": a}})
+	}
+	b, _ := json.Marshal(map[string]any{"role": "assistant", "content": nil, "tool_calls": calls})
+	return string(b)
+}
+
+// callsMsg is an assistant message that calls each named tool with {}.
+func callsMsg(names ...string) string {
+	var calls []map[string]any
+	for i, n := range names {
+		calls = append(calls, map[string]any{"id": fmt.Sprintf("call_c%d", i), "type": "function",
+			"function": map[string]string{"name": n, "arguments": "{}"}})
+	}
+	b, _ := json.Marshal(map[string]any{"role": "assistant", "content": nil, "tool_calls": calls})
+	return string(b)
+}
+
+// textMsg is an assistant message of text only.
+func textMsg(s string) string {
+	b, _ := json.Marshal(map[string]any{"role": "assistant", "content": s})
+	return string(b)
+}
+
+// TestWhatASearchFoundStaysOfferedForTheRestOfTheTurn: a search's answer
+// says its tools are now in the model's list. A second search in the same
+// request (for the task's next step) used to offer only its own finds, and
+// the first search's tools could not be found again either, since a
+// search skips what an earlier one returned: the model could not call the
+// tool it had been told to call.
+func TestWhatASearchFoundStaysOfferedForTheRestOfTheTurn(t *testing.T) {
+	const issue, chat = "repo_create_issue", "chat_post_message"
+	for _, tc := range []struct {
+		name    string
+		queries []string // one search a round, in order
+		calls   []string // what the model calls after them
+	}{
+		{"the tools of both searches are offered after the second, and the model calls both",
+			[]string{"create issue repository", "send message chat channel"}, []string{issue, chat}},
+		{"the first search's tool is offered after a search that finds nothing",
+			[]string{"create issue repository", "zzqx vvwk"}, []string{issue}},
+		{"the first search's tool is still offered after two more searches",
+			[]string{"create issue repository", "send message chat channel", "create issue repository"}, []string{issue, chat}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &scriptedTurn{reply: func(n int) string {
+				if n < len(tc.queries) {
+					return searchMsg(tc.queries[n])
+				}
+				return callsMsg(tc.calls...)
+			}}
+			base := newTestGateway(t, model, withPolicy(loadPolicy(t, "gateway: {mode: search}\nsearch: {limit: 2}\n")))
+			x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "File a bug about the login crash and tell the team in chat."}}, testCatalog(40), false, nil), nil)
+			reqs := model.requests()
+			if x.status != http.StatusOK || len(reqs) != len(tc.queries)+1 {
+				t.Fatalf("status %d after %d upstream calls; want 200 after %d: %s", x.status, len(reqs), len(tc.queries)+1, x.body)
+			}
+			if first := foundTools(model.searchAnswers()[0]); !slices.Contains(first, issue) {
+				t.Fatalf("the first search listed %v; the case needs %s among them", first, issue)
+			}
+			for i, b := range reqs[2:] {
+				if names := toolNames(b); !slices.Contains(names, issue) {
+					t.Errorf("upstream call %d, after search %d, offered %v; want %s, which the first search said was in the list", i+2, i+2, names, issue)
+				}
+			}
+			var got []string
+			gjson.GetBytes(x.body, "choices.0.message.tool_calls.#.function.name").ForEach(func(_, n gjson.Result) bool {
+				got = append(got, n.String())
+				return true
+			})
+			if !slices.Equal(got, tc.calls) {
+				t.Errorf("the client got calls of %v; want %v", got, tc.calls)
+			}
+		})
+	}
+}
