@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -266,7 +267,9 @@ func (t *turn) search(ctx context.Context, raw string) string {
 		return "Error: the search failed; try again with other keywords."
 	}
 	res.Items = t.newUpTo(res.Items, limit)
-	res.Items = t.withBundles(a.Query, res.Items)
+	// A bundle the query names fills the answer up to the limit the model
+	// asked for, else up to the most one search returns.
+	res.Items = t.withBundles(a.Query, res.Items, cmp.Or(a.Limit, maxSearchLimit))
 	if room := t.room(); room >= 0 && len(res.Items) > room {
 		// More than max_active keeps would be listed as callable and
 		// then evicted (bound): the best ranked stay.
@@ -337,22 +340,29 @@ func (t *turn) repeats(query string) int {
 	return n
 }
 
-// withBundles puts the tools of every bundle the query names (by its name,
-// as a word) ahead of the ranked results: asking for "browser" tools gets
-// the browser bundle whole, up to maxSearchLimit tools in all.
-func (t *turn) withBundles(query string, items []selector.Result) []selector.Result {
+// withBundles adds to the ranked search results the tools of every bundle
+// the query names (by its name, as a word), so that asking for "browser"
+// tools gets the browser bundle whole, up to limit tools in all. The
+// ranked results lead, in their order: the bundle's members among them are
+// its best matches for the query, where catalog order put the first ten
+// members ahead of "take a browser screenshot"'s browser_screenshot, the
+// twelfth. The rest of the bundle follows in catalog order.
+func (t *turn) withBundles(query string, items []selector.Result, limit int) []selector.Result {
 	words := strings.FieldsFunc(strings.ToLower(query), func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' && r != '-'
 	})
-	var out []selector.Result
+	out := items
 	seen := map[string]bool{}
+	for _, it := range items {
+		seen[it.Name] = true
+	}
 	for _, b := range t.snap.Bundles() {
 		if !slices.Contains(words, strings.ToLower(b.Name)) {
 			continue
 		}
 		for _, tool := range t.req.Tools {
-			if len(out) >= maxSearchLimit {
-				break
+			if len(out) >= limit {
+				return out
 			}
 			if b.Match(tool.Name) && !seen[tool.Name] && t.searchable(tool.Name) && t.isVisible(tool.Name) {
 				seen[tool.Name] = true
@@ -360,16 +370,8 @@ func (t *turn) withBundles(query string, items []selector.Result) []selector.Res
 				if st, ok := t.cat.Tool(tool.Name); ok {
 					res.Category, res.Hint = st.Meta.Category, st.Meta.Hint
 				}
-				out = append(out, res)
+				out = append(out[:len(out):len(out)], res)
 			}
-		}
-	}
-	if len(out) == 0 {
-		return items
-	}
-	for _, it := range items {
-		if len(out) < maxSearchLimit && !seen[it.Name] {
-			out = append(out, it)
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -143,6 +144,60 @@ func TestWhatASearchFoundStaysOfferedForTheRestOfTheTurn(t *testing.T) {
 			})
 			if !slices.Equal(got, tc.calls) {
 				t.Errorf("the client got calls of %v; want %v", got, tc.calls)
+			}
+		})
+	}
+}
+
+// browserBundleCatalog is testCatalog(40) after eleven more browser tools,
+// so that catalog order puts browser_screenshot thirteenth of the
+// browser_* tools.
+func browserBundleCatalog() []map[string]any {
+	var tools []map[string]any
+	for _, action := range []string{"click", "type", "hover", "scroll", "select_option", "go_back", "go_forward", "reload", "close_tab", "resize", "wait_for"} {
+		tools = append(tools, map[string]any{"type": "function", "function": map[string]any{
+			"name": "browser_" + action, "description": "Browser page action: " + strings.ReplaceAll(action, "_", " ") + "."}})
+	}
+	return append(tools, testCatalog(40)...)
+}
+
+// TestAQueryNamingABundleGetsItsBestMatchesFirst: a query that names a
+// bundle used to get the bundle's first ten tools in catalog order ahead
+// of the ranked results, so "take a browser screenshot" was answered
+// without browser_screenshot, and the model's limit was ignored. The
+// ranked results now lead and the rest of the bundle fills the answer up
+// to the limit the model asked for, or ten.
+func TestAQueryNamingABundleGetsItsBestMatchesFirst(t *testing.T) {
+	const policyText = "gateway: {mode: search}\nbundles: {browser: {description: Drive the browser, tools: [\"browser_*\"]}}\n"
+	for _, tc := range []struct {
+		name, args string
+		first      string // the tool the answer must list first, "" for any
+		listed     int    // how many tools it lists
+	}{
+		{"a query for one of the bundle's tools lists that tool first and the rest of the bundle after it",
+			`{"query":"take a browser screenshot"}`, "browser_screenshot", maxSearchLimit},
+		{"a query with a limit lists that many tools",
+			`{"query":"take a browser screenshot","limit":3}`, "browser_screenshot", 3},
+		{"a query of the bundle's name alone gets ten of its tools",
+			`{"query":"browser"}`, "", maxSearchLimit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &searchingUpstream{args: tc.args}
+			base := newTestGateway(t, up, withPolicy(loadPolicy(t, policyText)))
+			if x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "Check the page."}}, browserBundleCatalog(), false, nil), nil); x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			up.mu.Lock()
+			answer := up.answer
+			up.mu.Unlock()
+			listed := foundTools(answer)
+			if len(listed) != tc.listed || tc.first != "" && listed[0] != tc.first {
+				t.Errorf("the search listed %v; want %d tools, %q first", listed, tc.listed, tc.first)
+			}
+			for _, n := range listed {
+				if tc.first == "" && !strings.HasPrefix(n, "browser_") {
+					t.Errorf("the search for the bundle listed %s, not one of its tools: %v", n, listed)
+				}
 			}
 		})
 	}
