@@ -188,3 +188,70 @@ func TestAModelThatSearchesWhereCallsAreForbiddenStillAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestAModelThatKeepsSearchingAnswersInTheLastRound: a model that calls
+// tool_search in every round, the round without search included, is told
+// its searches are spent; the round after that answer, the last the turn
+// may take, used to go with the client's tool_choice, and the model's next
+// search left the client an empty message (content null, finish stop).
+// That round forbids every call, so the model answers in text.
+func TestAModelThatKeepsSearchingAnswersInTheLastRound(t *testing.T) {
+	const answer = "I could not find a tool for that."
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		choice any // the client's tool_choice, nil for none sent
+	}{
+		{"a whole answer carries the model's text", false, nil},
+		{"a streamed answer carries the model's text", true, nil},
+		{"a whole answer carries the model's text when the client asked for calls", false, "required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var choices []string
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				choice := gjson.GetBytes(b, "tool_choice").Raw
+				mu.Lock()
+				choices = append(choices, choice)
+				mu.Unlock()
+				// An API that honours tool_choice "none" answers in
+				// text; in any other round this model searches.
+				if tc.stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+					if choice == `"none"` {
+						_, _ = io.WriteString(w, textChunk(answer)+finishChunk("stop")+doneEvent)
+						return
+					}
+					_, _ = io.WriteString(w, searchRound)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				if choice == `"none"` {
+					_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"`+answer+`"},"finish_reason":"stop"}]}`)
+					return
+				}
+				_, _ = io.WriteString(w, searchReply)
+			})
+			base := newTestGateway(t, up, withPolicy(loadPolicy(t, "gateway: {max_rounds: 2}\n")))
+			extra := map[string]any{}
+			if tc.choice != nil {
+				extra["tool_choice"] = tc.choice
+			}
+			x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "File a bug about the login crash."}}, testCatalog(40), tc.stream, extra), nil)
+			if x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			if got := answerText(x.body, tc.stream); got != answer {
+				t.Errorf("the client got %q, want the model's answer %q: %s", got, answer, x.body)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			// max_rounds 2: two rounds with search, one without, one after
+			// the spent answer.
+			if len(choices) != 4 || choices[3] != `"none"` {
+				t.Errorf("the upstream got tool_choice %q; want 4 rounds, the last with \"none\"", choices)
+			}
+		})
+	}
+}

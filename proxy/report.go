@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -121,13 +122,17 @@ func (rep *report) countClient(g *Gateway, req *rewrite.Request, key string) {
 // call (rewrite.Request.NoCalls): an upstream refuses tool calls and
 // results in a request without tools (Anthropic's 400 "must define
 // tools"). A model that calls tool_search there anyway is answered as in
-// any round without it (searches spent).
+// any round without it (searches spent), and the round after that answer,
+// the last the turn may take, forbids every call too: a model that
+// searched where no search was offered searches again, and that call, the
+// gateway's, would leave the client an empty message.
 func (t *turn) roundTools(round int) []string {
 	search := t.withSearch(round)
 	tools, pos := t.tools(search)
-	t.req.NoCalls = !search && len(tools) == 0 && len(t.req.Pinned) == 0 &&
-		(len(t.rounds) > 0 || len(t.req.PendingOutputs) > 0)
-	if t.req.NoCalls {
+	none := len(tools) == 0 && len(t.req.Pinned) == 0
+	t.req.NoCalls = !search && none && (len(t.rounds) > 0 || len(t.req.PendingOutputs) > 0) ||
+		round > t.maxRounds() && t.searchedIn(len(t.rounds)-1)
+	if t.req.NoCalls && none {
 		tools, pos = t.tools(true)
 	}
 	if t.rep == nil {
@@ -139,6 +144,14 @@ func (t *turn) roundTools(round int) []string {
 	}
 	t.rep.rounds = append(t.rep.rounds, n)
 	return tools
+}
+
+// searchedIn reports whether the gateway's round i called the search tool.
+func (t *turn) searchedIn(i int) bool {
+	if i < 0 || i >= len(t.rounds) {
+		return false
+	}
+	return slices.ContainsFunc(t.rounds[i].Calls, func(c rewrite.Call) bool { return c.Name == t.searchName })
 }
 
 // noteHidden counts an item the gateway answered one of its own calls
