@@ -176,11 +176,14 @@ func argsOf(v gjson.Result, depth int) searchArgs {
 }
 
 // formatResults writes the tool message that answers a search: the tools
-// now callable with their hints, the workflow guidance of their
-// categories, and what to do when the matches are weak. It names the
-// tools without their descriptions: the round that reads it carries their
-// whole definitions in its tools array, and a description here would be
-// paid for twice.
+// now callable with their hints, the workflow guidance of the top
+// result's category (hints returns "" for one the model has read), and
+// what to do when the matches are weak. It names the tools without their
+// descriptions: the round that reads it carries their whole definitions
+// in its tools array, and a description here would be paid for twice.
+// Guidance is most of an answer's tokens (a category's runs to ~200), so
+// only the tool the model is likeliest to call brings its own: the
+// runner-ups' categories were most of it, for tools seldom called.
 func formatResults(query string, res selector.Results, hints func(category string) string) string {
 	var b strings.Builder
 	query = shortened(query)
@@ -189,22 +192,16 @@ func formatResults(query string, res selector.Results, hints func(category strin
 		return b.String()
 	}
 	fmt.Fprintf(&b, "Found %d tool(s) for %q, now in your tool list; call them directly:\n", len(res.Items), query)
-	var cats []string
 	for _, it := range res.Items {
 		fmt.Fprintf(&b, "- %s", oneLine(it.Name))
 		if it.Hint != "" {
 			fmt.Fprintf(&b, " (hint: %s)", it.Hint)
 		}
 		b.WriteByte('\n')
-		if it.Category != "" && !contains(cats, it.Category) {
-			cats = append(cats, it.Category)
-		}
 	}
-	if hints != nil {
-		for _, c := range cats {
-			if h := strings.TrimSpace(hints(c)); h != "" {
-				fmt.Fprintf(&b, "\nGuidance for %s:\n%s\n", c, h)
-			}
+	if c := res.Items[0].Category; c != "" && hints != nil {
+		if h := strings.TrimSpace(hints(c)); h != "" {
+			fmt.Fprintf(&b, "\nGuidance for %s:\n%s\n", c, h)
 		}
 	}
 	// A confident match needs no advice; a weaker one says what to do
@@ -289,7 +286,24 @@ func (t *turn) search(ctx context.Context, raw string) string {
 		}
 		t.found[it.Name], t.searched[it.Name] = true, true
 	}
-	return formatResults(a.Query, res, t.snap.Hints)
+	return formatResults(a.Query, res, t.unreadHints)
+}
+
+// unreadHints returns a category's guidance the first time a search of
+// this turn shows it, and "" after: every later round resends the answer
+// that carried it, so repeating it would only pay for it twice.
+func (t *turn) unreadHints(category string) string {
+	if t.guided[category] {
+		return ""
+	}
+	h := t.snap.Hints(category)
+	if h != "" {
+		if t.guided == nil {
+			t.guided = map[string]bool{}
+		}
+		t.guided[category] = true
+	}
+	return h
 }
 
 // fullAnswer answers a search that can add no tool to the round's list

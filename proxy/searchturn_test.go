@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // scriptedTurn is a Chat Completions upstream that answers its n-th
@@ -197,6 +201,91 @@ func TestAQueryNamingABundleGetsItsBestMatchesFirst(t *testing.T) {
 			for _, n := range listed {
 				if tc.first == "" && !strings.HasPrefix(n, "browser_") {
 					t.Errorf("the search for the bundle listed %s, not one of its tools: %v", n, listed)
+				}
+			}
+		})
+	}
+}
+
+// loadPolicyFiles compiles a tools.yaml source next to files (hints), by
+// their paths relative to it.
+func loadPolicyFiles(t *testing.T, src string, files map[string]string) *policy.Snapshot {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "tools.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := policy.Load(path)
+	if err != nil {
+		t.Fatalf("loading policy: %v", err)
+	}
+	return s
+}
+
+// TestCategoryGuidanceComesOncePerTurnForTheTopResult: a category's
+// guidance is most of a search answer's tokens, and every later round of
+// the turn resends the answer. It came with every answer, for the
+// category of every tool listed, the fifth included; it now comes with the
+// top result's category, the first time a search of the turn shows it.
+func TestCategoryGuidanceComesOncePerTurnForTheTopResult(t *testing.T) {
+	const (
+		code = "Find before you create: search for duplicates first."
+		chat = "Resolve channel names to ids first."
+		mail = "Draft first, then send."
+	)
+	pol := loadPolicyFiles(t, `gateway: {mode: search}
+search: {limit: 3}
+tools:
+  "repo_*": {category: code}
+  "chat_*": {category: chat}
+  "mail_*": {category: mail}
+categories:
+  code: {hints: hints/code.md}
+  chat: {hints: hints/chat.md}
+  mail: {hints: hints/mail.md}
+`, map[string]string{"hints/code.md": code, "hints/chat.md": chat, "hints/mail.md": mail})
+	for _, tc := range []struct {
+		name    string
+		queries []string
+		want    [][]string // the guidance each answer carries, in order
+	}{
+		{"an answer carries its top result's guidance, not a runner-up's",
+			[]string{"send message chat channel email"}, [][]string{{chat}}},
+		{"a second search whose top result is of the same category does not repeat it",
+			[]string{"create issue repository", "merge pull request"}, [][]string{{code}, nil}},
+		{"a second search whose top result is of another category carries that one's",
+			[]string{"create issue repository", "send message chat channel"}, [][]string{{code}, {chat}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &scriptedTurn{reply: func(n int) string {
+				if n < len(tc.queries) {
+					return searchMsg(tc.queries[n])
+				}
+				return textMsg("Done.")
+			}}
+			base := newTestGateway(t, model, withPolicy(pol))
+			if x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "Do the thing."}}, testCatalog(40), false, nil), nil); x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			answers := model.searchAnswers()
+			if len(answers) != len(tc.want) {
+				t.Fatalf("%d search answers, want %d", len(answers), len(tc.want))
+			}
+			for i, answer := range answers {
+				for _, g := range []string{code, chat, mail} {
+					if want := slices.Contains(tc.want[i], g); strings.Contains(answer, g) != want {
+						t.Errorf("answer %d carries %q: %v, want %v:\n%s", i, g, !want, want, answer)
+					}
 				}
 			}
 		})

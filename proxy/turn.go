@@ -92,6 +92,9 @@ type turn struct {
 	// a tool, each later round offers only what the searches returned and
 	// the kept tools (see offered).
 	found, searched map[string]bool
+	// guided holds the categories whose guidance a search answer of this
+	// turn has carried (unreadHints).
+	guided map[string]bool
 
 	rep *report // accounting for headers, metrics and the decision log; nil in bare tests
 }
