@@ -8,8 +8,8 @@ import (
 )
 
 // query builds a selector query that skips what is hidden or already
-// active; a search query (text not "") skips fewer when search rounds
-// offer only what they find (see skipped).
+// active; a search query (text not "") skips only what an earlier search
+// of the turn returned (see skipped).
 func (t *turn) query(text string, limit int) selector.Query {
 	return selector.Query{
 		Text:    text,
@@ -25,16 +25,19 @@ func (t *turn) query(text string, limit int) selector.Query {
 }
 
 // skipped returns what a ranking must not return, by catalog position:
-// the tools the policy hides from this message, and those already active,
-// but for what a search may return again (see searchable). It is a
-// snapshot: callers rank right away.
+// the tools the policy hides from this message, and those already active.
+// A search ranks the active tools too, but for what an earlier search of
+// the turn returned (the model has it in hand, and a repeated query's
+// next batch must not bring it back): it may return a guess again (see
+// searchable), and says which tools it found are already in the model's
+// list (see newUpTo). It is a snapshot: callers rank right away.
 func (t *turn) skipped(search bool) func(int) bool {
 	skip := make([]bool, len(t.shown))
 	for p, shown := range t.shown {
 		skip[p] = !shown
 	}
 	for name, reason := range t.reasons {
-		if reason == "" || search && t.searchable(name) {
+		if reason == "" || search && !t.searched[name] {
 			continue
 		}
 		if p, ok := t.cat.Position(name); ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/selector"
 )
 
 // scriptedTurn is a Chat Completions upstream that answers its n-th
@@ -49,10 +50,11 @@ func (s *scriptedTurn) requests() [][]byte {
 }
 
 // searchAnswers returns the content of the tool message each request
-// ended with: the gateway's answers to the searches, in order.
+// after the first ended with: the gateway's answers to the searches, in
+// order.
 func (s *scriptedTurn) searchAnswers() []string {
 	var out []string
-	for _, b := range s.requests() {
+	for _, b := range s.requests()[1:] {
 		if last := gjson.GetBytes(b, "messages.@reverse.0"); last.Get("role").String() == "tool" {
 			out = append(out, last.Get("content").String())
 		}
@@ -290,4 +292,58 @@ categories:
 			}
 		})
 	}
+}
+
+// TestASearchForAToolTheModelHasSaysItIsInItsList: a search skipped the
+// tools already in the model's list, so a model that searched for one it
+// had called earlier was answered with a limit of other tools, as if its
+// tool were not there. When such tools lead the ranking, the answer now
+// names them in a line, and they take their places in the limit.
+func TestASearchForAToolTheModelHasSaysItIsInItsList(t *testing.T) {
+	const issue = "repo_create_issue"
+	history := []map[string]any{
+		{"role": "user", "content": "File a bug about the login crash, then another about the logout crash."},
+		{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{"id": "h1", "type": "function",
+			"function": map[string]any{"name": issue, "arguments": "{}"}}}},
+		{"role": "tool", "tool_call_id": "h1", "content": "created #1"},
+	}
+	for _, tc := range []struct {
+		name, query string
+		listed      bool // the answer names repo_create_issue as in the list
+		found       int  // how many new tools it lists
+	}{
+		{"a search by the tool's name says it is in the list and offers one tool fewer", issue, true, 2},
+		{"a search by its words says the same", "create issue repository", true, 2},
+		{"a search that ranks a new tool first says nothing of it", "send email recipients", false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &scriptedTurn{reply: func(n int) string {
+				if n == 0 {
+					return searchMsg(tc.query)
+				}
+				return textMsg("Done.")
+			}}
+			base := newTestGateway(t, model, withPolicy(loadPolicy(t, "gateway: {mode: search}\nsearch: {limit: 3}\n")))
+			if x := send(t, base, chatRequest(t, history, testCatalog(40), false, nil), nil); x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			answers, reqs := model.searchAnswers(), model.requests()
+			if len(answers) != 1 {
+				t.Fatalf("%d search answers, want 1", len(answers))
+			}
+			found := foundTools(answers[0])
+			if listed := strings.HasPrefix(answers[0], "Already in your tool list: "+issue+".\n"); listed != tc.listed || len(found) != tc.found || slices.Contains(found, issue) {
+				t.Errorf("the answer names %s as in the list: %v, lists %v; want %v and %d other tools:\n%s", issue, listed, found, tc.listed, tc.found, answers[0])
+			}
+			if names := toolNames(reqs[1]); !slices.Contains(names, issue) {
+				t.Errorf("the round after the search offered %v, without %s", names, issue)
+			}
+		})
+	}
+	t.Run("an answer whose only match is in the list says no other tool matched", func(t *testing.T) {
+		got := formatResults(issue, selector.Results{}, []string{issue}, nil)
+		if got != "Already in your tool list: "+issue+".\nNo other tools matched \""+issue+"\"." {
+			t.Errorf("answer %q", got)
+		}
+	})
 }
