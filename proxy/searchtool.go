@@ -146,9 +146,15 @@ func argsOf(v gjson.Result, depth int) searchArgs {
 	}
 	switch {
 	case v.IsObject():
+		q := v.Get("query")
+		if !q.Exists() && depth == 0 {
+			// The arguments themselves only: an object in a list of
+			// queries is read by its query, as before.
+			q = onlyText(v)
+		}
 		// An object for the query is none: which of its fields is the
 		// query would be a guess.
-		if q := v.Get("query"); !q.IsObject() {
+		if !q.IsObject() {
 			a.Query = argsOf(q, depth+1).Query
 		}
 		if l := v.Get("limit"); l.Type == gjson.Number {
@@ -166,13 +172,55 @@ func argsOf(v gjson.Result, depth int) searchArgs {
 		a.Query = strings.Join(parts, querySep)
 	case v.Type == gjson.String:
 		if inner, ok := firstJSON(strings.TrimSpace(v.Str)); ok && inner.IsObject() {
-			return argsOf(inner, depth+1)
+			// The same arguments, encoded once more: read at the same
+			// depth, as the object they are. Each object's query is read
+			// a level deeper, so the bound still holds.
+			return argsOf(inner, depth)
 		}
 		a.Query = v.Str
 	case v.Type == gjson.Number:
 		a.Query = v.String()
 	}
 	return a
+}
+
+// onlyText returns the one member of the object v, limit aside, that is
+// text (a string, or a list of strings), or nothing when there is no such
+// member or more than one. Small models rename parameters ({"q": ...},
+// {"keywords": ...}, {"search_query": ...}, {"queries": [...]}); the
+// error that answered them cost a round, and an object with a single text
+// leaves no doubt which is the query.
+func onlyText(v gjson.Result) gjson.Result {
+	var text gjson.Result
+	n := 0
+	v.ForEach(func(k, m gjson.Result) bool {
+		if k.Str == "limit" || !isText(m) {
+			return true
+		}
+		text, n = m, n+1
+		return n < 2
+	})
+	if n != 1 {
+		return gjson.Result{}
+	}
+	return text
+}
+
+// isText reports whether v is a string or a non-empty list of strings.
+func isText(v gjson.Result) bool {
+	if v.Type == gjson.String {
+		return true
+	}
+	if !v.IsArray() {
+		return false
+	}
+	n, all := 0, true
+	v.ForEach(func(_, e gjson.Result) bool {
+		n++
+		all = e.Type == gjson.String
+		return all
+	})
+	return n > 0 && all
 }
 
 // formatResults writes the tool message that answers a search: the tools

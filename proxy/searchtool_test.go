@@ -136,7 +136,16 @@ func TestSearchArgumentsAreReadLeniently(t *testing.T) {
 		{"a number for the query is its text", `{"query":42}`, searchArgs{"42", 0}},
 		{"a bare JSON string is the query", `"send email"`, searchArgs{"send email", 0}},
 		{"text that is not JSON is the query", `send email`, searchArgs{"send email", 0}},
-		{"an object without a query has none", `{"q":"send email"}`, searchArgs{"", 0}},
+		{"an object without a query has none", `{"limit":3}`, searchArgs{"", 3}},
+		{"a query under another name is read", `{"q":"send email"}`, searchArgs{"send email", 0}},
+		{"a query under another name keeps the limit", `{"keywords":"send email","limit":2}`, searchArgs{"send email", 2}},
+		{"a query under a longer name is read", `{"search_query":"send email"}`, searchArgs{"send email", 0}},
+		{"a list of queries under another name is one query of its parts", `{"queries":["create issue","send mail"]}`, searchArgs{"create issue; send mail", 0}},
+		{"a query under another name beside other values is read", `{"q":"send email","verbose":true,"top_k":5}`, searchArgs{"send email", 0}},
+		{"of two texts under other names neither is the query", `{"q":"send email","category":"mail"}`, searchArgs{"", 0}},
+		{"a limit written as a string is not taken for the query", `{"limit":"5"}`, searchArgs{"", 5}},
+		{"a list mixing texts and objects is not a query", `{"queries":["send email",{"x":1}]}`, searchArgs{"", 0}},
+		{"a query under another name encoded again as a string is read", `"{\"q\":\"send email\"}"`, searchArgs{"send email", 0}},
 		{"an object for the query is none", `{"query":{"text":"send email"}}`, searchArgs{"", 0}},
 		{"text after the object is left out of the query", `{"query":"send email","limit":2} trailing`, searchArgs{"send email", 2}},
 		{"of two objects run together the first is read", `{"query":"send email"}{"query":"create issue"}`, searchArgs{"send email", 0}},
@@ -177,7 +186,8 @@ func TestSearchResultsCannotBeStretchedOrForged(t *testing.T) {
 // with text after the object, two objects, or the object encoded again
 // as a string were searched as their JSON text, whose word "query"
 // matched the tools named after it; a list of queries was no query, and
-// the model got an error for its round.
+// the model got an error for its round, as did a query under another
+// name ({"q": ...}, which small models write).
 func TestMalformedSearchArgumentsStillSearchWhatTheModelAsked(t *testing.T) {
 	tools := append(testCatalog(40),
 		map[string]any{"type": "function", "function": map[string]any{"name": "logs_query", "description": "Query application logs."}},
@@ -192,6 +202,8 @@ func TestMalformedSearchArgumentsStillSearchWhatTheModelAsked(t *testing.T) {
 		{"a second object does not join the query", `{"query":"send email recipients"}{"query":"x"}`, []string{"mail_send"}},
 		{"arguments encoded again as a string are searched", `"{\"query\":\"send email recipients\"}"`, []string{"mail_send"}},
 		{"a list of queries finds the tools of every part", `{"query":["create issue repository","send email recipients"]}`, []string{"repo_create_issue", "mail_send"}},
+		{"a query under another name is searched", `{"q":"send email recipients"}`, []string{"mail_send"}},
+		{"a list of queries under another name finds the tools of every part", `{"queries":["create issue repository","send email recipients"]}`, []string{"repo_create_issue", "mail_send"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &searchingUpstream{args: tc.args}
