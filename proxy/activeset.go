@@ -71,6 +71,12 @@ func (t *turn) offered(name string) bool {
 	if !t.isActive(name) {
 		return false
 	}
+	if t.chosenOnly() {
+		// The rest stay active: the preselection's guesses, made as on
+		// any user turn, are for the client's next request, which a
+		// forced first step leaves free to call them.
+		return t.chosen(name)
+	}
 	if len(t.found) == 0 && len(t.searched) == 0 || !t.trimsSearchRounds() {
 		return true
 	}

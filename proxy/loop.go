@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -111,12 +112,24 @@ func (g *Gateway) failTurn(w http.ResponseWriter, r *http.Request, t *turn, err 
 }
 
 // withSearch reports whether round i offers tool_search: never in preselect
-// mode, and not in the last round the bound allows.
+// mode, nor when tool_choice restricts the model to tools it names (see
+// chosenOnly), and not in the last round the bound allows.
 func (t *turn) withSearch(round int) bool {
-	if t.snap.Gateway.Mode == policy.ModePreselect {
+	if t.snap.Gateway.Mode == policy.ModePreselect || t.chosenOnly() {
 		return false
 	}
 	return round < t.maxRounds()
+}
+
+// chosenOnly reports whether tool_choice restricts the model to the tools
+// it names: a named function (Messages: {"type":"tool"}), or allowed_tools.
+// The model can call no other tool, tool_search included, so the rounds
+// offer those alone: anything else would be tokens it cannot use.
+func (t *turn) chosenOnly() bool { return t.req.ToolChoice != "" || len(t.req.Allowed) > 0 }
+
+// chosen reports whether tool_choice names the tool name.
+func (t *turn) chosen(name string) bool {
+	return name == t.req.ToolChoice || slices.Contains(t.req.Allowed, name)
 }
 
 // canContinue reports whether the gateway may answer round i's internal

@@ -2,13 +2,17 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/toolgate/toolgate/internal/fakellm"
 )
 
 // namedFunction is a tool_choice (or allowed_tools entry) naming a function.
@@ -130,4 +134,90 @@ func TestAToolChoiceOfNoToolOfTheRequestGoesUpstreamUnchanged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAToolChoiceThatNamesToolsIsSentThoseAlone: a tool_choice that names
+// a function, or lists allowed_tools, restricts the model to those; it
+// cannot call tool_search or the turn's guesses, yet both went upstream
+// in every round, at their tokens. The rounds now carry the named tools
+// alone, in each API's form of the choice.
+func TestAToolChoiceThatNamesToolsIsSentThoseAlone(t *testing.T) {
+	const prompt = "read the file notes.txt"
+	task := fakellm.Task{Prompt: prompt, Answer: "Done.",
+		Steps: []fakellm.Step{{Tool: "calendar_create_event", Query: "create calendar event", Args: json.RawMessage(`{}`)}}}
+	var responsesTools []map[string]any
+	for _, tool := range testCatalog(40) {
+		fn := tool["function"].(map[string]any)
+		responsesTools = append(responsesTools, map[string]any{"type": "function", "name": fn["name"], "description": fn["description"], "parameters": fn["parameters"], "strict": false})
+	}
+	chat := func(choice any) []byte {
+		return chatRequest(t, []map[string]any{{"role": "user", "content": prompt}}, testCatalog(40), false, map[string]any{"tool_choice": choice})
+	}
+	body := func(v map[string]any) []byte {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name, path string
+		body       []byte
+		want       []string
+	}{
+		{"a Chat Completions choice of a function", "/chat/completions",
+			chat(namedFunction("calendar_create_event")), []string{"calendar_create_event"}},
+		{"Chat Completions allowed_tools", "/chat/completions",
+			chat(map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{"mode": "auto",
+				"tools": []any{namedFunction("calendar_create_event"), namedFunction("cms_publish_page")}}}), []string{"calendar_create_event", "cms_publish_page"}},
+		{"a Responses choice of a function", "/responses",
+			body(map[string]any{"model": "m", "input": prompt, "tools": responsesTools,
+				"tool_choice": map[string]any{"type": "function", "name": "calendar_create_event"}}), []string{"calendar_create_event"}},
+		{"Responses allowed_tools", "/responses",
+			body(map[string]any{"model": "m", "input": prompt, "tools": responsesTools,
+				"tool_choice": map[string]any{"type": "allowed_tools", "mode": "required", "tools": []any{
+					map[string]any{"type": "function", "name": "calendar_create_event"}, map[string]any{"type": "function", "name": "cms_publish_page"}}}}),
+			[]string{"calendar_create_event", "cms_publish_page"}},
+		{"a Messages choice of a tool", "/messages",
+			body(map[string]any{"model": "claude-test", "max_tokens": 1024, "tools": anthropicTools(40),
+				"messages":    []map[string]any{{"role": "user", "content": prompt}},
+				"tool_choice": map[string]any{"type": "tool", "name": "calendar_create_event"}}), []string{"calendar_create_event"}},
+	} {
+		t.Run(tc.name+" sends the named tools alone", func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{task}}
+			base := newTestGateway(t, model)
+			x := sendTo(t, base, tc.path, tc.body, map[string]string{"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"})
+			if x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			recs := model.Records()
+			if len(recs) != 1 || !sameSet(recs[0].Names, tc.want) {
+				var names [][]string
+				for _, r := range recs {
+					names = append(names, r.Names)
+				}
+				t.Errorf("the upstream was offered %v; want one call offered %v", names, tc.want)
+			}
+		})
+	}
+
+	t.Run("the guesses for the request join the session for the client's next request", func(t *testing.T) {
+		model := &fakellm.Model{Tasks: []fakellm.Task{task}}
+		base := newTestGateway(t, model)
+		hdr := map[string]string{"X-Session-ID": "forced"}
+		if x := send(t, base, chat(namedFunction("calendar_create_event")), hdr); x.status != http.StatusOK {
+			t.Fatalf("status %d: %s", x.status, x.body)
+		}
+		next := chatRequest(t, []map[string]any{{"role": "user", "content": prompt},
+			{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{"id": "c1", "type": "function",
+				"function": map[string]any{"name": "calendar_create_event", "arguments": "{}"}}}},
+			{"role": "tool", "tool_call_id": "c1", "content": "created"}}, testCatalog(40), false, nil)
+		if x := send(t, base, next, hdr); x.status != http.StatusOK {
+			t.Fatalf("status %d: %s", x.status, x.body)
+		}
+		recs := model.Records()
+		if last := recs[len(recs)-1].Names; !slices.Contains(last, SearchToolName) || !slices.Contains(last, "fs_read_file") {
+			t.Errorf("the next request, without tool_choice, offered %v; want tool_search and fs_read_file, preselected for the forced one", last)
+		}
+	})
 }
