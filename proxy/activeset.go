@@ -66,7 +66,10 @@ func kept(reason string) bool {
 // upstream calls and steps. What any search of the turn found stays
 // offered for the rest of it: its answer told the model the tools were in
 // its list, and a second search (for the task's next step, or one that
-// finds nothing) does not take back the first's.
+// finds nothing) does not take back the first's. But a search that asks
+// again at once what the one before it asked does: its earlier finds did
+// not do (passed), and offering each batch on top of the next would make
+// every repeat cost more than the last.
 func (t *turn) offered(name string) bool {
 	if !t.isActive(name) {
 		return false
@@ -80,7 +83,7 @@ func (t *turn) offered(name string) bool {
 	if len(t.found) == 0 && len(t.searched) == 0 || !t.trimsSearchRounds() {
 		return true
 	}
-	return t.searched[name] || t.found[name] || kept(t.reasons[name])
+	return t.found[name] || kept(t.reasons[name]) || t.searched[name] && !t.passed[name]
 }
 
 // searchable reports whether a search may return the tool name: one not

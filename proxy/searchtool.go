@@ -297,11 +297,25 @@ func (t *turn) search(ctx context.Context, raw string) string {
 		t.noteSearch(a.Query, nil, -1, searchListFull)
 		return t.fullAnswer()
 	}
+	asked := t.ask(a.Query)
+	if asked == t.lastAsked {
+		// Asking at once again what was just asked means the tools found
+		// did not do: the rounds after it no longer offer them (offered).
+		// Asked again after another search, they may be what the model
+		// is back for: they stay.
+		if t.passed == nil {
+			t.passed = map[string]bool{}
+		}
+		for _, name := range asked.finds {
+			t.passed[name] = true
+		}
+	}
+	t.lastAsked = asked
 	limit := a.Limit
 	if limit <= 0 {
-		// Asking again what was asked this turn means the tools found did
-		// not do: each repeat widens the default by another batch.
-		limit = t.searchLimit() * (1 + t.repeats(a.Query))
+		// Each repeat of a query this turn widens the default by
+		// another batch.
+		limit = t.searchLimit() * asked.times
 	}
 	limit = min(limit, maxSearchLimit)
 	// The round that answers this search offers what it finds, not the
@@ -347,6 +361,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 			t.searched = map[string]bool{}
 		}
 		t.found[it.Name], t.searched[it.Name] = true, true
+		asked.finds = append(asked.finds, it.Name)
 	}
 	return formatResults(a.Query, res, listed, t.unreadHints)
 }
@@ -389,16 +404,17 @@ func hasWord(q string) bool {
 	return strings.IndexFunc(q, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) >= 0
 }
 
-// newUpTo cuts ranked search results after their limit-th tool that is
-// new or named as listed; the guesses ranked above it stay, on top of the
-// limit. Listed are the tools already in the model's list (kept, or any
-// active one where search rounds offer every tool) that lead the ranking:
-// the model searched for a tool it has (one it called earlier, say), and
-// the answer says so in a line, where it used to offer a limit of other
-// tools in its place. Such tools ranked below a new one are left out, as
-// before: named there, they took the places of new tools (measured:
-// LiveMCPBench over 120 tools, 1.28x -> 1.31x calls) or cost words for
-// tools the model did not ask for.
+// newUpTo cuts ranked search results after their limit-th new tool; the
+// guesses ranked above it stay, on top of the limit. Listed are the tools
+// already in the model's list (kept, or any active one where search
+// rounds offer every tool) that lead the ranking: the model searched for
+// a tool it has (one it called earlier, say), and the answer says so in a
+// line, on top of the limit too. Taking a new tool's place each, they
+// cost the scripted model steps when it searches with a task's whole
+// text (LiveMCPBench over 120 tools, 39 -> 37 of 73). Such tools ranked
+// below a new one are left out: named there, they cost calls
+// (LiveMCPBench over 120 tools, 1.28x -> 1.31x) or words for tools the
+// model did not ask for.
 func (t *turn) newUpTo(items []selector.Result, limit int) (found []selector.Result, listed []string) {
 	counted := 0
 	for _, it := range items {
@@ -410,7 +426,6 @@ func (t *turn) newUpTo(items []selector.Result, limit int) (found []selector.Res
 			counted++
 		case !t.searchable(it.Name):
 			if len(found) == 0 {
-				counted++
 				listed = append(listed, it.Name)
 			}
 			continue
@@ -420,16 +435,27 @@ func (t *turn) newUpTo(items []selector.Result, limit int) (found []selector.Res
 	return found, listed
 }
 
-// repeats counts the earlier searches of this turn with the same query
-// (case and spacing aside) and records this one.
-func (t *turn) repeats(query string) int {
+// askedQuery is what the searches of a turn with one query (case and
+// spacing aside) did: how many there were, and what they returned.
+type askedQuery struct {
+	times int
+	finds []string
+}
+
+// ask records a search of query and returns the turn's record of it,
+// this search counted.
+func (t *turn) ask(query string) *askedQuery {
 	if t.asked == nil {
-		t.asked = map[string]int{}
+		t.asked = map[string]*askedQuery{}
 	}
 	k := strings.Join(strings.Fields(strings.ToLower(query)), " ")
-	n := t.asked[k]
-	t.asked[k] = n + 1
-	return n
+	q := t.asked[k]
+	if q == nil {
+		q = &askedQuery{}
+		t.asked[k] = q
+	}
+	q.times++
+	return q
 }
 
 // withBundles adds to the ranked search results the tools of every bundle

@@ -155,6 +155,47 @@ func TestWhatASearchFoundStaysOfferedForTheRestOfTheTurn(t *testing.T) {
 	}
 }
 
+// TestASearchRepeatedAtOnceReplacesItsFinds: a model that asks again at
+// once what it just asked says the tools found did not do, and gets the
+// next batch. Offering every batch on top of the next made each repeat
+// cost more than the last: the round after a repeat offers its own finds,
+// not the earlier ones, which stay active for the client's next request.
+// A repeat after another search is not a rejection (the third case of
+// TestWhatASearchFoundStaysOfferedForTheRestOfTheTurn).
+func TestASearchRepeatedAtOnceReplacesItsFinds(t *testing.T) {
+	const query = "create issue repository"
+	model := &scriptedTurn{reply: func(n int) string {
+		if n < 2 {
+			return searchMsg(query)
+		}
+		return textMsg("None of these files issues.")
+	}}
+	base := newTestGateway(t, model, withPolicy(loadPolicy(t, "gateway: {mode: search}\nsearch: {limit: 2}\n")))
+	x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "File a bug about the login crash."}}, testCatalog(40), false, nil), nil)
+	reqs, answers := model.requests(), model.searchAnswers()
+	if x.status != http.StatusOK || len(reqs) != 3 || len(answers) != 2 {
+		t.Fatalf("status %d after %d upstream calls and %d search answers; want 200 after 3 and 2: %s", x.status, len(reqs), len(answers), x.body)
+	}
+	first, second := foundTools(answers[0]), foundTools(answers[1])
+	if len(first) == 0 || len(second) == 0 {
+		t.Fatalf("the searches found %v, then %v; the case needs both to find tools", first, second)
+	}
+	offered := toolNames(reqs[2])
+	for _, name := range first {
+		if slices.Contains(offered, name) {
+			t.Errorf("after the repeat the round offered %v, with %s of the first batch %v", offered, name, first)
+		}
+		if slices.Contains(second, name) {
+			t.Errorf("the repeat listed %s again (%v); want the next batch", name, second)
+		}
+	}
+	for _, name := range second {
+		if !slices.Contains(offered, name) {
+			t.Errorf("after the repeat the round offered %v, without %s of its batch %v", offered, name, second)
+		}
+	}
+}
+
 // browserBundleCatalog is testCatalog(40) after eleven more browser tools,
 // so that catalog order puts browser_screenshot thirteenth of the
 // browser_* tools.
@@ -298,7 +339,7 @@ categories:
 // tools already in the model's list, so a model that searched for one it
 // had called earlier was answered with a limit of other tools, as if its
 // tool were not there. When such tools lead the ranking, the answer now
-// names them in a line, and they take their places in the limit.
+// names them in a line, on top of the limit of new tools.
 func TestASearchForAToolTheModelHasSaysItIsInItsList(t *testing.T) {
 	const issue = "repo_create_issue"
 	history := []map[string]any{
@@ -312,8 +353,8 @@ func TestASearchForAToolTheModelHasSaysItIsInItsList(t *testing.T) {
 		listed      bool // the answer names repo_create_issue as in the list
 		found       int  // how many new tools it lists
 	}{
-		{"a search by the tool's name says it is in the list and offers one tool fewer", issue, true, 2},
-		{"a search by its words says the same", "create issue repository", true, 2},
+		{"a search by the tool's name says it is in the list and still offers a limit of new tools", issue, true, 3},
+		{"a search by its words says the same", "create issue repository", true, 3},
 		{"a search that ranks a new tool first says nothing of it", "send email recipients", false, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -83,15 +83,21 @@ type turn struct {
 	// a whole answer carries it, as a stream's first event does.
 	promptFilter string
 	searches     int
-	asked        map[string]int // normalised search queries -> times asked this turn
-	misses       int            // calls of client tools the call's tools array did not carry
-	dropped      []string       // earlier turns' guesses never called, dropped by this user turn
+	asked        map[string]*askedQuery // normalised search queries -> what their searches did this turn
+	lastAsked    *askedQuery            // the turn's latest search's
+	misses       int                    // calls of client tools the call's tools array did not carry
+	dropped      []string               // earlier turns' guesses never called, dropped by this user turn
 
 	// found holds the tools the latest round's searches returned, searched
 	// what every search of this turn returned; once a search has returned
 	// a tool, each later round offers only what the searches returned and
 	// the kept tools (see offered).
 	found, searched map[string]bool
+	// passed holds what a search returned that the next search, with the
+	// same query, passed over: the model said, by asking again at once,
+	// that none of it fits, so the rounds after it do not offer it (see
+	// offered).
+	passed map[string]bool
 	// guided holds the categories whose guidance a search answer of this
 	// turn has carried (unreadHints).
 	guided map[string]bool
