@@ -58,14 +58,17 @@ func lowerCap(cap int64, v gjson.Result) int64 {
 	return cap
 }
 
-// setOutputCap returns body with each member of paths that it holds set
-// to req.OutputLeft, when that is above 0; body as it is otherwise.
+// setOutputCap returns body with each member of paths that sets a cap
+// (capOf) set to req.OutputLeft, when that is above 0; body as it is
+// otherwise. A member the client left null stays null: written as a
+// number, a max_tokens: null would reach a reasoning model that refuses
+// max_tokens.
 func setOutputCap(body []byte, req *Request, paths ...string) ([]byte, error) {
 	if req.OutputLeft <= 0 {
 		return body, nil
 	}
 	for _, p := range paths {
-		if !gjson.GetBytes(body, p).Exists() {
+		if capOf(gjson.GetBytes(body, p)) == 0 {
 			continue
 		}
 		var err error

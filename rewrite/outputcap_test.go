@@ -24,6 +24,7 @@ func TestAnOutputCapLeavesWhatTheAPITakes(t *testing.T) {
 	}{
 		{"a request without a cap may always go on", Chat{}, `{"model":"m",` + user + `}`, 500, 0, true, nil},
 		{"Chat's lower cap of its two names caps the turn, in both", Chat{}, `{"model":"m","max_tokens":90,"max_completion_tokens":60,` + user + `}`, 40, 20, true, []string{"max_tokens", "max_completion_tokens"}},
+		{"a Chat cap member left null stays null", Chat{}, `{"model":"m","max_tokens":null,"max_completion_tokens":60,` + user + `}`, 40, 20, true, []string{"max_completion_tokens"}},
 		{"Chat takes a cap of one token", Chat{}, `{"model":"m","max_completion_tokens":41,` + user + `}`, 40, 1, true, []string{"max_completion_tokens"}},
 		{"a spent Chat cap stops the turn", Chat{}, `{"model":"m","max_completion_tokens":40,` + user + `}`, 40, 0, false, nil},
 		{"the Responses API takes no cap under 16", Responses{}, `{"model":"m","max_output_tokens":55,"input":"hi"}`, 40, 15, false, nil},
@@ -59,6 +60,9 @@ func TestAnOutputCapLeavesWhatTheAPITakes(t *testing.T) {
 				}
 				if got := gjson.GetBytes(body, m).Int(); got != want {
 					t.Errorf("the round's %s is %d; want %d", m, got, want)
+				}
+				if was := gjson.Get(tc.body, m); was.Type == gjson.Null && was.Exists() && gjson.GetBytes(body, m).Type != gjson.Null {
+					t.Errorf("the round's %s is %s; the client's null must stay null", m, gjson.GetBytes(body, m).Raw)
 				}
 			}
 		})
