@@ -105,8 +105,9 @@ func (t *turn) trimsSearchRounds() bool { return t.snap.Gateway.SearchRound != p
 // used; then this turn's own picks (preselected, follow-up, explored,
 // discovered) that no search returned, oldest first; then what the turn's
 // earlier searches returned, oldest first; what the round's searches just
-// found goes last, its lowest ranked first, for the round that answers
-// them offers it and its results told the model so. Pinned tools stay. A
+// found or named as held goes last, its lowest ranked first, for the
+// round that answers them offers it and its results told the model so.
+// Pinned tools stay. A
 // search's find that goes may be found again (see searchable).
 func (t *turn) bound() {
 	max := t.snap.Gateway.MaxActive
@@ -134,30 +135,38 @@ func (t *turn) bound() {
 			}
 		}
 	}
-	take(t.st.Active, func(n string) bool { return earlier(n) && !slices.Contains(t.st.Recent, n) })
-	take(t.st.Recent, earlier)
-	take(t.st.Active, func(n string) bool { return !t.found[n] && !t.searched[n] })
-	take(t.st.Active, func(n string) bool { return !t.found[n] })
+	justFound := func(n string) bool { return t.found[n] || t.listed[n] }
+	take(t.st.Active, func(n string) bool { return earlier(n) && !justFound(n) && !slices.Contains(t.st.Recent, n) })
+	take(t.st.Recent, func(n string) bool { return earlier(n) && !justFound(n) })
+	take(t.st.Active, func(n string) bool { return !justFound(n) && !t.searched[n] })
+	take(t.st.Active, func(n string) bool { return !justFound(n) })
 	newestFirst := slices.Clone(t.st.Active) // found tools joined in rank order
 	slices.Reverse(newestFirst)
 	take(newestFirst, func(string) bool { return true })
 	for _, n := range victims {
 		delete(t.reasons, n)
 		delete(t.searched, n)
+		delete(t.passed, n)
 	}
 	t.st.Remove(victims)
 }
 
 // room is how many tools a search may still add this round and keep:
-// max_active less the pinned tools and what the round's searches found
-// (see bound), 0 when those fill it or more (core tools alone may), or -1
-// when there is no bound.
+// max_active less the pinned tools and what the round's searches found or
+// named as held (see bound), 0 when those fill it or more (core tools
+// alone may), or -1 when there is no bound.
 func (t *turn) room() int {
 	limit := t.snap.Gateway.MaxActive
 	if limit <= 0 {
 		return -1
 	}
-	return max(limit-len(t.pinned)-len(t.found), 0)
+	kept := len(t.pinned) + len(t.found)
+	for name := range t.listed {
+		if !t.pinned[name] && !t.found[name] {
+			kept++
+		}
+	}
+	return max(limit-kept, 0)
 }
 
 func (t *turn) count() int {

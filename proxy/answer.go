@@ -40,6 +40,7 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call, round int) []re
 		}
 	}
 	clear(t.found)
+	clear(t.listed)
 	searched := 0
 	for _, c := range calls {
 		answered := len(results)

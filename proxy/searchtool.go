@@ -340,6 +340,12 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	}
 	var listed []string
 	res.Items, listed = t.newUpTo(res.Items, limit)
+	for _, name := range listed {
+		if t.listed == nil {
+			t.listed = map[string]bool{}
+		}
+		t.listed[name] = true
+	}
 	// A bundle the query names fills the answer up to the limit the model
 	// asked for, else up to the most one search returns.
 	res.Items = t.withBundles(a.Query, res.Items, cmp.Or(a.Limit, maxSearchLimit))

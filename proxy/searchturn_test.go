@@ -381,6 +381,35 @@ func TestASearchForAToolTheModelHasSaysItIsInItsList(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a tool the answer names as held stays in a full list", func(t *testing.T) {
+		// Called in an earlier user turn, the tool is not pinned: with
+		// max_active full of the search's finds, bound took it first, and
+		// the round after the answer that named it went without it.
+		earlier := append(slices.Clone(history),
+			map[string]any{"role": "assistant", "content": "Filed #1."},
+			map[string]any{"role": "user", "content": "Now file one about the logout crash."})
+		model := &scriptedTurn{reply: func(n int) string {
+			if n == 0 {
+				return searchMsg("create issue repository")
+			}
+			return textMsg("Done.")
+		}}
+		base := newTestGateway(t, model, withPolicy(loadPolicy(t, "gateway: {mode: search, max_active: 3}\nsearch: {limit: 3}\n")))
+		if x := send(t, base, chatRequest(t, earlier, testCatalog(40), false, nil), nil); x.status != http.StatusOK {
+			t.Fatalf("status %d: %s", x.status, x.body)
+		}
+		answers, reqs := model.searchAnswers(), model.requests()
+		if len(answers) != 1 || !strings.HasPrefix(answers[0], "Already in your tool list: "+issue+".\n") {
+			t.Fatalf("search answers %q; the case needs one that names %s as held", answers, issue)
+		}
+		names := toolNames(reqs[1])
+		if !slices.Contains(names, issue) {
+			t.Errorf("the round after the answer offered %v, without %s, which the answer said the model has", names, issue)
+		}
+		if len(names) > 1+3 {
+			t.Errorf("the round offered %v: more than tool_search and max_active 3", names)
+		}
+	})
 	t.Run("an answer whose only match is in the list says no other tool matched", func(t *testing.T) {
 		got := formatResults(issue, selector.Results{}, []string{issue}, nil)
 		if got != "Already in your tool list: "+issue+".\nNo other tools matched \""+issue+"\"." {

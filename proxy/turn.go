@@ -93,6 +93,11 @@ type turn struct {
 	// a tool, each later round offers only what the searches returned and
 	// the kept tools (see offered).
 	found, searched map[string]bool
+	// listed holds what the latest round's search answers named as
+	// already in the model's list (newUpTo): the round that answers them
+	// keeps them as it keeps what they found (bound, room), or the answer
+	// would have told the model of a tool it is not sent.
+	listed map[string]bool
 	// passed holds what a search returned that the next search, with the
 	// same query, passed over: the model said, by asking again at once,
 	// that none of it fits, so the rounds after it do not offer it (see
