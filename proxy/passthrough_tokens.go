@@ -34,27 +34,28 @@ func (tr *tracker) notePassthroughTools(req *rewrite.Request, raws []string, pos
 // usage from; a longer one goes uncounted.
 const maxUsageTap = 1 << 20
 
-// maxUsageLine bounds the stream line a passthrough holds while it arrives
-// in pieces, as the relay bounds an event: a Responses stream's usage is
-// in response.completed, which repeats the request's tools and the whole
-// output (an image's base64 too), so the line may be as long as the
-// answer. A longer line is skipped.
-const maxUsageLine = maxEventSize
+// usageWindow is how much of a stream line a passthrough keeps while the
+// line arrives in pieces: its end. A Responses stream's usage is in
+// response.completed, which repeats the request's tools and the whole
+// output (an image's base64 too) and may be as long as the answer; the
+// usage closes it, followed only by a few short members, so the line's
+// end holds it, and the tap never holds the line.
+const usageWindow = 64 << 10
 
 // usageTap reads a passed-through answer's usage as it is relayed: a
 // whole (non-streamed) answer is kept up to maxUsageTap and read at the
-// end; a stream is read line by line, and only its last data line that
-// carries input tokens is kept (its usage), never the stream. The usage
-// may be anywhere: OpenAI's include_usage chunk and Anthropic's
-// message_delta come last, the Responses API's response.completed is
-// longer than any fixed end of the stream, and an Anthropic-compatible
-// upstream may count input tokens in its first event, message_start,
-// alone. Only uncompressed 200s with tools are read.
+// end; a stream is read line by line, each line's last "usage" object
+// (within its last usageWindow bytes), and only the latest usage that
+// carries input tokens is kept, never the stream. The usage may be
+// anywhere: OpenAI's include_usage chunk and Anthropic's message_delta
+// come last, the Responses API's response.completed is longer than any
+// fixed end of the stream, and an Anthropic-compatible upstream may count
+// input tokens in its first event, message_start, alone. Only
+// uncompressed 200s with tools are read.
 type usageTap struct {
 	on     bool
 	stream bool
-	buf    []byte // a whole answer; a stream's line begun in an earlier read
-	long   bool   // the stream's current line passed maxUsageLine
+	buf    []byte // a whole answer; the end of a stream's line begun in an earlier read
 	last   []byte // a stream's latest usage with input tokens
 }
 
@@ -78,7 +79,8 @@ func (u *usageTap) see(b []byte) {
 }
 
 // seeLines reads a stream's next bytes: a line whole in b is read in
-// place, one cut by the read is held until its end arrives.
+// place, one cut by the read is held (its last usageWindow bytes) until
+// its end arrives.
 func (u *usageTap) seeLines(b []byte) {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
@@ -86,14 +88,15 @@ func (u *usageTap) seeLines(b []byte) {
 		if i >= 0 {
 			part = b[:i]
 		}
-		switch {
-		case u.long:
-		case len(u.buf)+len(part) > maxUsageLine:
-			u.long, u.buf = true, nil
-		case i >= 0 && len(u.buf) == 0:
+		if i >= 0 && len(u.buf) == 0 {
 			u.line(part)
-		default:
+		} else {
 			u.buf = append(u.buf, part...)
+			if len(u.buf) > 2*usageWindow {
+				// Dropped a window at a time, so that each byte is
+				// moved at most twice.
+				u.buf = append(u.buf[:0], u.buf[len(u.buf)-usageWindow:]...)
+			}
 			if i >= 0 {
 				u.line(u.buf)
 			}
@@ -101,22 +104,38 @@ func (u *usageTap) seeLines(b []byte) {
 		if i < 0 {
 			return
 		}
-		u.long, u.buf, b = false, u.buf[:0], b[i+1:]
+		u.buf, b = u.buf[:0], b[i+1:]
 	}
 }
 
-// line keeps the usage of a data line that carries input tokens.
+// line keeps the usage of a line whose last "usage" member is an object
+// that counts input tokens. Most lines are deltas, without one or with
+// "usage": null (OpenAI's every chunk, with include_usage): they are
+// ruled out by a scan, before gjson reads (and copies) anything.
 func (u *usageTap) line(l []byte) {
-	data, ok := bytes.CutPrefix(bytes.TrimSpace(l), []byte("data:"))
-	// Most lines are deltas: one scan rules them out before gjson reads any.
-	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
-		return
+	if usage, ok := lastUsage(l); ok && rewrite.HasInputTokens(usage) {
+		u.last = append(u.last[:0], usage.Raw...)
 	}
-	data = bytes.TrimSpace(data)
-	for _, path := range [...]string{"usage", "response.usage", "message.usage"} {
-		if usage := gjson.GetBytes(data, path); rewrite.HasInputTokens(usage) {
-			u.last = append(u.last[:0], usage.Raw...)
-			return
+}
+
+// lastUsage returns the last "usage" member of l whose value is an
+// object. A key is never inside a JSON string (its quotes would be
+// escaped there), and the usage of a Responses event follows the tools
+// it repeats, whose schemas may name a property "usage".
+func lastUsage(l []byte) (gjson.Result, bool) {
+	key := []byte(`"usage"`)
+	for end := len(l); ; {
+		i := bytes.LastIndex(l[:end], key)
+		if i < 0 {
+			return gjson.Result{}, false
+		}
+		end = i
+		v := bytes.TrimLeft(l[i+len(key):], " \t")
+		if len(v) == 0 || v[0] != ':' {
+			continue
+		}
+		if v = bytes.TrimLeft(v[1:], " \t"); len(v) > 0 && v[0] == '{' {
+			return gjson.ParseBytes(v), true
 		}
 	}
 }
@@ -144,7 +163,7 @@ func (u *usageTap) usage() gjson.Result {
 	case !u.stream:
 		return gjson.GetBytes(u.buf, "usage")
 	}
-	if len(u.buf) > 0 && !u.long {
+	if len(u.buf) > 0 {
 		// The stream's last line, which no newline ended.
 		u.line(u.buf)
 		u.buf = u.buf[:0]

@@ -150,10 +150,17 @@ func TestGuardStreamEndsAFailedStreamWithAnEventOfItsOwn(t *testing.T) {
 // TestAStreamsUsageIsReadWhateverItsReads: the usage event of a
 // passed-through stream is found however the relay's reads cut the
 // stream, a stream without one counts nothing, and what the tap holds is
-// never more than the line it is reading.
+// never more than the line it is reading, nor more than two windows of a
+// line longer than that (a response.completed repeating a generated
+// image held the whole line, up to 64 MB).
 func TestAStreamsUsageIsReadWhateverItsReads(t *testing.T) {
 	usage := sseData(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":4321,"completion_tokens":1,"total_tokens":4322}}`)
 	long := strings.Repeat(textChunk(strings.Repeat("usage ", 40)), 300)
+	// A Responses response.completed: tools whose schema names a
+	// property usage, an image's base64 longer than the window, then the
+	// usage and the members after it.
+	completed := "event: response.completed\n" + sseData(`{"type":"response.completed","sequence_number":9,"response":{"id":"resp_1","tools":[{"type":"function","name":"bill","parameters":{"type":"object","properties":{"usage":{"type":"string"}}}}],`+
+		`"output":[{"type":"image_generation_call","result":"`+strings.Repeat("iVBORw0K", 40<<10)+`"}],"usage" : {"input_tokens":4321,"output_tokens":5},"user":null,"metadata":{}}}`)
 	tests := []struct {
 		name, stream string
 		read         int
@@ -164,6 +171,9 @@ func TestAStreamsUsageIsReadWhateverItsReads(t *testing.T) {
 		{"a long stream read in 24 KiB pieces", long + usage + doneEvent, 24 << 10, 4321},
 		{"a stream whose usage line has no final newline", long + strings.TrimSuffix(usage, "\n\n"), 4096, 4321},
 		{"a stream without a usage event", long + doneEvent, 4096, 0},
+		{"a response.completed longer than the window, read in 32 KiB pieces", long + completed, 32 << 10, 4321},
+		{"a response.completed longer than the window, read in one piece", completed, len(completed), 4321},
+		{"chunks whose usage is null before the usage chunk", strings.Repeat(sseData(`{"choices":[{"delta":{"content":"x"}}],"usage":null}`), 50) + usage, 100, 4321},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,8 +186,8 @@ func TestAStreamsUsageIsReadWhateverItsReads(t *testing.T) {
 				n := min(tt.read, len(s))
 				u.see([]byte(s[:n]))
 				s = s[n:]
-				if len(u.buf) > longest {
-					t.Fatalf("held %d bytes; want at most the longest line's %d", len(u.buf), longest)
+				if len(u.buf) > min(longest, 2*usageWindow+n) {
+					t.Fatalf("held %d bytes; want at most the longest line's %d, and two windows and a read", len(u.buf), longest)
 				}
 			}
 			if got, _ := u.tokens(); got != tt.want {
@@ -185,4 +195,11 @@ func TestAStreamsUsageIsReadWhateverItsReads(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a chunk whose usage is null costs no allocation", func(t *testing.T) {
+		chunk := []byte(sseData(`{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"x"}}],"usage":null}`))
+		u := &usageTap{on: true, stream: true}
+		if n := testing.AllocsPerRun(100, func() { u.see(chunk) }); n != 0 {
+			t.Errorf("%v allocations a chunk; want 0", n)
+		}
+	})
 }
