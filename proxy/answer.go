@@ -48,10 +48,11 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call, round int) []re
 		case c.Name == t.searchName && round >= t.maxRounds():
 			// The round offered no search, yet the model searched (it sees
 			// its earlier searches in the conversation): it gets the one
-			// round more that canContinue allows, told to finish.
+			// round more that canContinue allows, told to finish, and that
+			// round forbids every call (roundTools), as the answer says.
 			t.refuseSearch(c, searchSpent)
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
-				"Error: this request's searches are spent (at most %d). Do not search again now: use the tools offered, or answer without a tool.", t.maxRounds())})
+				"Error: this request's searches are spent (at most %d). No tool can be called now: answer in text with what you have.", t.maxRounds())})
 		case c.Name == t.searchName && searched >= maxSearchesPerRound:
 			t.refuseSearch(c, searchTooMany)
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
