@@ -200,16 +200,22 @@ func readStream(t *testing.T, r io.Reader) streamReply {
 			rep.usage = append(rep.usage, u)
 		}
 		ch := ev.Get("choices.0")
-		if r := ch.Get("delta.role"); r.Exists() {
+		// A null member is none, as the SDKs read it (SGLang writes
+		// every member of a delta).
+		if r := ch.Get("delta.role"); r.Type == gjson.String {
 			rep.roles = append(rep.roles, r.String())
-		} else if len(rep.roles) == 0 && (ch.Get("delta.content").String() != "" || ch.Get("delta.tool_calls").Exists()) {
+		} else if len(rep.roles) == 0 && (ch.Get("delta.content").String() != "" || ch.Get("delta.tool_calls").IsArray()) {
 			rep.lateRole = true
 		}
 		rep.content += ch.Get("delta.content").String()
 		if f := ch.Get("finish_reason").String(); f != "" {
 			rep.finishes = append(rep.finishes, f)
 		}
-		ch.Get("delta.tool_calls").ForEach(func(_, c gjson.Result) bool {
+		deltaCalls := ch.Get("delta.tool_calls")
+		if !deltaCalls.IsArray() {
+			deltaCalls = gjson.Result{}
+		}
+		deltaCalls.ForEach(func(_, c gjson.Result) bool {
 			i := int(c.Get("index").Int())
 			rep.indexes = append(rep.indexes, int64(i))
 			for len(calls) <= i {

@@ -336,7 +336,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 				edit.Finish, emitFinish = "null", false
 			}
 		}
-		hasRole := ev.Delta.Get("role").Exists()
+		hasRole := ev.Role
 		if !ev.Text && len(calls) == 0 && !emitFinish && !hasRole && sent && ev.Annotation() {
 			// A verdict on text this round sent (Azure's asynchronous
 			// content filter): the client acts on it, so it goes on. One

@@ -339,15 +339,19 @@ func ParseResponse(body []byte) (*Response, error) {
 	if pf := root.Get("prompt_filter_results"); pf.Exists() {
 		r.PromptFilter = pf.Raw
 	}
-	msg.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
-		r.Calls = append(r.Calls, Call{
-			ID:        c.Get("id").String(),
-			Name:      c.Get("function.name").String(),
-			Arguments: c.Get("function.arguments").String(),
-			Extra:     otherMembers(c, callKey),
+	// As in a stream's delta (ParseEvent): a null tool_calls, which
+	// SGLang writes in every message without calls, is no call.
+	if calls := msg.Get("tool_calls"); calls.IsArray() {
+		calls.ForEach(func(_, c gjson.Result) bool {
+			r.Calls = append(r.Calls, Call{
+				ID:        c.Get("id").String(),
+				Name:      c.Get("function.name").String(),
+				Arguments: c.Get("function.arguments").String(),
+				Extra:     otherMembers(c, callKey),
+			})
+			return true
 		})
-		return true
-	})
+	}
 	return r, nil
 }
 

@@ -28,6 +28,8 @@ type Event struct {
 	// Choice is the choice index the delta belongs to; -1 when the chunk
 	// carries no choice (the usage chunk).
 	Choice int64
+	// Role is true when the delta has a role (a string; a null is none).
+	Role bool
 	// Text is true when the delta carries anything for the client besides
 	// the role and tool calls: content, a refusal, reasoning text.
 	Text bool
@@ -112,14 +114,24 @@ func ParseEvent(data []byte, ev *Event) error {
 	delta.ForEach(func(k, v gjson.Result) bool {
 		switch k.String() {
 		case "role":
+			// A role is a string: SGLang writes "role": null in every
+			// delta after the first, which read as a role of its own
+			// kept the client from getting the held "assistant" one.
+			ev.Role = v.Type == gjson.String
 		case "content":
 			ev.Content, ev.ContentParts = contentOf(v)
 			ev.Text = ev.Content != "" || ev.ContentParts != ""
 		case "tool_calls":
-			v.ForEach(func(_, c gjson.Result) bool {
-				ev.Calls = append(ev.Calls, parseCallDelta(c))
-				return true
-			})
+			// Only an array holds calls: gjson's ForEach calls back once
+			// over a null, and SGLang writes "tool_calls": null in every
+			// delta, which read as a nameless call that the relay took
+			// for the client's and ended the turn on.
+			if v.IsArray() {
+				v.ForEach(func(_, c gjson.Result) bool {
+					ev.Calls = append(ev.Calls, parseCallDelta(c))
+					return true
+				})
+			}
 		default:
 			if v.Type != gjson.Null {
 				ev.Extra = true

@@ -93,3 +93,40 @@ func TestEditEventShiftsADeltasCitations(t *testing.T) {
 		t.Errorf("EditEvent gave %s, want %s", out, want)
 	}
 }
+
+// TestANullMemberIsNeitherACallNorARole: SGLang writes every member of a
+// delta or a message, nulls included; gjson's ForEach calls back once over
+// a null, so "tool_calls": null read as one nameless call.
+func TestANullMemberIsNeitherACallNorARole(t *testing.T) {
+	const head = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":`
+	for _, tc := range []struct {
+		name     string
+		delta    string
+		calls    int
+		role     bool
+		wantText bool
+	}{
+		{"a role chunk with null calls and reasoning has a role and no call", `{"role":"assistant","content":"","tool_calls":null,"reasoning_content":null}`, 0, true, false},
+		{"a text chunk with a null role and null calls has neither", `{"role":null,"content":"Hi","tool_calls":null}`, 0, false, true},
+		{"a call chunk beside a null role has its one call", `{"role":null,"content":null,"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":""}}]}`, 1, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev Event
+			if err := ParseEvent([]byte(head+tc.delta+`,"finish_reason":null}]}`), &ev); err != nil {
+				t.Fatal(err)
+			}
+			if len(ev.Calls) != tc.calls || ev.Role != tc.role || ev.Text != tc.wantText {
+				t.Errorf("%d calls %+v, Role %v, Text %v; want %d calls, Role %v, Text %v", len(ev.Calls), ev.Calls, ev.Role, ev.Text, tc.calls, tc.role, tc.wantText)
+			}
+		})
+	}
+	t.Run("a whole message with null calls has none", func(t *testing.T) {
+		r, err := ParseResponse([]byte(`{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hi","tool_calls":null,"reasoning_content":null},"finish_reason":"stop"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Calls) != 0 || r.Content != "Hi" || r.Extra != "" {
+			t.Errorf("calls %+v, content %q, extra %q; want no call, Hi, no extra", r.Calls, r.Content, r.Extra)
+		}
+	})
+}
