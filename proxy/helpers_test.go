@@ -191,7 +191,7 @@ func readStream(t *testing.T, r io.Reader) streamReply {
 			continue
 		}
 		ev := gjson.Parse(data)
-		if ev.Get("error").Exists() {
+		if e := ev.Get("error"); e.Exists() && e.Type != gjson.Null {
 			rep.errorEvent = true
 			continue
 		}

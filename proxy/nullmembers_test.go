@@ -82,3 +82,63 @@ func TestAProvidersNullMembersAreNotCalls(t *testing.T) {
 		}
 	})
 }
+
+// TestANullErrorIsNoError: a chunk may carry "error": null beside its
+// choices, which gjson reads as existing. Before, the relay took such a
+// chunk for the upstream's error event and ended the stream with it,
+// after the first chunk; an error that is there still ends the stream.
+func TestANullErrorIsNoError(t *testing.T) {
+	chunk := func(errMember, delta, finish string) string {
+		return sseData(fmt.Sprintf(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","error":%s,"choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`, errMember, delta, finish))
+	}
+	for _, tc := range []struct {
+		name      string
+		rounds    []string
+		content   string
+		upstream  int32
+		wantError bool
+	}{
+		{
+			name: "chunks with a null error stream on through a search round",
+			rounds: []string{
+				chunk("null", `{"role":"assistant","content":"Let me look. "}`, "null") +
+					chunk("null", `{"tool_calls":[{"index":0,"id":"call_s","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"send chat message\"}"}}]}`, "null") +
+					chunk("null", `{}`, `"tool_calls"`) + doneEvent,
+				chunk("null", `{"role":"assistant","content":"Posted"}`, "null") +
+					chunk("null", `{"content":" it."}`, "null") +
+					chunk("null", `{}`, `"stop"`) + doneEvent,
+			},
+			content:  "Let me look. Posted it.",
+			upstream: 2,
+		},
+		{
+			name: "a chunk with an error object still ends the stream with it",
+			rounds: []string{
+				chunk("null", `{"role":"assistant","content":"Let"}`, "null") +
+					chunk(`{"message":"upstream overloaded","code":502}`, `{"content":""}`, `"error"`) + doneEvent,
+			},
+			content:   "Let",
+			upstream:  1,
+			wantError: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			base := newTestGateway(t, sseHandler(&calls, tc.rounds...), searchOnly(t))
+			x := send(t, base, bigRequest(t, true), nil)
+			rep := readStream(t, bytes.NewReader(x.body))
+			if rep.content != tc.content || calls.Load() != tc.upstream {
+				t.Errorf("client content %q after %d upstream calls, want %q after %d: %s", rep.content, calls.Load(), tc.content, tc.upstream, x.body)
+			}
+			if tc.wantError {
+				if !rep.errorEvent || rep.dones != 0 {
+					t.Errorf("error event %v, [DONE] %d; want the upstream's error and no [DONE]: %s", rep.errorEvent, rep.dones, x.body)
+				}
+				return
+			}
+			if rep.errorEvent || rep.dones != 1 || !slices.Equal(rep.finishes, []string{"stop"}) {
+				t.Errorf("error event %v, [DONE] %d, finishes %v; want a clean end with stop: %s", rep.errorEvent, rep.dones, rep.finishes, x.body)
+			}
+		})
+	}
+}

@@ -46,7 +46,12 @@ type Event struct {
 	Calls  []CallDelta
 	Finish string
 	Usage  gjson.Result
-	Error  gjson.Result
+	// Error is the chunk's error member when it reports one: an object
+	// (OpenAI's, OpenRouter's mid-stream error) or a non-empty string.
+	// A null is none: servers that write every member of their chunk
+	// type send "error": null on chunks that are fine, and reading it as
+	// an error ended their streams after the first chunk.
+	Error gjson.Result
 
 	choice gjson.Result // the first choice, for Annotation
 }
@@ -88,7 +93,10 @@ func ParseEvent(data []byte, ev *Event) error {
 	}
 	var top [8]gjson.Result
 	firstValues(root, chunkKeys, top[:])
-	ev.ID, ev.Model, ev.Created, ev.Usage, ev.Error = top[0].String(), top[1].String(), top[2].Int(), top[3], top[4]
+	ev.ID, ev.Model, ev.Created, ev.Usage = top[0].String(), top[1].String(), top[2].Int(), top[3]
+	if e := top[4]; e.IsObject() || e.Type == gjson.String && e.Str != "" {
+		ev.Error = e
+	}
 	ev.SystemFingerprint, ev.ServiceTier = top[6].String(), top[7].String()
 	var ch gjson.Result
 	if choices := top[5]; choices.IsArray() {

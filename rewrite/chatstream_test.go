@@ -130,3 +130,26 @@ func TestANullMemberIsNeitherACallNorARole(t *testing.T) {
 		}
 	})
 }
+
+func TestAChunksErrorIsOneOnlyWhenItSaysSomething(t *testing.T) {
+	for _, tc := range []struct {
+		name, member string
+		want         bool
+	}{
+		{"an error object is one", `{"message":"overloaded","code":502}`, true},
+		{"an error message alone is one", `"overloaded"`, true},
+		{"a null error is none", `null`, false},
+		{"an empty error message is none", `""`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev Event
+			chunk := `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","error":` + tc.member + `,"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`
+			if err := ParseEvent([]byte(chunk), &ev); err != nil {
+				t.Fatal(err)
+			}
+			if got := ev.Error.Exists(); got != tc.want {
+				t.Errorf("Error %s read as an error: %v, want %v", tc.member, got, tc.want)
+			}
+		})
+	}
+}
