@@ -210,6 +210,29 @@ func (e *statusError) Error() string {
 	return fmt.Sprintf("upstream answered %d", e.resp.StatusCode)
 }
 
+// errorAnswer returns the refusal a 2xx answer holds in place of one, or
+// nil: a JSON object whose "error" is an object. OpenRouter answers 200
+// once it has started on a request and reports a failure after that in
+// the body ({"error":{"code":429,"message",...,"metadata"}}), where a
+// dialect's parse finds no answer (no choices). The client gets the
+// upstream's body as it came, under the status its code names when that
+// is an HTTP error status, else 502: a gateway_error of its own lost the
+// provider's message, code and metadata.
+func errorAnswer(resp *http.Response, body []byte) *statusError {
+	if !gjson.ValidBytes(body) {
+		return nil
+	}
+	e := gjson.GetBytes(body, "error")
+	if !e.IsObject() {
+		return nil
+	}
+	status := http.StatusBadGateway
+	if c := e.Get("code"); c.Type == gjson.Number && c.Num >= 400 && c.Num < 600 && c.Num == float64(int(c.Num)) {
+		status = int(c.Num)
+	}
+	return &statusError{resp: &http.Response{StatusCode: status, Header: resp.Header}, body: body}
+}
+
 // upstreamStatusError is what a stream that already started tells its
 // client of an upstream's refusal of a later round: the upstream's own
 // type, code, message and param where its body has them (OpenAI's

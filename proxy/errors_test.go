@@ -304,3 +304,49 @@ func TestACompileWithoutRoomIsARetryable503(t *testing.T) {
 		})
 	}
 }
+
+// TestAnErrorAnsweredWith200IsTheUpstreamsError: OpenRouter answers 200
+// once it has started on a request, and a failure after that comes as the
+// 200's whole body, {"error":{...}} without choices. The client gets that
+// body as it came, under the status its code names (502 when it names
+// none), whichever round it ends. Before, it got the gateway's 502
+// "upstream response has no choices array", without the provider's
+// message, code and metadata.
+func TestAnErrorAnsweredWith200IsTheUpstreamsError(t *testing.T) {
+	const (
+		rateLimited = `{"error":{"message":"Provider returned error","code":429,"metadata":{"raw":"{\"error\":\"rate limited\"}","provider_name":"Chutes"}},"user_id":"user_1"}`
+		noStatus    = `{"error":{"message":"The provider failed","code":"server_error"}}`
+	)
+	for _, tc := range []struct {
+		name    string
+		answers []string // the upstream's bodies, all with 200, in order
+		status  int
+	}{
+		{"an error to the first round keeps the status its code names", []string{rateLimited}, http.StatusTooManyRequests},
+		{"an error to the round after a search keeps the status its code names", []string{searchReply, rateLimited}, http.StatusTooManyRequests},
+		{"an error whose code is no HTTP status is a 502 with the upstream's body", []string{searchReply, noStatus}, http.StatusBadGateway},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				n := int(calls.Add(1)) - 1
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("X-Generation-Id", "gen-1")
+				_, _ = io.WriteString(w, tc.answers[min(n, len(tc.answers)-1)])
+			})
+			base := newTestGateway(t, up, searchOnly(t))
+			x := send(t, base, bigRequest(t, false), nil)
+			want := tc.answers[len(tc.answers)-1]
+			if x.status != tc.status || string(x.body) != want {
+				t.Errorf("got %d %s; want %d with the upstream's body %s", x.status, x.body, tc.status, want)
+			}
+			if n := int(calls.Load()); n != len(tc.answers) {
+				t.Errorf("the upstream got %d requests, want %d", n, len(tc.answers))
+			}
+			if got := x.header.Get("X-Generation-Id"); got != "gen-1" {
+				t.Errorf("X-Generation-Id = %q, want the upstream's headers with its error", got)
+			}
+		})
+	}
+}

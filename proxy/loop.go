@@ -50,6 +50,10 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		}
 		out, err := t.d.ParseResponse(raw)
 		if err != nil {
+			if se := errorAnswer(resp, raw); se != nil {
+				g.failTurn(w, r, t, se)
+				return
+			}
 			g.failTurn(w, r, t, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err))
 			return
 		}
