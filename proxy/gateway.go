@@ -91,7 +91,8 @@ type Gateway struct {
 
 	// HeldKeepAlive bounds how long a stream leaves its client without a
 	// byte while the gateway holds the upstream's events back (a round's
-	// reasoning, until an item the client sees follows it): past it a
+	// reasoning, until what it led to shows: an item the client sees,
+	// or a Chat delta's text or call): past it a
 	// comment line goes out, which SSE parsers skip, so that an idle
 	// timeout between (60 s on ALB and nginx) does not cut a stream that
 	// is in fact busy. 0 means 15 seconds.

@@ -14,11 +14,12 @@ import (
 )
 
 // TestHeldReasoningKeepsTheStreamAlive: a reasoning model streams its
-// summary (Responses) or thinking (Messages) for a while before what it
-// decided on; the gateway holds those events until an item the client
-// sees follows them, and meanwhile the client gets a comment every
-// HeldKeepAlive, so an idle timeout between does not cut the stream.
-// Before, the client got nothing from the first held event to the answer.
+// reasoning (Chat deltas), summary (Responses) or thinking (Messages) for
+// a while before what it decided on; the gateway holds those events until
+// what the client sees follows them, and meanwhile the client gets a
+// comment every HeldKeepAlive, so an idle timeout between does not cut
+// the stream. Before, the client got nothing from the first held event to
+// the answer.
 func TestHeldReasoningKeepsTheStreamAlive(t *testing.T) {
 	const (
 		deltas = 8
@@ -69,11 +70,22 @@ func TestHeldReasoningKeepsTheStreamAlive(t *testing.T) {
 		event(w, "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 5}})
 		event(w, "message_stop", map[string]any{"type": "message_stop"})
 	}
-	paths := map[string]string{"responses": "/responses", "messages": "/messages"}
+	chat := func(w io.Writer, think func(func())) {
+		chunk := func(delta, finish string) {
+			fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":%s}]}\n\n", delta, finish)
+		}
+		chunk(`{"role":"assistant","content":""}`, "null")
+		think(func() { chunk(`{"reasoning_content":"thinking "}`, "null") })
+		chunk(`{"content":"`+said+`"}`, "null")
+		chunk(`{}`, `"stop"`)
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}
+	paths := map[string]string{"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}
 	for _, tc := range []struct {
 		name, api string
 		write     func(io.Writer, func(func()))
 	}{
+		{"a Chat client gets keep-alives while the reasoning deltas are held", "chat", chat},
 		{"a Responses client gets keep-alives while the reasoning summary is held", "responses", responses},
 		{"a Messages client gets keep-alives while the thinking is held", "messages", messages},
 	} {

@@ -1,12 +1,10 @@
 package proxy
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -103,9 +101,6 @@ type itemRelay struct {
 	// dialect that carries them (CarriesReasoning): they lead the turn's
 	// first item the client sees when its round has none of its own.
 	carried []carriedItem
-	// quietSince is when the client last got an event, as far as held
-	// events are concerned: zero once one is passed on (see holdAlive).
-	quietSince time.Time
 }
 
 // carriedItem is one reasoning item of a round of the gateway's: its
@@ -291,29 +286,6 @@ func (s *itemRelay) release(res *itemRound) error {
 	return nil
 }
 
-// holdAlive writes a comment when held events have kept the client
-// without one for the gateway's HeldKeepAlive: a reasoning model can
-// think for minutes, its summary streaming all along, and the client
-// would get nothing of it until what it decided on shows. Reading the
-// clock per held event only, not per event passed on, keeps it off the
-// common path.
-func (s *itemRelay) holdAlive() error {
-	now := time.Now()
-	if s.quietSince.IsZero() {
-		s.quietSince = now
-		return nil
-	}
-	if now.Sub(s.quietSince) < cmp.Or(s.t.g.HeldKeepAlive, defaultHeldKeepAlive) {
-		return nil
-	}
-	s.quietSince = now
-	return s.put(append(s.buffer(), ": keep-alive\n\n"...))
-}
-
-// defaultHeldKeepAlive is HeldKeepAlive's default: well inside the 60 s
-// idle timeouts of common load balancers and proxies.
-const defaultHeldKeepAlive = 15 * time.Second
-
 // pass sends one upstream event on, renumbered.
 func (s *itemRelay) pass(name string, data []byte, index int) error {
 	out, err := s.iw.EditItemEvent(data, s.seq, index)
@@ -321,7 +293,6 @@ func (s *itemRelay) pass(name string, data []byte, index int) error {
 		return err
 	}
 	s.seq++
-	s.quietSince = time.Time{}
 	return s.writeNamed(name, out)
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,6 +54,10 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		results := t.answer(ctx, res.calls, round)
 		if more {
 			closeStream(resp.Body, res.drained, cancel)
+			// Its reasoning led only to the gateway's calls: the client's
+			// answer has none of it, as a whole answer has not; the
+			// upstream gets it back with the round (res.extra).
+			s.dropThoughts()
 			t.rounds = append(t.rounds, rewrite.Round{Content: res.content, ContentParts: res.parts, Extra: res.extra, Calls: internal, Results: results})
 			continue
 		}
@@ -142,6 +147,19 @@ type relay struct {
 	// last round's, as the client's accumulator would have read them).
 	model, fingerprint, tier string
 	frame                    []byte // write's buffer
+	// thoughts are the round's reasoning events (rewrite.Event.Thought),
+	// framed, held until the round shows the client something, which
+	// they go before (emit), or dropped when the round turns out to be
+	// the gateway's (dropThoughts): a search round's reasoning reached
+	// the client under the same reasoning_details indexes as the
+	// answer's, which an accumulator merges into one ("SIG0SIG1"), and a
+	// whole answer has the last round's alone. thoughtRole is whether
+	// the first of them has a role.
+	thoughts    []byte
+	thoughtRole bool
+	// quietSince is when the client last got an event, as far as held
+	// events are concerned: zero once one is written (see holdAlive).
+	quietSince time.Time
 }
 
 // callState follows one upstream tool call through its fragments.
@@ -337,6 +355,15 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 			}
 		}
 		hasRole := ev.Role
+		if hasRole && s.roleGone() {
+			edit.DropRole, hasRole = true, false
+		}
+		if ev.Thought && len(calls) == 0 && !emitFinish {
+			if err := s.hold(data, edit, hasRole); err != nil {
+				return res, err
+			}
+			continue
+		}
 		if !ev.Text && len(calls) == 0 && !emitFinish && !hasRole && sent && ev.Annotation() {
 			// A verdict on text this round sent (Azure's asynchronous
 			// content filter): the client acts on it, so it goes on. One
@@ -359,9 +386,6 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 				s.role, _ = s.ew.EditEvent(append([]byte(nil), data...), edit)
 			}
 			continue
-		}
-		if hasRole && s.roleOut {
-			edit.DropRole, hasRole = true, false
 		}
 		out, err := s.ew.EditEvent(data, edit)
 		if err != nil {
@@ -429,10 +453,30 @@ func count(calls []*callState) (internal, real int) {
 	return internal, real
 }
 
-// emit writes one event (and the held role chunk before the first, unless
-// the event has a role of its own: hasRole). The first upstream
-// response's headers are the ones the client gets.
+// emit writes one event, after the held reasoning and, before the first,
+// the held role chunk, unless what goes first has a role of its own
+// (hasRole). The first upstream response's headers are the ones the
+// client gets.
 func (s *relay) emit(resp *http.Response, data []byte, hasRole bool) error {
+	if len(s.thoughts) > 0 {
+		if err := s.lead(resp, s.thoughtRole); err != nil {
+			return err
+		}
+		err := s.put(append(s.buffer(), s.thoughts...))
+		s.dropThoughts()
+		if err != nil {
+			return err
+		}
+	}
+	if err := s.lead(resp, hasRole); err != nil {
+		return err
+	}
+	return s.write(data)
+}
+
+// lead writes what goes before the client's next event: the prompt's
+// held annotation, and the held role chunk unless the event has a role.
+func (s *relay) lead(resp *http.Response, hasRole bool) error {
 	if s.resp == nil {
 		s.resp = resp
 	}
@@ -451,8 +495,59 @@ func (s *relay) emit(resp *http.Response, data []byte, hasRole bool) error {
 	}
 	s.sentRole = true
 	s.roleOut = s.roleOut || hasRole
-	return s.write(data)
+	return nil
 }
+
+// roleGone reports whether a role reaches the client before the next
+// event: one went out, or the held reasoning that goes first has one or
+// follows the held role chunk.
+func (s *relay) roleGone() bool {
+	return s.roleOut || len(s.thoughts) > 0 && (s.thoughtRole || (!s.sentRole && s.role != nil))
+}
+
+// hold keeps a reasoning event (data with edit applied) back until the
+// round shows the client something (emit), and the client's stream alive
+// meanwhile (holdAlive).
+func (s *relay) hold(data []byte, edit rewrite.EventEdit, hasRole bool) error {
+	out, err := s.ew.EditEvent(data, edit)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
+	}
+	if len(s.thoughts) == 0 {
+		s.thoughtRole = hasRole
+	}
+	s.thoughts = appendFrame(s.thoughts, "", out)
+	return s.holdAlive()
+}
+
+// dropThoughts forgets the held reasoning, keeping its buffer.
+func (s *relay) dropThoughts() {
+	s.thoughts, s.thoughtRole = s.thoughts[:0], false
+}
+
+// holdAlive writes a comment when held events have kept the client
+// without one for the gateway's HeldKeepAlive: a reasoning model can
+// think for minutes, its reasoning streaming all along, and the client
+// would get nothing of it until what it decided on shows. Reading the
+// clock per held event only, not per event passed on, keeps it off the
+// common path.
+func (s *relay) holdAlive() error {
+	now := time.Now()
+	if s.quietSince.IsZero() {
+		s.quietSince = now
+		return nil
+	}
+	if now.Sub(s.quietSince) < cmp.Or(s.t.g.HeldKeepAlive, defaultHeldKeepAlive) {
+		return nil
+	}
+	err := s.put(append(s.buffer(), ": keep-alive\n\n"...))
+	s.quietSince = now
+	return err
+}
+
+// defaultHeldKeepAlive is HeldKeepAlive's default: well inside the 60 s
+// idle timeouts of common load balancers and proxies.
+const defaultHeldKeepAlive = 15 * time.Second
 
 // write writes one event; flush sends it. Until the first flush the
 // events are held in the relay (commit writes them with the headers);
@@ -499,6 +594,7 @@ func (s *relay) buffer() []byte {
 // put takes buffer's slice with a frame appended: held until the headers
 // are written, else written at once.
 func (s *relay) put(b []byte) error {
+	s.quietSince = time.Time{}
 	if !s.started {
 		s.held = b
 		return nil

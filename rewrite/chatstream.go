@@ -33,6 +33,10 @@ type Event struct {
 	// Text is true when the delta carries anything for the client besides
 	// the role and tool calls: content, a refusal, reasoning text.
 	Text bool
+	// Thought is true when all the delta's Text is reasoning
+	// (reasoningKey): a relay holds it until the round shows what it led
+	// to.
+	Thought bool
 	// Content is the delta's text content, if any: when the content is an
 	// array of parts (Mistral's Magistral: thinking and text parts), the
 	// text of its text parts, and ContentParts the array itself.
@@ -119,6 +123,7 @@ func ParseEvent(data []byte, ev *Event) error {
 	ev.Choice, ev.Finish = cf[0].Int(), cf[1].String()
 	delta := cf[2]
 	ev.Delta = delta
+	var said, thought bool // the delta has text for the client; reasoning
 	delta.ForEach(func(k, v gjson.Result) bool {
 		switch k.String() {
 		case "role":
@@ -128,7 +133,7 @@ func ParseEvent(data []byte, ev *Event) error {
 			ev.Role = v.Type == gjson.String
 		case "content":
 			ev.Content, ev.ContentParts = contentOf(v)
-			ev.Text = ev.Content != "" || ev.ContentParts != ""
+			said = said || ev.Content != "" || ev.ContentParts != ""
 		case "tool_calls":
 			// Only an array holds calls: gjson's ForEach calls back once
 			// over a null, and SGLang writes "tool_calls": null in every
@@ -148,13 +153,25 @@ func ParseEvent(data []byte, ev *Event) error {
 				// on every chunk), which alone sent a search round's
 				// chunks to the client.
 				if v.Type == gjson.String && v.Str != "" || (v.IsObject() || v.IsArray()) && len(v.Raw) > 2 {
-					ev.Text = true
+					if reasoningKey(k.Str) {
+						thought = true
+					} else {
+						said = true
+					}
 				}
 			}
 		}
 		return true
 	})
+	ev.Text, ev.Thought = said || thought, thought && !said
 	return nil
+}
+
+// reasoningKey reports the delta members that carry a model's reasoning:
+// DeepSeek's, vLLM's and SGLang's reasoning_content, OpenRouter's
+// reasoning and reasoning_details.
+func reasoningKey(k string) bool {
+	return k == "reasoning_content" || k == "reasoning" || k == "reasoning_details"
 }
 
 // Annotation reports whether the chunk's choice carries a provider's

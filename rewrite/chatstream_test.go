@@ -5,18 +5,23 @@ import "testing"
 func TestParseEventReadsWhatAClientWouldRead(t *testing.T) {
 	const head = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":`
 	tests := []struct {
-		name      string
-		delta     string
-		wantText  bool
-		content   string
-		wantParts bool
+		name        string
+		delta       string
+		wantText    bool
+		content     string
+		wantParts   bool
+		wantThought bool // all its text is reasoning
 	}{
-		{"string content is text", `{"content":"Hi"}`, true, "Hi", false},
-		{"an array of parts is text, its text parts read as the content", `{"content":[{"type":"thinking","thinking":[{"type":"text","text":"hm"}]},{"type":"text","text":"Hi"}]}`, true, "Hi", true},
-		{"thinking parts alone still reach the client", `{"content":[{"type":"thinking","thinking":[{"type":"text","text":"hm"}]}]}`, true, "", true},
-		{"reasoning is text", `{"reasoning":"hm"}`, true, "", false},
-		{"a provider's number is not (Together's token_id)", `{"token_id":421}`, false, "", false},
-		{"a role alone is not", `{"role":"assistant"}`, false, "", false},
+		{"string content is text", `{"content":"Hi"}`, true, "Hi", false, false},
+		{"an array of parts is text, its text parts read as the content", `{"content":[{"type":"thinking","thinking":[{"type":"text","text":"hm"}]},{"type":"text","text":"Hi"}]}`, true, "Hi", true, false},
+		{"thinking parts alone still reach the client", `{"content":[{"type":"thinking","thinking":[{"type":"text","text":"hm"}]}]}`, true, "", true, false},
+		{"reasoning is text, and all of it reasoning", `{"reasoning":"hm"}`, true, "", false, true},
+		{"reasoning details are reasoning", `{"content":"","reasoning_details":[{"type":"reasoning.text","text":"hm","index":0}]}`, true, "", false, true},
+		{"reasoning before an empty content is still text", `{"reasoning_content":"hm","content":""}`, true, "", false, true},
+		{"reasoning beside content is not all the text", `{"reasoning":"hm","content":"Hi"}`, true, "Hi", false, false},
+		{"a refusal is text and no reasoning", `{"refusal":"I can't."}`, true, "", false, false},
+		{"a provider's number is not (Together's token_id)", `{"token_id":421}`, false, "", false, false},
+		{"a role alone is not", `{"role":"assistant"}`, false, "", false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -24,8 +29,8 @@ func TestParseEventReadsWhatAClientWouldRead(t *testing.T) {
 			if err := ParseEvent([]byte(head+tt.delta+`,"finish_reason":null}]}`), &ev); err != nil {
 				t.Fatal(err)
 			}
-			if ev.Text != tt.wantText || ev.Content != tt.content || (ev.ContentParts != "") != tt.wantParts {
-				t.Errorf("Text %v, Content %q, ContentParts %q; want %v, %q, parts %v", ev.Text, ev.Content, ev.ContentParts, tt.wantText, tt.content, tt.wantParts)
+			if ev.Text != tt.wantText || ev.Content != tt.content || (ev.ContentParts != "") != tt.wantParts || ev.Thought != tt.wantThought {
+				t.Errorf("Text %v, Content %q, ContentParts %q, Thought %v; want %v, %q, parts %v, %v", ev.Text, ev.Content, ev.ContentParts, ev.Thought, tt.wantText, tt.content, tt.wantParts, tt.wantThought)
 			}
 		})
 	}
