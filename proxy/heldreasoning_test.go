@@ -253,3 +253,44 @@ func TestHeldReasoningGoesBeforeWhatItLedTo(t *testing.T) {
 		})
 	}
 }
+
+// TestReasoningDetailsIndexesRunOnAcrossRounds: a search round that shows
+// text releases its reasoning before it, and OpenRouter numbers every
+// response's reasoning_details from 0; the answering round's go to the
+// client numbered on past the earlier round's, so an accumulator merging
+// details by index keeps both apart. Before, it merged them into one
+// detail with both texts and both signatures.
+func TestReasoningDetailsIndexesRunOnAcrossRounds(t *testing.T) {
+	const ck = `{"id":"r1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`
+	detail := func(i int, text, sig string) string {
+		return fmt.Sprintf(`{"type":"reasoning.text","text":%q,"signature":%q,"format":"anthropic-claude-v1","index":%d}`, text, sig, i)
+	}
+	up := &roundsUpstream{stream: []string{
+		sseEvents(
+			fmt.Sprintf(ck, `{"role":"assistant","content":"","reasoning_details":[`+detail(0, "think0", "")+`]}`, "null"),
+			fmt.Sprintf(ck, `{"content":"","reasoning_details":[`+detail(0, "", "SIG0")+`]}`, "null"),
+			fmt.Sprintf(ck, `{"content":"Let me look. "}`, "null"),
+			fmt.Sprintf(ck, `{"tool_calls":[{"index":0,"id":"call_s","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"send chat message\"}"}}]}`, "null"),
+			fmt.Sprintf(ck, `{}`, `"tool_calls"`),
+		),
+		sseEvents(
+			fmt.Sprintf(ck, `{"role":"assistant","content":"","reasoning_details":[`+detail(0, "think1", "")+`]}`, "null"),
+			fmt.Sprintf(ck, `{"content":"Posted.","reasoning_details":[`+detail(0, "", "SIG1")+`]}`, "null"),
+			fmt.Sprintf(ck, `{}`, `"stop"`),
+		),
+	}}
+	base := newTestGateway(t, up, searchOnly(t))
+	x := send(t, base, bigRequest(t, true), nil)
+	if _, details := reasoningOf(x.body, true); details != "think0/SIG0|think1/SIG1|" {
+		t.Errorf("the client read details %q, want each round's apart: %s", details, x.body)
+	}
+	if rep := readStream(t, bytes.NewReader(x.body)); rep.content != "Let me look. Posted." {
+		t.Errorf("content %q, want both rounds' text", rep.content)
+	}
+	if len(up.bodies) != 2 {
+		t.Fatalf("the upstream got %d requests, want 2", len(up.bodies))
+	}
+	if got := up.bodies[1].Get(`messages.#(tool_calls).reasoning_details`).Raw; got != `[`+detail(0, "think0", "SIG0")+`]` {
+		t.Errorf("the search round went back upstream with reasoning_details %s, want its own, numbered from 0", got)
+	}
+}

@@ -157,6 +157,12 @@ type relay struct {
 	// the first of them has a role.
 	thoughts    []byte
 	thoughtRole bool
+	// details is one more than the highest reasoning_details index the
+	// client has, thoughtDetails the same for the held reasoning: a
+	// later round's indexes run on from details (a round that showed
+	// text before it searched released its reasoning), as its
+	// annotations' offsets run on from said.
+	details, thoughtDetails int64
 	// quietSince is when the client last got an event, as far as held
 	// events are concerned: zero once one is written (see holdAlive).
 	quietSince time.Time
@@ -207,6 +213,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		sent    bool                 // this round sent the client an event
 		usage   []byte               // this stream's: its last usage chunk stands for the earlier ones
 		before  = s.said             // the characters earlier rounds relayed
+		behind  = s.details          // the reasoning details earlier rounds relayed
 	)
 	defer func() { t.addUsage(gjson.ParseBytes(usage)) }()
 	for {
@@ -358,7 +365,11 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		if hasRole && s.roleGone() {
 			edit.DropRole, hasRole = true, false
 		}
+		if ev.Details > 0 {
+			edit.ShiftDetails = behind
+		}
 		if ev.Thought && len(calls) == 0 && !emitFinish {
+			s.thoughtDetails = max(s.thoughtDetails, behind+ev.Details)
 			if err := s.hold(data, edit, hasRole); err != nil {
 				return res, err
 			}
@@ -395,6 +406,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 			return res, err
 		}
 		s.said += utf8.RuneCountInString(ev.Content)
+		s.details = max(s.details, behind+ev.Details)
 		sent = true
 		if emitFinish {
 			s.finished = true
@@ -463,6 +475,7 @@ func (s *relay) emit(resp *http.Response, data []byte, hasRole bool) error {
 			return err
 		}
 		err := s.put(append(s.buffer(), s.thoughts...))
+		s.details = max(s.details, s.thoughtDetails)
 		s.dropThoughts()
 		if err != nil {
 			return err
@@ -522,7 +535,7 @@ func (s *relay) hold(data []byte, edit rewrite.EventEdit, hasRole bool) error {
 
 // dropThoughts forgets the held reasoning, keeping its buffer.
 func (s *relay) dropThoughts() {
-	s.thoughts, s.thoughtRole = s.thoughts[:0], false
+	s.thoughts, s.thoughtRole, s.thoughtDetails = s.thoughts[:0], false, 0
 }
 
 // holdAlive writes a comment when held events have kept the client

@@ -37,6 +37,9 @@ type Event struct {
 	// (reasoningKey): a relay holds it until the round shows what it led
 	// to.
 	Thought bool
+	// Details is one more than the highest index of the delta's
+	// reasoning_details (OpenRouter's), 0 when it has none.
+	Details int64
 	// Content is the delta's text content, if any: when the content is an
 	// array of parts (Mistral's Magistral: thinking and text parts), the
 	// text of its text parts, and ContentParts the array itself.
@@ -155,6 +158,9 @@ func ParseEvent(data []byte, ev *Event) error {
 				if v.Type == gjson.String && v.Str != "" || (v.IsObject() || v.IsArray()) && len(v.Raw) > 2 {
 					if reasoningKey(k.Str) {
 						thought = true
+						if k.Str == "reasoning_details" {
+							ev.Details = detailsEnd(v)
+						}
 					} else {
 						said = true
 					}
@@ -165,6 +171,49 @@ func ParseEvent(data []byte, ev *Event) error {
 	})
 	ev.Text, ev.Thought = said || thought, thought && !said
 	return nil
+}
+
+// detailsEnd is one more than the highest "index" of the reasoning
+// details in arr.
+func detailsEnd(arr gjson.Result) int64 {
+	var end int64
+	if arr.IsArray() {
+		arr.ForEach(func(_, d gjson.Result) bool {
+			if i := d.Get("index"); i.Type == gjson.Number && i.Int() >= end {
+				end = i.Int() + 1
+			}
+			return true
+		})
+	}
+	return end
+}
+
+// ShiftDetails returns details, a raw JSON array of a delta's
+// reasoning_details, with every numeric "index" moved on by n: a later
+// round's, past the indexes the client has from earlier rounds, which an
+// accumulator merging details by index would otherwise join to them.
+// details is returned as it is when n is 0 or nothing moves.
+func ShiftDetails(details string, n int64) string {
+	arr := gjson.Parse(details)
+	if n == 0 || !arr.IsArray() {
+		return details
+	}
+	var items []string
+	changed := false
+	arr.ForEach(func(_, d gjson.Result) bool {
+		raw := d.Raw
+		if i := d.Get("index"); d.IsObject() && i.Type == gjson.Number {
+			if out, err := sjson.Set(raw, "index", i.Int()+n); err == nil {
+				raw, changed = out, true
+			}
+		}
+		items = append(items, raw)
+		return true
+	})
+	if !changed {
+		return details
+	}
+	return string(joinArray(items))
 }
 
 // reasoningKey reports the delta members that carry a model's reasoning:
@@ -295,6 +344,9 @@ type EventEdit struct {
 	// many characters (ShiftAnnotations): a later round's, past the text
 	// the earlier rounds relayed.
 	ShiftAnnotations int
+	// ShiftDetails moves the indexes of the delta's reasoning_details on
+	// by this many (ShiftDetails).
+	ShiftDetails int64
 }
 
 // EditEvent applies e to a chunk; it returns data itself when there is
@@ -357,6 +409,17 @@ func EditEvent(data []byte, e EventEdit) ([]byte, error) {
 				clone()
 				if out, err = sjson.SetRawBytes(out, p, []byte(shifted)); err != nil {
 					return nil, fmt.Errorf("shifting chunk annotations: %w", err)
+				}
+			}
+		}
+	}
+	if e.ShiftDetails != 0 {
+		const p = "choices.0.delta.reasoning_details"
+		if ds := gjson.Get(view(out), p); ds.IsArray() {
+			if shifted := ShiftDetails(ds.Raw, e.ShiftDetails); shifted != ds.Raw {
+				clone()
+				if out, err = sjson.SetRawBytes(out, p, []byte(shifted)); err != nil {
+					return nil, fmt.Errorf("shifting chunk reasoning details: %w", err)
 				}
 			}
 		}

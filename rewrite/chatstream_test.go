@@ -158,3 +158,40 @@ func TestAChunksErrorIsOneOnlyWhenItSaysSomething(t *testing.T) {
 		})
 	}
 }
+
+func TestShiftDetailsNumbersReasoningDetailsOn(t *testing.T) {
+	for _, tc := range []struct {
+		name, details string
+		by            int64
+		want          string
+	}{
+		{"each detail's index moves on", `[{"type":"reasoning.text","text":"a","index":0},{"type":"reasoning.encrypted","data":"x","index":1}]`, 2,
+			`[{"type":"reasoning.text","text":"a","index":2},{"type":"reasoning.encrypted","data":"x","index":3}]`},
+		{"a detail without a numeric index stays", `[{"type":"reasoning.text","text":"a","index":"0"},{"text":"b"}]`, 2, `[{"type":"reasoning.text","text":"a","index":"0"},{"text":"b"}]`},
+		{"nothing moves when nothing came before", `[{"text":"a","index":0}]`, 0, `[{"text":"a","index":0}]`},
+		{"details that are not an array stay", `null`, 2, `null`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ShiftDetails(tc.details, tc.by); got != tc.want {
+				t.Errorf("ShiftDetails(%s, %d) = %s, want %s", tc.details, tc.by, got, tc.want)
+			}
+		})
+	}
+	t.Run("an event's details move on and its index end is read", func(t *testing.T) {
+		chunk := []byte(`{"id":"c1","choices":[{"index":0,"delta":{"reasoning_details":[{"text":"a","index":0},{"text":"b","index":1}]},"finish_reason":null}]}`)
+		var ev Event
+		if err := ParseEvent(chunk, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Details != 2 || !ev.Thought {
+			t.Errorf("Details %d, Thought %v; want 2 and true", ev.Details, ev.Thought)
+		}
+		out, err := EditEvent(chunk, EventEdit{ShiftDetails: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"id":"c1","choices":[{"index":0,"delta":{"reasoning_details":[{"text":"a","index":3},{"text":"b","index":4}]},"finish_reason":null}]}`; string(out) != want {
+			t.Errorf("edited %s, want %s", out, want)
+		}
+	})
+}
