@@ -398,10 +398,15 @@ func checkItemStream(out string) error {
 // eachNamedEvent calls check with each event of an item stream, numbered
 // from 0, after checking that it is one named data line whose data is
 // JSON of the named type and that no event follows the one check said
-// ends the stream.
+// ends the stream. A comment (the upstream's keep-alive, passed on, or
+// the gateway's own) is no event and may come anywhere.
 func eachNamedEvent(out string, check func(n int, name, data string) (end bool, err error)) error {
-	ended := false
-	for n, block := range strings.Split(strings.TrimSpace(out), "\n\n") {
+	ended, n := false, -1
+	for _, block := range strings.Split(strings.TrimSpace(out), "\n\n") {
+		if !strings.Contains(block, "\n") && strings.HasPrefix(block, ":") {
+			continue
+		}
+		n++
 		lines := strings.Split(block, "\n")
 		if len(lines) != 2 || !strings.HasPrefix(lines[0], "event: ") || !strings.HasPrefix(lines[1], "data: ") {
 			return fmt.Errorf("event %d is not one named data line: %q", n, block)
