@@ -22,9 +22,9 @@ import (
 	"github.com/toolgate/toolgate/selector"
 )
 
-// withLivePolicy writes a tools.yaml (and hint files) to a temp dir and serves
-// it live: edits to the file apply to the running gateway.
-func withLivePolicy(t *testing.T, yaml string, files map[string]string) (func(*Gateway), string) {
+// writePolicy writes a tools.yaml source and files (hints, by their
+// paths relative to it) to a temp dir and returns the tools.yaml's path.
+func writePolicy(t *testing.T, yaml string, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for name, body := range files {
@@ -40,6 +40,14 @@ func withLivePolicy(t *testing.T, yaml string, files map[string]string) (func(*G
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// withLivePolicy writes a tools.yaml (and hint files) to a temp dir and serves
+// it live: edits to the file apply to the running gateway.
+func withLivePolicy(t *testing.T, yaml string, files map[string]string) (func(*Gateway), string) {
+	t.Helper()
+	path := writePolicy(t, yaml, files)
 	live, err := policy.NewLive(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -254,21 +252,7 @@ func TestAQueryNamingABundleGetsItsBestMatchesFirst(t *testing.T) {
 // their paths relative to it.
 func loadPolicyFiles(t *testing.T, src string, files map[string]string) *policy.Snapshot {
 	t.Helper()
-	dir := t.TempDir()
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	path := filepath.Join(dir, "tools.yaml")
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := policy.Load(path)
+	s, err := policy.Load(writePolicy(t, src, files))
 	if err != nil {
 		t.Fatalf("loading policy: %v", err)
 	}
