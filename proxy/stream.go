@@ -280,7 +280,12 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		if ev.Extra {
 			ev.AddExtra(&extra)
 		}
-		edit := rewrite.EventEdit{ID: t.id, Created: t.created, DropUsage: ev.Usage.Exists(), ShiftAnnotations: before}
+		// A usage riding on a chunk goes (the client gets one summed usage
+		// chunk), and so does a null one the client did not ask for (the
+		// gateway asks for usage); a client that asked has a null on every
+		// chunk direct too (OpenAI's), and removing it cost a copy an event.
+		drop := ev.Usage.Exists() && (ev.Usage.Type != gjson.Null || !t.req.IncludeUsage)
+		edit := rewrite.EventEdit{ID: t.id, Created: t.created, DropUsage: drop, ShiftAnnotations: before}
 		var calls []string
 		for _, cd := range ev.Calls {
 			st := states[cd.Index]
