@@ -350,3 +350,58 @@ func TestAnErrorAnsweredWith200IsTheUpstreamsError(t *testing.T) {
 		})
 	}
 }
+
+// TestAStreamAnsweredWithAJSONErrorIsTheUpstreamsError: to a streamed
+// request OpenRouter may answer 200 with a JSON body {"error":{...}} in
+// place of the stream. It read as a stream that ended early: the client
+// got the gateway's own 502 "stream ended early", without the provider's
+// message. Before the stream starts (a search round shows nothing) the
+// client gets the upstream's body under the status its code names; after
+// a search round's text has started it, an error event with the
+// upstream's message.
+func TestAStreamAnsweredWithAJSONErrorIsTheUpstreamsError(t *testing.T) {
+	const rateLimited = `{"error":{"message":"Provider returned error","code":429,"metadata":{"raw":"rate limited"}}}`
+	search := callChunk(0, "call_s1", SearchToolName, `{"query":"create issue repository"}`) + finishChunk("tool_calls") + doneEvent
+	said := textChunk("Let me look.") + search
+	for _, tc := range []struct {
+		name   string
+		rounds []string // "" is the JSON error
+		status int
+	}{
+		{"an error to the first round is the upstream's status and body", []string{""}, http.StatusTooManyRequests},
+		{"an error to the round after a silent search is the upstream's status and body", []string{search, ""}, http.StatusTooManyRequests},
+		{"an error to the round after a search that spoke ends the stream with the upstream's message", []string{said, ""}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				n := int(calls.Add(1)) - 1
+				if round := tc.rounds[min(n, len(tc.rounds)-1)]; round != "" {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, round)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json; charset=utf-8")
+				_, _ = io.WriteString(w, rateLimited)
+			})
+			base := newTestGateway(t, up, searchOnly(t))
+			x := send(t, base, bigRequest(t, true), nil)
+			if x.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", x.status, tc.status, x.body)
+			}
+			if n := int(calls.Load()); n != len(tc.rounds) {
+				t.Errorf("the upstream got %d requests, want %d", n, len(tc.rounds))
+			}
+			if tc.status != http.StatusOK {
+				if string(x.body) != rateLimited {
+					t.Errorf("body %s; want the upstream's %s", x.body, rateLimited)
+				}
+				return
+			}
+			if !strings.Contains(string(x.body), "Provider returned error") || strings.Contains(string(x.body), "[DONE]") {
+				t.Errorf("the stream does not end with the upstream's error:\n%s", x.body)
+			}
+		})
+	}
+}

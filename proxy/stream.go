@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -95,7 +97,37 @@ func (g *Gateway) openRound(ctx context.Context, r *http.Request, rest string, t
 		cancel()
 		return nil, nil, nil, err
 	}
+	if err := jsonRefusal(resp); err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
 	return resp, rctx, cancel, nil
+}
+
+// jsonRefusal returns the refusal a 2xx answer to a streamed request
+// holds when it came as JSON, not as a stream: OpenRouter reports a
+// failure after it has started on a request as a 200 whose body is
+// {"error":{...}}, which read as a stream ended early and reached the
+// client as the gateway's own 502 (see errorAnswer). Any other JSON body
+// is left to the relay to refuse, as before; the body is read back in.
+func jsonRefusal(resp *http.Response) error {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != "application/json" {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if se := errorAnswer(resp, body); err == nil && se != nil {
+		resp.Body.Close()
+		return se
+	}
+	resp.Body = readCloser{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+	return nil
+}
+
+// readCloser reads from Reader and closes Closer.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // closeStream ends a round's upstream response. Reading a body to its end
