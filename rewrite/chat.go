@@ -500,23 +500,34 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 // annotations, and an offset that is not a number, stay as they are; so
 // does annotations when n is 0 or it is not an array.
 func ShiftAnnotations(annotations string, n int) string {
-	if n == 0 || annotations == "" {
-		return annotations
+	citation := []string{"url_citation.start_index", "url_citation.end_index"}
+	return shiftItems(annotations, int64(n), func(a gjson.Result) []string {
+		if a.Get("type").String() == "url_citation" {
+			return citation
+		}
+		return nil
+	})
+}
+
+// shiftItems returns arr, a raw JSON array, with n added to the numbers at
+// the paths of each item that paths names for it; arr as it is when n is
+// 0, it is not an array, or nothing moves.
+func shiftItems(arr string, n int64, paths func(item gjson.Result) []string) string {
+	if n == 0 || arr == "" {
+		return arr
 	}
-	arr := gjson.Parse(annotations)
-	if !arr.IsArray() {
-		return annotations
+	a := gjson.Parse(arr)
+	if !a.IsArray() {
+		return arr
 	}
 	var items []string
 	changed := false
-	arr.ForEach(func(_, a gjson.Result) bool {
-		raw := a.Raw
-		if a.Get("type").String() == "url_citation" {
-			for _, k := range []string{"url_citation.start_index", "url_citation.end_index"} {
-				if v := gjson.Get(raw, k); v.Type == gjson.Number {
-					if out, err := sjson.Set(raw, k, v.Int()+int64(n)); err == nil {
-						raw, changed = out, true
-					}
+	a.ForEach(func(_, it gjson.Result) bool {
+		raw := it.Raw
+		for _, k := range paths(it) {
+			if v := gjson.Get(raw, k); v.Type == gjson.Number {
+				if out, err := sjson.Set(raw, k, v.Int()+n); err == nil {
+					raw, changed = out, true
 				}
 			}
 		}
@@ -524,7 +535,7 @@ func ShiftAnnotations(annotations string, n int) string {
 		return true
 	})
 	if !changed {
-		return annotations
+		return arr
 	}
 	return string(joinArray(items))
 }

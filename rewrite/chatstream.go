@@ -194,26 +194,13 @@ func detailsEnd(arr gjson.Result) int64 {
 // accumulator merging details by index would otherwise join to them.
 // details is returned as it is when n is 0 or nothing moves.
 func ShiftDetails(details string, n int64) string {
-	arr := gjson.Parse(details)
-	if n == 0 || !arr.IsArray() {
-		return details
-	}
-	var items []string
-	changed := false
-	arr.ForEach(func(_, d gjson.Result) bool {
-		raw := d.Raw
-		if i := d.Get("index"); d.IsObject() && i.Type == gjson.Number {
-			if out, err := sjson.Set(raw, "index", i.Int()+n); err == nil {
-				raw, changed = out, true
-			}
+	index := []string{"index"}
+	return shiftItems(details, n, func(d gjson.Result) []string {
+		if d.IsObject() {
+			return index
 		}
-		items = append(items, raw)
-		return true
+		return nil
 	})
-	if !changed {
-		return details
-	}
-	return string(joinArray(items))
 }
 
 // reasoningKey reports the delta members that carry a model's reasoning:
