@@ -500,19 +500,16 @@ func ClientResponse(r *Response, turn Turn) ([]byte, error) {
 // annotations, and an offset that is not a number, stay as they are; so
 // does annotations when n is 0 or it is not an array.
 func ShiftAnnotations(annotations string, n int) string {
-	citation := []string{"url_citation.start_index", "url_citation.end_index"}
-	return shiftItems(annotations, int64(n), func(a gjson.Result) []string {
-		if a.Get("type").String() == "url_citation" {
-			return citation
-		}
-		return nil
-	})
+	return shiftItems(annotations, int64(n), isCitation, "url_citation.start_index", "url_citation.end_index")
 }
 
+// isCitation reports whether an annotation is a url_citation.
+func isCitation(a gjson.Result) bool { return a.Get("type").String() == "url_citation" }
+
 // shiftItems returns arr, a raw JSON array, with n added to the numbers at
-// the paths of each item that paths names for it; arr as it is when n is
-// 0, it is not an array, or nothing moves.
-func shiftItems(arr string, n int64, paths func(item gjson.Result) []string) string {
+// paths of each item that shifts reports; arr as it is when n is 0, it is
+// not an array, or nothing moves.
+func shiftItems(arr string, n int64, shifts func(item gjson.Result) bool, paths ...string) string {
 	if n == 0 || arr == "" {
 		return arr
 	}
@@ -524,10 +521,12 @@ func shiftItems(arr string, n int64, paths func(item gjson.Result) []string) str
 	changed := false
 	a.ForEach(func(_, it gjson.Result) bool {
 		raw := it.Raw
-		for _, k := range paths(it) {
-			if v := gjson.Get(raw, k); v.Type == gjson.Number {
-				if out, err := sjson.Set(raw, k, v.Int()+n); err == nil {
-					raw, changed = out, true
+		if shifts(it) {
+			for _, k := range paths {
+				if v := gjson.Get(raw, k); v.Type == gjson.Number {
+					if out, err := sjson.Set(raw, k, v.Int()+n); err == nil {
+						raw, changed = out, true
+					}
 				}
 			}
 		}

@@ -194,13 +194,7 @@ func detailsEnd(arr gjson.Result) int64 {
 // accumulator merging details by index would otherwise join to them.
 // details is returned as it is when n is 0 or nothing moves.
 func ShiftDetails(details string, n int64) string {
-	index := []string{"index"}
-	return shiftItems(details, n, func(d gjson.Result) []string {
-		if d.IsObject() {
-			return index
-		}
-		return nil
-	})
+	return shiftItems(details, n, gjson.Result.IsObject, "index")
 }
 
 // reasoningKey reports the delta members that carry a model's reasoning:
