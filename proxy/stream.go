@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -111,8 +110,13 @@ func (g *Gateway) openRound(ctx context.Context, r *http.Request, rest string, t
 // client as the gateway's own 502 (see errorAnswer). Any other JSON body
 // is left to the relay to refuse, as before; the body is read back in.
 func jsonRefusal(resp *http.Response) error {
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mt != "application/json" {
+	// The media type read by hand, case and parameters aside, where
+	// mime.ParseMediaType would allocate its parameters' map on every
+	// streamed round.
+	const jsonType = "application/json"
+	ct := strings.TrimSpace(resp.Header.Get("Content-Type"))
+	if len(ct) < len(jsonType) || !strings.EqualFold(ct[:len(jsonType)], jsonType) ||
+		len(ct) > len(jsonType) && ct[len(jsonType)] != ';' && ct[len(jsonType)] != ' ' {
 		return nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
