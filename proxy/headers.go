@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 )
 
@@ -33,7 +34,7 @@ func dropGatewayHeaders(h http.Header) {
 func copyEndToEnd(dst, src http.Header, skip ...string) {
 	conn := connectionTokens(src)
 	for k, vv := range src {
-		if isHop(k) || conn[k] || contains(skip, k) || strings.HasPrefix(k, gatewayPrefix) {
+		if isHop(k) || conn[k] || slices.Contains(skip, k) || strings.HasPrefix(k, gatewayPrefix) {
 			continue
 		}
 		dst[k] = append(dst[k][:0:0], vv...)
@@ -55,16 +56,7 @@ func connectionTokens(h http.Header) map[string]bool {
 	return m
 }
 
-func isHop(k string) bool { return contains(hopHeaders, k) }
-
-func contains(s []string, k string) bool {
-	for _, v := range s {
-		if v == k {
-			return true
-		}
-	}
-	return false
-}
+func isHop(k string) bool { return slices.Contains(hopHeaders, k) }
 
 // requestSkip are client headers the gateway sets itself: the body changes
 // (length) and goes upstream unencoded (readBody decodes a compressed one),

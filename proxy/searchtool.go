@@ -303,11 +303,8 @@ func (t *turn) search(ctx context.Context, raw string) string {
 		// did not do: the rounds after it no longer offer them (offered).
 		// Asked again after another search, they may be what the model
 		// is back for: they stay.
-		if t.passed == nil {
-			t.passed = map[string]bool{}
-		}
 		for _, name := range asked.finds {
-			t.passed[name] = true
+			mark(&t.passed, name)
 		}
 	}
 	t.lastAsked = asked
@@ -341,10 +338,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	var listed []string
 	res.Items, listed = t.newUpTo(res.Items, limit)
 	for _, name := range listed {
-		if t.listed == nil {
-			t.listed = map[string]bool{}
-		}
-		t.listed[name] = true
+		mark(&t.listed, name)
 	}
 	// A bundle the query names fills the answer up to the limit the model
 	// asked for, else up to the most one search returns.
@@ -360,13 +354,8 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	t.noteSearch(a.Query, res.Items, took, "")
 	for _, it := range res.Items {
 		t.join(it.Name, reasonDiscovered)
-		if t.found == nil {
-			t.found = map[string]bool{}
-		}
-		if t.searched == nil {
-			t.searched = map[string]bool{}
-		}
-		t.found[it.Name], t.searched[it.Name] = true, true
+		mark(&t.found, it.Name)
+		mark(&t.searched, it.Name)
 		asked.finds = append(asked.finds, it.Name)
 	}
 	return formatResults(a.Query, res, listed, t.unreadHints)
@@ -381,10 +370,7 @@ func (t *turn) unreadHints(category string) string {
 	}
 	h := t.snap.Hints(category)
 	if h != "" {
-		if t.guided == nil {
-			t.guided = map[string]bool{}
-		}
-		t.guided[category] = true
+		mark(&t.guided, category)
 	}
 	return h
 }

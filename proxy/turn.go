@@ -319,3 +319,12 @@ func (g *Gateway) sessionStoreFailed(ctx context.Context, op, key string, err er
 		g.logger().WarnContext(ctx, storeOpDoing(op), "session", key, "err", err)
 	}
 }
+
+// mark sets set[name], making the set on first use: a turn that never
+// searches allocates none of its sets.
+func mark(set *map[string]bool, name string) {
+	if *set == nil {
+		*set = map[string]bool{}
+	}
+	(*set)[name] = true
+}
