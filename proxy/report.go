@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -199,20 +198,6 @@ func (t *turn) send(ctx context.Context, in *http.Request, o sendOptions) (*http
 // reader is the client's network, which a direct call would wait on too.
 func (rep *report) added(total time.Duration) time.Duration {
 	return max(total-rep.upstream-rep.client, 0)
-}
-
-// timedBody adds the time its reads block to acc. Reads happen on the
-// handler's goroutine only, so acc needs no lock.
-type timedBody struct {
-	io.ReadCloser
-	acc *time.Duration
-}
-
-func (b *timedBody) Read(p []byte) (int, error) {
-	start := time.Now()
-	n, err := b.ReadCloser.Read(p)
-	*b.acc += time.Since(start)
-	return n, err
 }
 
 // noteSearch records one search for the decision log and the metrics:

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"io"
 	"net/http"
 	"time"
 )
@@ -104,6 +105,20 @@ func (tr *tracker) timedUpload(r *http.Request) *http.Request {
 	tr.upload = timedBody{ReadCloser: r.Body, acc: &tr.rep.client}
 	tr.in.Body = &tr.upload
 	return &tr.in
+}
+
+// timedBody adds the time its reads block to acc. Reads happen on the
+// handler's goroutine only, so acc needs no lock.
+type timedBody struct {
+	io.ReadCloser
+	acc *time.Duration
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	start := time.Now()
+	n, err := b.ReadCloser.Read(p)
+	*b.acc += time.Since(start)
+	return n, err
 }
 
 // attach links the turn that serves the request, so its accounting lands in
