@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // headerRecorder serves next and keeps the headers of every request.
@@ -128,4 +130,45 @@ func anthropicRequest(t *testing.T, n int) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestATurnKeepsTheUpstreamKeyItStartedWithAcrossAReload rotates the
+// policy's upstream_key while a turn's first round is being answered (a
+// search round, so the turn has a second), and checks that every round
+// of the turn went to the upstream with the key the turn started on: a
+// turn split over two accounts loses the first account's stored rounds.
+func TestATurnKeepsTheUpstreamKeyItStartedWithAcrossAReload(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		name := "a whole answer's rounds all carry the first key"
+		if stream {
+			name = "a streamed answer's rounds all carry the first key"
+		}
+		t.Run(name, func(t *testing.T) {
+			old := loadPolicy(t, "gateway: {mode: search, upstream_key: key-old}\n")
+			rotated := loadPolicy(t, "gateway: {mode: search, upstream_key: key-new}\n")
+			var live atomic.Pointer[policy.Snapshot]
+			live.Store(old)
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+			rec := &headerRecorder{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				live.Store(rotated) // the operator's reload lands mid-turn
+				model.ServeHTTP(w, r)
+			})}
+			base := newTestGateway(t, rec, func(g *Gateway) { g.Policy = live.Load })
+			resp := post(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": twoStepTask.Prompt}}, testCatalog(40), stream, nil), nil)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			seen := rec.headers()
+			if len(seen) < 2 {
+				t.Fatalf("the upstream got %d requests, want a search round and another", len(seen))
+			}
+			for i, h := range seen {
+				if got := h.Get("Authorization"); got != "Bearer key-old" {
+					t.Errorf("round %d: Authorization = %q, want the key the turn started with", i, got)
+				}
+			}
+		})
+	}
 }

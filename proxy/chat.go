@@ -341,7 +341,7 @@ func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy
 	// Sent once, as a reverse proxy sends it: the client's SDK retries a
 	// 5xx with its own backoff and the upstream's Retry-After, and a retry
 	// here would multiply its attempts.
-	resp, err := g.send(ctx, r, sendOptions{rest: rest, body: body, stream: req.Stream, asIs: true})
+	resp, err := g.send(ctx, r, sendOptions{rest: rest, body: body, stream: req.Stream, asIs: true, key: snap.Gateway.UpstreamKey})
 	if err != nil {
 		g.fail(w, r, g.explainLostThread(r, req, err))
 		return

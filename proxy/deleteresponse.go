@@ -55,12 +55,13 @@ func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string)
 	// another credential it may mean "not yours", and the turn's thread
 	// must then stay whole.
 	own := session.InTenant(th.Session, session.Tenant(credential(in)))
+	key := g.policy().Gateway.UpstreamKey // one account for every round's delete
 	gone := true
 	for _, hid := range th.Hidden {
 		if strings.ContainsAny(hid, "/?#") {
 			continue // not an id the upstream gave: never a path of its own
 		}
-		status, err := g.deleteUpstream(ctx, in, hid)
+		status, err := g.deleteUpstream(ctx, in, hid, key)
 		switch {
 		case err != nil:
 			gone = false
@@ -83,11 +84,12 @@ func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string)
 const deleteTimeout = 30 * time.Second
 
 // deleteUpstream sends the upstream DELETE /responses/{id} with the
-// client request in's headers and credential, and returns its status.
-func (g *Gateway) deleteUpstream(ctx context.Context, in *http.Request, id string) (int, error) {
+// client request in's headers and credential (or upstream key), and
+// returns its status.
+func (g *Gateway) deleteUpstream(ctx context.Context, in *http.Request, id, key string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
 	defer cancel()
-	resp, err := g.responseCall(ctx, in, http.MethodDelete, id)
+	resp, err := g.responseCall(ctx, in, http.MethodDelete, id, key)
 	if err != nil {
 		return 0, err
 	}
@@ -98,16 +100,17 @@ func (g *Gateway) deleteUpstream(ctx context.Context, in *http.Request, id strin
 
 // responseCall sends the upstream method /responses/{id}, without a body,
 // with the client request in's headers, query (Azure's api-version) and
-// credential, for a response the gateway names on the client's behalf.
-// The caller closes the response's body.
-func (g *Gateway) responseCall(ctx context.Context, in *http.Request, method, id string) (*http.Response, error) {
+// credential (or the policy's upstream key, key), for a response the
+// gateway names on the client's behalf. The caller closes the response's
+// body.
+func (g *Gateway) responseCall(ctx context.Context, in *http.Request, method, id, key string) (*http.Response, error) {
 	u := g.upstreamURL("/responses/"+id, &url.URL{RawQuery: in.URL.RawQuery})
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("building the upstream %s of %s: %w", method, id, err)
 	}
 	copyEndToEnd(req.Header, in.Header, requestSkip...)
-	g.setAuth(req.Header, in)
+	setAuth(req.Header, in, key)
 	resp, err := g.transport().RoundTrip(req)
 	if err != nil {
 		return nil, upstreamErr(ctx, err)

@@ -47,7 +47,7 @@ func (g *Gateway) serveRetrieved(w http.ResponseWriter, in *http.Request, id str
 	if !ok || round == id && len(th.Pending) == 0 || strings.ContainsAny(round, "/?#") {
 		return false
 	}
-	body, header, err := g.retrieveUpstream(ctx, in, round)
+	body, header, err := g.retrieveUpstream(ctx, in, round, g.policy().Gateway.UpstreamKey)
 	if err != nil {
 		g.logger().Log(ctx, failureLevel(ctx), "retrieving a turn's last round", "response_id", id, "round_id", round, "err", err)
 		return false
@@ -65,8 +65,8 @@ func (g *Gateway) serveRetrieved(w http.ResponseWriter, in *http.Request, id str
 
 // retrieveUpstream returns the upstream's JSON of response id and its
 // headers, or an error for any answer but a 200 of JSON.
-func (g *Gateway) retrieveUpstream(ctx context.Context, in *http.Request, id string) ([]byte, http.Header, error) {
-	resp, err := g.responseCall(ctx, in, http.MethodGet, id)
+func (g *Gateway) retrieveUpstream(ctx context.Context, in *http.Request, id, key string) ([]byte, http.Header, error) {
+	resp, err := g.responseCall(ctx, in, http.MethodGet, id, key)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -37,7 +37,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			g.failTurn(w, r, t, err)
 			return
 		}
-		resp, err := t.sendRound(ctx, r, sendOptions{rest: rest, body: body, retries: g.retries(t.snap, round), round: round}, tools)
+		resp, err := t.sendRound(ctx, r, sendOptions{rest: rest, body: body, retries: g.retries(t.snap, round), round: round, key: t.snap.Gateway.UpstreamKey}, tools)
 		if err != nil {
 			g.failTurn(w, r, t, err)
 			return

@@ -26,19 +26,22 @@ func (g *Gateway) newPassthrough() *httputil.ReverseProxy {
 			pr.Out.URL = g.upstreamURL(rest, pr.In.URL)
 			pr.Out.Host = ""
 			dropGatewayHeaders(pr.Out.Header)
-			g.setAuth(pr.Out.Header, pr.In)
+			// One read of the policy: the response is guarded by the
+			// same policy whose key the request went with.
+			gw := g.policy().Gateway
+			setAuth(pr.Out.Header, pr.In, gw.UpstreamKey)
 			// The request's own cancel, for ModifyResponse to stop a
 			// stream gone silent; the client's leaving still cancels it.
 			ctx, cancel := context.WithCancel(pr.Out.Context())
-			pr.Out = pr.Out.WithContext(context.WithValue(ctx, cancelKey{}, cancel))
+			pr.Out = pr.Out.WithContext(context.WithValue(ctx, passKey{}, passed{cancel: cancel, silences: g.streamSilences(gw)}))
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			// The X-Toolgate-* fields say what this gateway did: an
 			// upstream's (another toolgate's) would read as this one's.
 			dropGatewayHeaders(resp.Header)
 			dropGatewayHeaders(resp.Trailer) // announced: the reverse proxy declares what is left
-			if cancel, ok := resp.Request.Context().Value(cancelKey{}).(context.CancelFunc); ok {
-				g.guardStream(resp.Request.Context(), resp, g.streamSilences(g.policy().Gateway), cancel, nil)
+			if p, ok := resp.Request.Context().Value(passKey{}).(passed); ok {
+				g.guardStream(resp.Request.Context(), resp, p.silences, p.cancel, nil)
 			}
 			if resp.StatusCode != http.StatusSwitchingProtocols {
 				// An upgraded connection's body must stay the transport's
@@ -83,8 +86,15 @@ func (b *trailerFilter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// cancelKey holds a passthrough request's context.CancelFunc in its context.
-type cancelKey struct{}
+// passKey holds a passthrough request's passed in its context.
+type passKey struct{}
+
+// passed is what ModifyResponse needs of its request's Rewrite: the
+// request's own cancel and the silences of the policy it went with.
+type passed struct {
+	cancel   context.CancelFunc
+	silences silences
+}
 
 // guardStream makes an event stream passed through end as a rewritten
 // stream does when its upstream fails (relay.fail): when no data arrives

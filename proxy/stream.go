@@ -91,7 +91,7 @@ func (g *Gateway) openRound(ctx context.Context, r *http.Request, rest string, t
 		return nil, nil, nil, err
 	}
 	rctx, cancel = context.WithCancel(ctx)
-	o := sendOptions{rest: rest, body: body, stream: true, retries: g.retries(t.snap, round), round: round}
+	o := sendOptions{rest: rest, body: body, stream: true, retries: g.retries(t.snap, round), round: round, key: t.snap.Gateway.UpstreamKey}
 	if resp, err = t.sendRound(rctx, r, o, tools); err != nil {
 		cancel()
 		return nil, nil, nil, err

@@ -26,6 +26,10 @@ type sendOptions struct {
 	// goes upstream with it. Compression stays the transport's to
 	// negotiate, so a passthrough's usage can be read for the metrics.
 	asIs bool
+	// key is the upstream key of the policy the request started on
+	// (setAuth): every round of a turn goes on the same account, even
+	// when a reload rotates the key mid-turn.
+	key string
 }
 
 // send makes one upstream call for the client request in. A 2xx comes back
@@ -65,7 +69,7 @@ func (g *Gateway) sendOnce(ctx context.Context, in *http.Request, o sendOptions)
 	if k := req.Header.Get("Idempotency-Key"); k != "" && o.round > 0 {
 		req.Header.Set("Idempotency-Key", roundKey(k, o.round))
 	}
-	g.setAuth(req.Header, in)
+	setAuth(req.Header, in, o.key)
 	if !o.asIs || req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -92,7 +96,7 @@ func roundKey(key string, round int) string {
 	return key + "-toolgate-round-" + strconv.Itoa(round)
 }
 
-// setAuth replaces the client's credential with the configured upstream key,
+// setAuth replaces the client's credential with the policy's upstream key,
 // when there is one; otherwise the client's passes through. The key goes in
 // the header the client's API reads a key from: Azure OpenAI's api-key for
 // a client that sent one, Anthropic's x-api-key for a client that sent one
@@ -103,8 +107,7 @@ func roundKey(key string, round int) string {
 // OpenAI-Project, which name the client's account: OpenAI refuses a key
 // with another account's (mismatched_organization), and the operator's
 // key has its own.
-func (g *Gateway) setAuth(h http.Header, in *http.Request) {
-	key := g.policy().Gateway.UpstreamKey
+func setAuth(h http.Header, in *http.Request, key string) {
 	if key == "" {
 		return
 	}
