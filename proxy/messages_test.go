@@ -196,6 +196,9 @@ func TestMessagesRequestsTheLoopDoesNotTakePassThrough(t *testing.T) {
 		reason     string
 	}{
 		{"a conversation the client prefilled", `{"model":"claude","max_tokens":50,"tools":` + string(tools) + `,"messages":[{"role":"user","content":"` + twoStepTask.Prompt + `"},{"role":"assistant","content":"I will"}]}`, 40, "an assistant prefill"},
+		{"a request that starts a thread kept upstream", `{"model":"claude","max_tokens":50,"thread":{"type":"create"},"tools":` + string(tools) + ask, 40, "a conversation kept upstream"},
+		{"a streamed request that starts a thread kept upstream", `{"model":"claude","max_tokens":50,"stream":true,"thread":{"type":"create"},"tools":` + string(tools) + ask, 40, "a conversation kept upstream"},
+		{"a request that continues a thread kept upstream", `{"model":"claude","max_tokens":50,"thread":{"type":"continue","previous_message_id":"msg_1"},"tools":` + string(tools) + ask, 40, "a conversation kept upstream"},
 		{"a client that defers tools of its own", `{"model":"claude","max_tokens":50,"tools":` + string(deferred) + ask, 40, "the client defers its own tools"},
 		{"a client that defers an MCP toolset's tools for the API's regex tool search", `{"model":"claude","max_tokens":50,"tools":` +
 			with(regex, `{"type":"mcp_toolset","mcp_server_name":"linear","default_config":{"defer_loading":true}}`) + ask, 42, "the client defers its own tools"},

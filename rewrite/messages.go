@@ -66,6 +66,10 @@ func parseMessages(body []byte, cache ToolCache) (*Request, error) {
 			r.JSONOutput = r.JSONOutput || v.Get("format.type").String() == "json_schema"
 		case pathMaxTokens:
 			r.OutputCap = capOf(v)
+		case "thread":
+			// The upstream keeps the thread: every round of the gateway's
+			// would be written into it, its own tool_search call last.
+			r.ServerConversation = v.Type != gjson.Null
 		case "thinking":
 			// max_tokens must exceed the thinking budget.
 			if v.Get("type").String() == "enabled" {

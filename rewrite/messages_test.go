@@ -76,6 +76,24 @@ func TestMessagesRequestsAreRead(t *testing.T) {
 					t.Errorf("deferred %v %v", r.Tools[0].Deferred, r.Tools[1].Deferred)
 				}
 			}},
+		{"a thread the upstream keeps is a server conversation", `{"model":"claude","max_tokens":10,"thread":{"type":"create"},"messages":[{"role":"user","content":"hi"}]}`,
+			func(t *testing.T, r *Request) {
+				if !r.ServerConversation {
+					t.Error("ServerConversation false, want true")
+				}
+			}},
+		{"a thread that continues one is a server conversation", `{"model":"claude","max_tokens":10,"thread":{"type":"continue","previous_message_id":"msg_1"},"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}]}`,
+			func(t *testing.T, r *Request) {
+				if !r.ServerConversation {
+					t.Error("ServerConversation false, want true")
+				}
+			}},
+		{"a null thread is no server conversation", `{"model":"claude","max_tokens":10,"thread":null,"messages":[{"role":"user","content":"hi"}]}`,
+			func(t *testing.T, r *Request) {
+				if r.ServerConversation {
+					t.Error("ServerConversation true, want false")
+				}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := Messages{}.ParseRequest([]byte(tc.body), nil)

@@ -193,7 +193,8 @@ type Request struct {
 	Background bool
 	// ServerConversation is true when the upstream appends the request
 	// and its answer to a conversation it keeps (the Responses API's
-	// conversation): each of the gateway's rounds would be written there.
+	// conversation, the Messages API's thread): each of the gateway's
+	// rounds would be written there.
 	ServerConversation bool
 }
 
