@@ -183,8 +183,16 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 			// keep-alive (ping) goes on from every round: while a later
 			// round's reasoning is held, it is all the client gets, and
 			// an idle timeout between would cut the stream.
-			if round == 0 || ev.KeepAlive {
+			if ev.KeepAlive {
 				if err := s.pass(ev.Type, data, -1); err != nil {
+					return res, err
+				}
+			} else if round == 0 {
+				echoed, err := s.iw.EchoTools(data, t.req.ToolsRaw.Raw)
+				if err != nil {
+					return res, err
+				}
+				if err := s.pass(ev.Type, echoed, -1); err != nil {
 					return res, err
 				}
 			}
@@ -327,7 +335,11 @@ func (s *itemRelay) failure(res *itemRound, ev rewrite.ItemEvent, data []byte, h
 		return raw
 	}
 	s.finish(res, ev, hidden)
-	end, err := s.iw.EndItemEvents(rewrite.NamedEvent{Name: ev.Type, Data: raw}, s.t.id, s.shownItems(), s.t.clientUsage(), s.seq)
+	echoed, err := s.iw.EchoTools(raw, s.t.req.ToolsRaw.Raw)
+	if err != nil {
+		return raw
+	}
+	end, err := s.iw.EndItemEvents(rewrite.NamedEvent{Name: ev.Type, Data: echoed}, s.t.id, s.shownItems(), s.t.clientUsage(), s.seq)
 	if err != nil || len(end) != 1 {
 		return raw
 	}
@@ -366,9 +378,12 @@ func (s *itemRelay) end(res itemRound) error {
 			s.record(res.shown[h.index], res.output[h.index])
 		}
 	}
-	last := rewrite.NamedEvent{Name: res.name, Data: res.last}
+	echoed, err := s.iw.EchoTools(res.last, s.t.req.ToolsRaw.Raw)
+	if err != nil {
+		return err
+	}
+	last := rewrite.NamedEvent{Name: res.name, Data: echoed}
 	if s.t.capped {
-		var err error
 		if last, err = s.iw.CutAtCap(last); err != nil {
 			return err
 		}

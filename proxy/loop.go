@@ -76,6 +76,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			Keep:  t.keep,
 			Usage: t.clientUsage(), ID: t.id, Created: t.created,
 			PromptFilter: t.promptFilter, Rounds: t.rounds, Capped: t.capped,
+			Tools: t.req.ToolsRaw.Raw,
 		}
 		if !t.req.JSONOutput {
 			turn.Text, turn.Logprobs, turn.Annotations = t.roundsText()

@@ -563,3 +563,59 @@ func TestAResponsesCustomToolNamedLikeTheSearchKeepsItsName(t *testing.T) {
 		})
 	}
 }
+
+// TestAResponsesAnswerEchoesTheClientsTools checks the tools member of a
+// turn that searched: the answer, and each event of a stream that holds
+// the response, echo the tools array the client sent, as the API echoes
+// a request's direct, and never tool_search or the active set the
+// rounds were offered.
+func TestAResponsesAnswerEchoesTheClientsTools(t *testing.T) {
+	var tools []map[string]any
+	for _, tool := range testCatalog(40) {
+		fn := tool["function"].(map[string]any)
+		tools = append(tools, map[string]any{"type": "function", "name": fn["name"], "description": fn["description"], "parameters": fn["parameters"], "strict": false})
+	}
+	sent, _ := json.Marshal(tools)
+	for _, tc := range []struct {
+		name   string
+		stream bool
+	}{
+		{"a whole answer echoes the client's tools", false},
+		{"a stream's created, in_progress and completed events echo the client's tools", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+			base := newTestGateway(t, model)
+			body := []byte(`{"model":"m","input":"` + twoStepTask.Prompt + `","stream":` + strconv.FormatBool(tc.stream) + `,"tools":` + string(sent) + `}`)
+			resp := postPath(t, base+"/responses", body)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			if recs := model.Records(); len(recs) < 2 {
+				t.Fatalf("the upstream got %d requests; want a search round and the answer", len(recs))
+			}
+			echoes := map[string]string{}
+			if !tc.stream {
+				echoes["the answer"] = gjson.GetBytes(b, "tools").Raw
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if data, ok := strings.CutPrefix(line, "data: "); ok {
+					if r := gjson.Get(data, "response"); r.Exists() {
+						echoes[gjson.Get(data, "type").String()] = r.Get("tools").Raw
+					}
+				}
+			}
+			want := []string{"the answer"}
+			if tc.stream {
+				want = []string{"response.created", "response.in_progress", "response.completed"}
+			}
+			for _, where := range want {
+				if got, ok := echoes[where]; !ok || got != string(sent) {
+					t.Errorf("%s echoes tools %.200s; want the client's 40 as sent", where, got)
+				}
+			}
+		})
+	}
+}

@@ -394,6 +394,11 @@ type Turn struct {
 	// max_tokens): the rounds spent the cap the client set before the
 	// gateway could ask for its answer (Request.OutputRoom).
 	Capped bool
+	// Tools is the client's tools array as it sent it (Request.ToolsRaw):
+	// an answer that echoes its request's tools (the Responses API's)
+	// echoes these, not tool_search and the active set the round was
+	// offered. Empty leaves the round's.
+	Tools string
 }
 
 // ClientResponse returns the body the client gets for the final round r

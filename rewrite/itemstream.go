@@ -30,6 +30,11 @@ type ItemEventWriter interface {
 	// usage (when not nil), then whatever the stream's grammar closes
 	// with.
 	EndItemEvents(last NamedEvent, id string, items []string, usage []byte, seq int) ([]NamedEvent, error)
+	// EchoTools returns a lifecycle or terminal event (data) whose
+	// response echoes its request's tools with the client's own tools
+	// array (Turn.Tools) in their place; data as it is for a dialect
+	// whose events echo none.
+	EchoTools(data []byte, tools string) ([]byte, error)
 	// CutAtCap returns last, the final round's terminal event, as the
 	// API ends a response its output cap cut short (Turn.Capped), for
 	// EndItemEvents to end the turn with.

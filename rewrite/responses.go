@@ -556,12 +556,42 @@ func (Responses) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 			return nil, fmt.Errorf("setting usage: %w", err)
 		}
 	}
+	if body, err = echoTools(body, "tools", turn.Tools); err != nil {
+		return nil, err
+	}
 	if turn.Capped {
 		if body, err = incompleteAtCap(body, ""); err != nil {
 			return nil, err
 		}
 	}
 	return body, nil
+}
+
+// echoTools returns b with the tools array at path set to tools, the
+// client's own as it sent them, where the upstream echoed what the round
+// offered: tool_search and the active set are the gateway's, and a
+// client sees its own tools echoed direct. b is returned as it is when
+// it echoes none, or those already.
+func echoTools(b []byte, path, tools string) ([]byte, error) {
+	if tools == "" {
+		return b, nil
+	}
+	echoed := gjson.Get(view(b), path)
+	if !echoed.IsArray() || echoed.Raw == tools {
+		return b, nil
+	}
+	// The client's array can be hundreds of KB: spliced in where the
+	// echo stands (gjson's Index 0 is "not known"), it is copied once,
+	// where sjson copies it twice.
+	if at := echoed.Index; at > 0 {
+		out := make([]byte, 0, len(b)-len(echoed.Raw)+len(tools))
+		return append(append(append(out, b[:at]...), tools...), b[at+len(echoed.Raw):]...), nil
+	}
+	out, err := sjson.SetRawBytes(b, path, []byte(tools))
+	if err != nil {
+		return nil, fmt.Errorf("echoing the client's tools: %w", err)
+	}
+	return out, nil
 }
 
 // incompleteAtCap returns b with the response at prefix ("" for b itself,

@@ -68,6 +68,11 @@ func (Responses) EditItemEvent(data []byte, seq, index int) ([]byte, error) {
 	return out, nil
 }
 
+// EchoTools implements ItemEventWriter: the response's tools.
+func (Responses) EchoTools(data []byte, tools string) ([]byte, error) {
+	return echoTools(data, "response.tools", tools)
+}
+
 // EndItemEvents implements ItemEventWriter: the terminal event alone.
 func (Responses) EndItemEvents(last NamedEvent, id string, items []string, usage []byte, seq int) ([]NamedEvent, error) {
 	out, err := endResponse(last.Data, id, items, usage, seq)

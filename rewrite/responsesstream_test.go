@@ -104,3 +104,22 @@ func TestResponsesBuildContinuesFromTheUpstreamsResponse(t *testing.T) {
 		})
 	}
 }
+
+func TestResponsesEventsEchoTheClientsTools(t *testing.T) {
+	const client = `[{"type":"function","name":"a"},{"type":"function","name":"b"}]`
+	for _, tc := range []struct{ name, data, tools, want string }{
+		{"the tools the round was offered become the client's", `{"type":"response.created","response":{"id":"r","tools":[{"type":"function","name":"tool_search"}]}}`, client,
+			`{"type":"response.created","response":{"id":"r","tools":` + client + `}}`},
+		{"an event that echoes the client's tools already is left as it is", `{"type":"response.completed","response":{"tools":` + client + `}}`, client,
+			`{"type":"response.completed","response":{"tools":` + client + `}}`},
+		{"an event that echoes no tools gets none", `{"type":"response.in_progress","response":{"id":"r"}}`, client, `{"type":"response.in_progress","response":{"id":"r"}}`},
+		{"no client tools leave the event as it is", `{"type":"response.created","response":{"tools":[]}}`, "", `{"type":"response.created","response":{"tools":[]}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Responses{}.EchoTools([]byte(tc.data), tc.tools)
+			if err != nil || string(got) != tc.want {
+				t.Errorf("got %s, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+}
