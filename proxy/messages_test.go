@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -376,5 +378,68 @@ func TestAPassedThroughMessagesStreamIsCounted(t *testing.T) {
 	recs := buf.waitLines(t, 1)
 	if len(recs) != 1 || recs[0].Get("mode").String() != "passthrough" || recs[0].Get("input_tokens").Int() != 5000 || recs[0].Get("input_tokens_cached").Int() != 1000 {
 		t.Errorf("want one record of a request passed through with 5000 input tokens, 1000 cached:\n%s", buf.String())
+	}
+}
+
+// TestAStreamedMessagesTurnSumsItsCacheBreakdownOnItsDelta checks the
+// usage of a streamed turn whose rounds wrote the prompt cache at
+// different lifetimes: message_delta carries every count summed, the
+// cache_creation breakdown (5m, 1h) included, beside the
+// cache_creation_input_tokens it splits; message_start, sent before the
+// later rounds exist, keeps the first round's.
+func TestAStreamedMessagesTurnSumsItsCacheBreakdownOnItsDelta(t *testing.T) {
+	var calls atomic.Int32
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		start := func(usage string) string {
+			return sseNamed("message_start", `{"type":"message_start","message":{"id":"msg_`+strconv.Itoa(int(calls.Load()))+`","type":"message","role":"assistant","content":[],"usage":`+usage+`}}`)
+		}
+		if calls.Add(1) == 1 {
+			_, _ = io.WriteString(w, start(`{"input_tokens":50,"cache_creation_input_tokens":3,"cache_read_input_tokens":100,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":3},"output_tokens":1}`)+
+				sseNamed("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_s1","name":"tool_search","input":{}}}`)+
+				sseNamed("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"query\":\"create issue repository\"}"}}`)+
+				sseNamed("content_block_stop", `{"type":"content_block_stop","index":0}`)+
+				sseNamed("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}`)+
+				sseNamed("message_stop", `{"type":"message_stop"}`))
+			return
+		}
+		_, _ = io.WriteString(w, start(`{"input_tokens":60,"cache_creation_input_tokens":7,"cache_read_input_tokens":103,"cache_creation":{"ephemeral_5m_input_tokens":7,"ephemeral_1h_input_tokens":0},"output_tokens":1}`)+
+			sseNamed("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)+
+			sseNamed("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Filed."}}`)+
+			sseNamed("content_block_stop", `{"type":"content_block_stop","index":0}`)+
+			sseNamed("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":4}}`)+
+			sseNamed("message_stop", `{"type":"message_stop"}`))
+	})
+	base := newTestGateway(t, upstream)
+	tools, _ := json.Marshal(anthropicTools(40))
+	resp := postPath(t, base+"/messages", []byte(`{"model":"claude","max_tokens":500,"stream":true,"tools":`+string(tools)+`,"messages":[{"role":"user","content":"`+twoStepTask.Prompt+`"}]}`))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if calls.Load() != 2 {
+		t.Fatalf("the upstream got %d requests, want a search round and the answer: %s", calls.Load(), b)
+	}
+	usage := map[string]gjson.Result{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			switch typ := gjson.Get(data, "type").String(); typ {
+			case "message_start":
+				usage[typ] = gjson.Get(data, "message.usage")
+			case "message_delta":
+				usage[typ] = gjson.Get(data, "usage")
+			}
+		}
+	}
+	for _, tc := range []struct{ event, path, want string }{
+		{"message_start", "cache_creation.ephemeral_1h_input_tokens", "3"},
+		{"message_start", "cache_creation.ephemeral_5m_input_tokens", "0"},
+		{"message_delta", "cache_creation_input_tokens", "10"},
+		{"message_delta", "cache_creation.ephemeral_1h_input_tokens", "3"},
+		{"message_delta", "cache_creation.ephemeral_5m_input_tokens", "7"},
+		{"message_delta", "cache_read_input_tokens", "203"},
+	} {
+		if got := usage[tc.event].Get(tc.path).Raw; got != tc.want {
+			t.Errorf("%s usage %s = %q, want %s (usage %s)", tc.event, tc.path, got, tc.want, usage[tc.event].Raw)
+		}
 	}
 }
