@@ -80,14 +80,28 @@ func TestHeldReasoningKeepsTheStreamAlive(t *testing.T) {
 		chunk(`{}`, `"stop"`)
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")
 	}
+	// chatJSON is an answer that must be JSON: its text is held until the
+	// round ends, as reasoning is.
+	chatJSON := func(w io.Writer, think func(func())) {
+		chunk := func(delta, finish string) {
+			fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":%s}]}\n\n", delta, finish)
+		}
+		chunk(`{"role":"assistant","content":""}`, "null")
+		think(func() { chunk(`{"content":"thinking "}`, "null") })
+		chunk(`{"content":"`+said+`"}`, "null")
+		chunk(`{}`, `"stop"`)
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}
 	paths := map[string]string{"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}
 	for _, tc := range []struct {
 		name, api string
 		write     func(io.Writer, func(func()))
+		jsonOut   bool
 	}{
-		{"a Chat client gets keep-alives while the reasoning deltas are held", "chat", chat},
-		{"a Responses client gets keep-alives while the reasoning summary is held", "responses", responses},
-		{"a Messages client gets keep-alives while the thinking is held", "messages", messages},
+		{"a Chat client gets keep-alives while the reasoning deltas are held", "chat", chat, false},
+		{"a Chat client that asks for JSON gets keep-alives while the answer's text is held", "chat", chatJSON, true},
+		{"a Responses client gets keep-alives while the reasoning summary is held", "responses", responses, false},
+		{"a Messages client gets keep-alives while the thinking is held", "messages", messages, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			alive := make(chan struct{}) // the client has a keep-alive
@@ -115,7 +129,11 @@ func TestHeldReasoningKeepsTheStreamAlive(t *testing.T) {
 			base := newTestGateway(t, up, searchOnly(t), func(g *Gateway) { g.HeldKeepAlive = 150 * time.Millisecond })
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+paths[tc.api], strings.NewReader(string(fruitlessRequest(t, tc.api, true))))
+			reqBody := fruitlessRequest(t, tc.api, true)
+			if tc.jsonOut {
+				reqBody = chatRequest(t, []map[string]any{{"role": "user", "content": fruitlessTask.Prompt}}, testCatalog(40), true, map[string]any{"response_format": map[string]any{"type": "json_object"}})
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+paths[tc.api], strings.NewReader(string(reqBody)))
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {

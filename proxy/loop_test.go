@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -268,6 +269,73 @@ func TestAWholeAnswerKeepsTheSearchRoundsWordsConsistent(t *testing.T) {
 			})
 			if tokens.String() != tt.wantLogprobed {
 				t.Errorf("logprobs' tokens read %q, want %q", tokens.String(), tt.wantLogprobed)
+			}
+		})
+	}
+}
+
+// TestAStreamedJSONAnswerIsNotLedByTheSearchRoundsWords: a stream whose
+// answer must be JSON (response_format json_schema or json_object) holds
+// each round's text until the round's end shows it is the answer, as it
+// holds reasoning: a search round's words never reach the client, whose
+// SDK parses the whole content as JSON (the openai package's
+// finalChatCompletion throws on "Let me look. {...}"), and a round that
+// ends with a call of the client's keeps its words, as a whole answer does.
+func TestAStreamedJSONAnswerIsNotLedByTheSearchRoundsWords(t *testing.T) {
+	jsonSchema := map[string]any{"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "r", "schema": map[string]any{"type": "object"}}}}
+	jsonObject := map[string]any{"response_format": map[string]any{"type": "json_object"}}
+	searchRound := textChunk("Let me ") + textChunk("look. ") + callChunk(0, "call_s1", SearchToolName, `{"query":"create issue"}`) + finishChunk("tool_calls") + doneEvent
+	verdict := func(end int) string { return sseData(fmt.Sprintf(azureVerdict, end)) }
+	for _, tc := range []struct {
+		name        string
+		extra       map[string]any
+		rounds      []string
+		wantContent string
+		wantCalls   []string
+		verdicts    int // Azure's verdicts on text the client gets, after it
+	}{
+		{"a json_schema answer streams without the search round's words", jsonSchema,
+			[]string{searchRound, textChunk(`{"issue":`) + textChunk(`42}`) + finishChunk("stop") + doneEvent},
+			`{"issue":42}`, nil, 0},
+		{"a json_object answer streams without them either", jsonObject,
+			[]string{searchRound, textChunk(`{"issue":42}`) + finishChunk("stop") + doneEvent},
+			`{"issue":42}`, nil, 0},
+		{"a round that calls a client tool beside its search keeps its words", jsonObject,
+			[]string{textChunk("Filing. ") + callChunk(0, "call_s1", SearchToolName, `{"query":"chat"}`) + callChunk(1, "call_r1", "repo_create_issue", `{}`) + finishChunk("tool_calls") + doneEvent},
+			"Filing. ", []string{"repo_create_issue"}, 0},
+		{"a text response_format streams the search round's words", map[string]any{"response_format": map[string]any{"type": "text"}},
+			[]string{searchRound, textChunk("It is filed.") + finishChunk("stop") + doneEvent},
+			"Let me look. It is filed.", nil, 0},
+		{"a content filter's verdict waits with the text it judges, and goes with it", jsonObject,
+			[]string{textChunk("Let me look. ") + verdict(13) + callChunk(0, "call_s1", SearchToolName, `{"query":"create issue"}`) + finishChunk("tool_calls") + doneEvent,
+				textChunk(`{"issue":42}`) + verdict(12) + finishChunk("stop") + doneEvent},
+			`{"issue":42}`, nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				n := int(calls.Add(1))
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, tc.rounds[min(n, len(tc.rounds))-1])
+			})
+			base := newTestGateway(t, up)
+			msgs := []map[string]any{{"role": "user", "content": "File a bug about the login crash."}}
+			x := send(t, base, chatRequest(t, msgs, testCatalog(30), true, tc.extra), nil)
+			if x.status != http.StatusOK || int(calls.Load()) != len(tc.rounds) {
+				t.Fatalf("status %d after %d upstream calls, want 200 after %d: %s", x.status, calls.Load(), len(tc.rounds), x.body)
+			}
+			rep := readStream(t, bytes.NewReader(x.body))
+			var names []string
+			for _, c := range rep.calls {
+				names = append(names, c.Get("name").String())
+			}
+			if rep.content != tc.wantContent || !slices.Equal(names, tc.wantCalls) || len(rep.finishes) != 1 || rep.dones != 1 {
+				t.Errorf("content %q, calls %v, finishes %v, [DONE]s %d; want %q, %v, one finish, one [DONE]", rep.content, names, rep.finishes, rep.dones, tc.wantContent, tc.wantCalls)
+			}
+			body := string(x.body)
+			if n := strings.Count(body, "content_filter_offsets"); n != tc.verdicts || n > 0 && strings.Index(body, "content_filter_offsets") < strings.LastIndex(body, `"content":`) {
+				t.Errorf("the client got %d verdicts, want %d, each after the text it judges:\n%s", n, tc.verdicts, body)
 			}
 		})
 	}

@@ -191,8 +191,14 @@ type relay struct {
 	// answer's, which an accumulator merges into one ("SIG0SIG1"), and a
 	// whole answer has the last round's alone. thoughtRole is whether
 	// the first of them has a role.
+	// With an answer that must be JSON (Request.JSONOutput) the round's
+	// text is held with them: thoughtText is whether some is, and a
+	// provider's verdict on it waits with it; thoughtSaid counts its
+	// characters.
 	thoughts    []byte
 	thoughtRole bool
+	thoughtText bool
+	thoughtSaid int
 	// details is one more than the highest reasoning_details index the
 	// client has, thoughtDetails the same for the held reasoning: a
 	// later round's indexes run on from details (a round that showed
@@ -304,7 +310,13 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 			// Any other chunk without a choice is a provider's annotation
 			// (Azure's prompt_filter_results first, its filter verdicts
 			// later).
-			if !ev.Usage.IsObject() {
+			switch {
+			case ev.Usage.IsObject():
+			case s.thoughtText:
+				if err := s.hold(data, rewrite.EventEdit{ID: t.id, Created: t.created}, false); err != nil {
+					return res, err
+				}
+			default:
 				if err := s.annotate(resp, data, round, sent); err != nil {
 					return res, err
 				}
@@ -409,19 +421,33 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		if ev.Details > 0 {
 			edit.ShiftDetails = behind
 		}
-		if ev.Thought && len(calls) == 0 && !emitFinish {
+		// An answer that must be JSON holds the round's text too: a
+		// search round's words ("Let me look that up.") would lead the
+		// JSON, and the SDKs parse the whole content (openai's
+		// finalChatCompletion throws). The round's end shows whether it
+		// is the answer.
+		if (ev.Thought || t.req.JSONOutput && ev.Text) && len(calls) == 0 && !emitFinish {
 			s.thoughtDetails = max(s.thoughtDetails, behind+ev.Details)
+			if !ev.Thought {
+				s.thoughtSaid += utf8.RuneCountInString(ev.Content)
+				s.thoughtText = true
+			}
 			if err := s.hold(data, edit, hasRole); err != nil {
 				return res, err
 			}
 			continue
 		}
-		if !ev.Text && len(calls) == 0 && !emitFinish && !hasRole && sent && ev.Annotation() {
+		if !ev.Text && len(calls) == 0 && !emitFinish && !hasRole && (sent || s.thoughtText) && ev.Annotation() {
 			// A verdict on text this round sent (Azure's asynchronous
-			// content filter): the client acts on it, so it goes on. One
-			// on a round that sent nothing judges a tool_search call the
-			// client never sees.
-			if err := s.passOn(data, edit); err != nil {
+			// content filter): the client acts on it, so it goes on, or
+			// waits with the text it judges. One on a round that sent
+			// nothing judges a tool_search call the client never sees.
+			if s.thoughtText {
+				err = s.hold(data, edit, false)
+			} else {
+				err = s.passOn(data, edit)
+			}
+			if err != nil {
 				return res, err
 			}
 			continue
@@ -517,6 +543,7 @@ func (s *relay) emit(resp *http.Response, data []byte, hasRole bool) error {
 		}
 		err := s.put(append(s.buffer(), s.thoughts...))
 		s.details = max(s.details, s.thoughtDetails)
+		s.said += s.thoughtSaid
 		s.dropThoughts()
 		if err != nil {
 			return err
@@ -574,9 +601,10 @@ func (s *relay) hold(data []byte, edit rewrite.EventEdit, hasRole bool) error {
 	return s.holdAlive()
 }
 
-// dropThoughts forgets the held reasoning, keeping its buffer.
+// dropThoughts forgets the held reasoning (and text), keeping its buffer.
 func (s *relay) dropThoughts() {
 	s.thoughts, s.thoughtRole, s.thoughtDetails = s.thoughts[:0], false, 0
+	s.thoughtText, s.thoughtSaid = false, 0
 }
 
 // holdAlive writes a comment when held events have kept the client
