@@ -1,9 +1,7 @@
 package selector
 
 import (
-	"cmp"
 	"context"
-	"fmt"
 	"maps"
 	"math"
 	"path"
@@ -54,93 +52,6 @@ func DefaultWeights() Weights {
 		// Habit: see habits.go for the measurements.
 		Habit: 1.0,
 	}
-}
-
-// Search ranks the catalog's tools for q. It never returns tools q.Skip
-// rejects. A query without any matching term still gets the tools the
-// session signals (anchors, transitions, recency) point at, with a low
-// confidence. The error is non-nil only when ctx is done.
-func (c *Catalog) Search(ctx context.Context, q Query) (Results, error) {
-	if err := ctx.Err(); err != nil {
-		return Results{}, fmt.Errorf("searching catalog: %w", err)
-	}
-	q.Text = clip(q.Text)
-	lq, words := c.analyzeQuery(q.Text, 1)
-	lex, err := c.lexicalWithParts(ctx, lq, q.Text)
-	if err != nil {
-		return Results{}, fmt.Errorf("searching catalog: %w", err)
-	}
-	if xq := c.expandWeak(lq, words, lex); xq != nil {
-		xl, err := c.lexicalWithParts(ctx, xq, q.Text)
-		if err != nil {
-			return Results{}, fmt.Errorf("searching catalog: %w", err)
-		}
-		lex, lq = xl, xq
-	}
-	return c.rank(ctx, q, lex, lq, words), nil
-}
-
-// Preselect returns the k tools that best fit a conversation turn, for the
-// proxy to add to the active set before the first upstream call. texts are
-// the conversation's recent user messages, oldest first; the last one is the
-// latest turn and weighs most, earlier ones add context at a lower weight.
-// Session signals (focus, last tool, recency) come from q, whose Text and
-// Limit are ignored.
-func (c *Catalog) Preselect(ctx context.Context, texts []string, k int, q Query) (Results, error) {
-	if err := ctx.Err(); err != nil {
-		return Results{}, fmt.Errorf("preselecting tools: %w", err)
-	}
-	if len(texts) == 0 {
-		return Results{}, nil
-	}
-	texts = clipAll(texts)
-	latest := texts[len(texts)-1]
-	lq, words := c.analyzeQuery(latest, 1)
-	c.discountDone(lq, q.Done)
-	lq.nbr = true // the document-side neighbour field: Preselect only (docexpand.go)
-	lex, err := c.lexicalWithParts(ctx, lq, latest)
-	if err != nil {
-		return Results{}, fmt.Errorf("preselecting tools: %w", err)
-	}
-	if len(texts) > 1 {
-		// Context: earlier turns, each half as relevant as the next one.
-		cq := &lexQuery{terms: map[string]float64{}}
-		w := 0.35
-		for i := len(texts) - 2; i >= 0 && w > 0.05; i-- {
-			cq.add(c.an.terms(texts[i]), w)
-			w /= 2
-		}
-		ctxLex, err := c.lexical(ctx, cq, candidatePool)
-		if err != nil {
-			return Results{}, fmt.Errorf("preselecting tools: %w", err)
-		}
-		c.mergeLex(&lex, ctxLex, func(old, v float64) float64 { return old + 0.35*v })
-	}
-	q.Text = latest
-	q.Limit = k
-	return c.rank(ctx, q, lex, lq, words), nil
-}
-
-// lexicalWithParts returns the candidates' normalised lexical scores for
-// the query: the whole query's, or, for a multi-part request, the best of
-// the whole and each part's (so the best tool for every part reaches the
-// top).
-func (c *Catalog) lexicalWithParts(ctx context.Context, lq *lexQuery, text string) (lexScores, error) {
-	lex, err := c.lexical(ctx, lq, candidatePool)
-	if err != nil || c.w.Decompose <= 0 {
-		return lex, err
-	}
-	for _, part := range decompose(text, decomposeMinWords) {
-		pq, _ := c.analyzeQuery(part, 1)
-		pl, err := c.lexical(ctx, pq, candidatePool)
-		if err != nil {
-			return lex, err
-		}
-		// A part's best tools join the whole query's at a discount, so
-		// they surface without letting a stray fragment take over.
-		c.mergeLex(&lex, pl, func(old, v float64) float64 { return max(old, c.w.Decompose*v) })
-	}
-	return lex, nil
 }
 
 // signal names one contribution to a candidate's score.
@@ -346,72 +257,17 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 			}
 		}
 	}
-	var trans map[int32]float64
-	if w.Transition > 0 && q.Last != "" {
-		for name, p := range transitionProbs(c.cfg.Transitions[q.Last], q.Learned, q.Last) {
-			if d, ok := addCand(name); ok {
-				if trans == nil {
-					trans = map[int32]float64{}
-				}
-				trans[d] = p
-			}
-		}
-	}
-	var recent map[int32]float64
-	if w.Recency > 0 {
-		for i := len(q.Recent) - 1; i >= 0; i-- {
-			age := len(q.Recent) - 1 - i
-			d, ok := addCand(q.Recent[i])
-			if !ok {
-				continue
-			}
-			if recent == nil {
-				recent = map[int32]float64{}
-			}
-			if _, dup := recent[d]; !dup {
-				recent[d] = math.Pow(0.7, float64(age))
-			}
-		}
-	}
-	var anchored map[int32]float64
-	if w.Anchor > 0 {
-		for _, a := range c.cfg.Anchors {
-			if a.Pattern == nil || !a.Pattern.MatchString(q.Text) {
-				continue
-			}
-			boost := a.Boost
-			if boost == 0 {
-				boost = 1
-			}
-			for _, name := range c.expand(a.Tools) {
-				if d, ok := addCand(name); ok {
-					if anchored == nil {
-						anchored = map[int32]float64{}
-					}
-					anchored[d] += boost
-				}
-			}
-		}
-	}
-	var habits map[int32]float64
-	if w.Habit > 0 && q.Habits.learned() && lq != nil {
-		for name, h := range q.Habits.scores(slices.Sorted(maps.Keys(lq.terms))) {
-			if d, ok := addCand(name); ok {
-				if habits == nil {
-					habits = map[int32]float64{}
-				}
-				habits[d] = h
-			}
-		}
-	}
-	var qwords map[string]bool
+	f := fusion{c: c, w: w, focus: strings.ToLower(strings.TrimSpace(q.Focus))}
+	f.gatherSignals(&q, lq, addCand)
+	// The query's terms for avoid_when are set here, not in gatherSignals:
+	// a map made in rank's frame stays on its stack, one made behind f's
+	// pointer escapes to the heap.
 	if w.Avoid > 0 && c.hasAvoid {
-		qwords = map[string]bool{}
+		f.qwords = map[string]bool{}
 		for _, t := range c.an.terms(q.Text) {
-			qwords[t] = true
+			f.qwords[t] = true
 		}
 	}
-	focus := strings.ToLower(strings.TrimSpace(q.Focus))
 
 	lexRank, semRank, msRank := sc.lexRank, sc.semRank, sc.msRank
 	lexDocs := rankScored(lex.order, lex.score, lexRank)
@@ -429,8 +285,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 			}
 		}
 	}()
-	f := fusion{c: c, w: w, lexRank: lexRank, semRank: semRank, msRank: msRank,
-		focus: focus, trans: trans, recent: recent, anchored: anchored, habits: habits, qwords: qwords}
+	f.lexRank, f.semRank, f.msRank = lexRank, semRank, msRank
 	f.lexTop, f.margin = lexLead(lex)
 	list := sc.list[:0]
 	for _, d := range cands {
@@ -446,6 +301,77 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	if len(list) > limit {
 		list = list[:limit]
 	}
+	res := c.toResults(list, &f, q.Explain)
+	var cover float64
+	if len(list) > 0 {
+		cover = c.coverage(lq, list[0].doc)
+	}
+	res.Confidence = confidence(list, cover)
+	sc.list = list[:0]
+	return res
+}
+
+// gatherSignals sets f's signals that name their tools (transitions from
+// q's last tool, recency, anchors, habits) and adds those tools to the
+// candidates through addCand.
+func (f *fusion) gatherSignals(q *Query, lq *lexQuery, addCand func(name string) (int32, bool)) {
+	c, w := f.c, f.w
+	if w.Transition > 0 && q.Last != "" {
+		for name, p := range transitionProbs(c.cfg.Transitions[q.Last], q.Learned, q.Last) {
+			if d, ok := addCand(name); ok {
+				addTo(&f.trans, d, p)
+			}
+		}
+	}
+	if w.Recency > 0 {
+		for i := len(q.Recent) - 1; i >= 0; i-- {
+			age := len(q.Recent) - 1 - i
+			d, ok := addCand(q.Recent[i])
+			if !ok {
+				continue
+			}
+			if _, dup := f.recent[d]; !dup {
+				addTo(&f.recent, d, math.Pow(0.7, float64(age)))
+			}
+		}
+	}
+	if w.Anchor > 0 {
+		for _, a := range c.cfg.Anchors {
+			if a.Pattern == nil || !a.Pattern.MatchString(q.Text) {
+				continue
+			}
+			boost := a.Boost
+			if boost == 0 {
+				boost = 1
+			}
+			for _, name := range c.expand(a.Tools) {
+				if d, ok := addCand(name); ok {
+					addTo(&f.anchored, d, boost)
+				}
+			}
+		}
+	}
+	if w.Habit > 0 && q.Habits.learned() && lq != nil {
+		for name, h := range q.Habits.scores(slices.Sorted(maps.Keys(lq.terms))) {
+			if d, ok := addCand(name); ok {
+				addTo(&f.habits, d, h)
+			}
+		}
+	}
+}
+
+// addTo adds v to (*m)[d], making the map on first use: most searches get
+// no value from a given signal, and a nil map reads as zero for free.
+func addTo(m *map[int32]float64, d int32, v float64) {
+	if *m == nil {
+		*m = map[int32]float64{}
+	}
+	(*m)[d] += v
+}
+
+// toResults returns list's tools as Results, each with its signals by name
+// when explain is set.
+func (c *Catalog) toResults(list []scored, f *fusion, explain bool) Results {
 	res := Results{Items: make([]Result, len(list))}
 	for i := range list {
 		s := &list[i]
@@ -457,16 +383,10 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 			Category:    t.Meta.Category,
 			Score:       s.score,
 		}
-		if q.Explain {
+		if explain {
 			res.Items[i].Signals = f.explain(s)
 		}
 	}
-	var cover float64
-	if len(list) > 0 {
-		cover = c.coverage(lq, list[0].doc)
-	}
-	res.Confidence = confidence(list, cover)
-	sc.list = list[:0]
 	return res
 }
 
@@ -584,127 +504,4 @@ func confidence(list []scored, cov float64) float64 {
 		margin = 1 - list[1].score/list[0].score
 	}
 	return math.Round((0.7*cov+0.3*margin)*100) / 100
-}
-
-// topDocs returns the n documents with the highest positive scores, best
-// first, ties by document order.
-func topDocs(scores []float64, n int) []int32 { return topAmong(nil, scores, n) }
-
-// sortScored orders by score, then by name so ties are deterministic. A
-// tool is in the list once and names are unique, so the order is total and
-// an unstable sort gives the same result as a stable one, with fewer moves
-// of the (signal-carrying) entries.
-func sortScored(list []scored, c *Catalog) {
-	slices.SortFunc(list, func(a, b scored) int {
-		if a.score != b.score {
-			return cmp.Compare(b.score, a.score)
-		}
-		return strings.Compare(c.tools[a.doc].Name, c.tools[b.doc].Name)
-	})
-}
-
-// topScored moves list's k best entries, in sortScored's order, to its
-// front and leaves the rest in no particular order: only the top k are
-// returned, and a full sort moved every (signal-carrying) entry several
-// times. The front is kept sorted as the list is read once: an entry that
-// beats the k-th takes its place and sinks to its own, which for a
-// preselection's hundred candidates and seven picks compares about 170
-// times where picking the best of the rest k times compared 700. A long
-// top is sorted in full.
-func topScored(list []scored, k int, c *Catalog) {
-	if k >= len(list) || k > 16 {
-		sortScored(list, c)
-		return
-	}
-	if k <= 0 {
-		return
-	}
-	for j := 1; j < len(list); j++ {
-		i := j
-		if j >= k {
-			if !scoredBefore(&list[j], &list[k-1], c) {
-				continue
-			}
-			list[j], list[k-1] = list[k-1], list[j]
-			i = k - 1
-		}
-		for ; i > 0 && scoredBefore(&list[i], &list[i-1], c); i-- {
-			list[i], list[i-1] = list[i-1], list[i]
-		}
-	}
-}
-
-// scoredBefore reports whether a ranks before b in sortScored's order.
-func scoredBefore(a, b *scored, c *Catalog) bool {
-	if a.score != b.score {
-		return a.score > b.score
-	}
-	return c.tools[a.doc].Name < c.tools[b.doc].Name
-}
-
-// lexLead returns the lexical winner and its margin over the runner-up
-// (0 on a tie or without candidates; -1 as the winner when there is none).
-func lexLead(lex lexScores) (int32, float64) {
-	top, best, second := int32(-1), 0.0, 0.0
-	for i, d := range lex.order {
-		switch v := lex.score[i]; {
-		case v > best:
-			second = best
-			top, best = d, v
-		case v == best:
-			second = v
-			if d < top {
-				top = d
-			}
-		case v > second:
-			second = v
-		}
-	}
-	if best <= 0 {
-		return -1, 0
-	}
-	return top, 1 - second/best
-}
-
-// docScore is a document and its score in one signal.
-type docScore struct {
-	doc   int32
-	score float64
-}
-
-// rankScored writes each document's 1-based rank by descending score (ties
-// by document) into ranks, one slot per tool, and returns the documents in
-// rank order: the caller zeroes their slots after use. scores[i] is
-// docs[i]'s; docs are distinct.
-func rankScored(docs []int32, scores []float64, ranks []int32) []int32 {
-	var buf [keyedStack]docScore
-	list := buf[:0]
-	if len(docs) > keyedStack {
-		list = make([]docScore, 0, len(docs))
-	}
-	// A single search's hits come ranked already: checked as they are
-	// copied, they skip the sort.
-	sorted := true
-	for i, d := range docs {
-		e := docScore{d, scores[i]}
-		if i > 0 && sorted && byRank(list[i-1], e) > 0 {
-			sorted = false
-		}
-		list = append(list, e)
-	}
-	if !sorted {
-		sortByRank(list)
-	}
-	return writeRanks(list, ranks)
-}
-
-// writeRanks returns list's documents in order and writes their 1-based
-// ranks into ranks.
-func writeRanks(list []docScore, ranks []int32) []int32 {
-	docs := make([]int32, len(list))
-	for i, e := range list {
-		docs[i] = e.doc
-		ranks[e.doc] = int32(i + 1)
-	}
-	return docs
 }
