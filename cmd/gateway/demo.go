@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/demo"
+	"github.com/toolgate/toolgate/internal/eval"
 	"github.com/toolgate/toolgate/internal/progress"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
@@ -34,7 +35,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	queries := fs.String("queries", "", "eval queries (JSONL, the shared format) to replay as tasks instead: the query is the prompt, "+
 		"its gold tools the steps; --catalog is then the eval catalog file")
 	subset := fs.String("subset", "", "with --queries: only queries whose subset starts with this")
-	stepQuery := fs.String("step-query", stepName, "with --queries: what the scripted model searches for a step it is not offered: "+
+	stepQuery := fs.String("step-query", eval.StepName, "with --queries: what the scripted model searches for a step it is not offered: "+
 		"name (the needed tool's name as words: an upper bound) or prompt (the task's text: a lower bound)")
 	agentTools := fs.String("agent-tools", "", "with --queries: replay over an agent of this many of the catalog's tools (every tool the tasks call, "+
 		"the rest drawn with a fixed seed) instead of the whole catalog; several sizes, comma-separated (120,150,180), print one row each")
@@ -68,9 +69,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *api != "chat" && *api != "responses" && *api != "messages" {
 		return fmt.Errorf("%w: --api %q: want chat, responses or messages", errUsage, *api)
 	}
+	if *stepQuery != eval.StepPrompt && *stepQuery != eval.StepName {
+		return fmt.Errorf("%w: --step-query is %q; want prompt or name", errUsage, *stepQuery)
+	}
 	o := demo.Options{Stream: *stream, API: demo.API(*api), Model: *model, OneSession: *oneSession, CacheRate: *cacheRate}
 	var (
-		qf   *queryFile
+		qf   *eval.QueryFile
 		defs map[string][]rewrite.Tool
 	)
 	switch {
@@ -78,10 +82,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *catalog == "" || *tasks != "" {
 			return fmt.Errorf("%w: --queries needs --catalog (the eval catalog) and replaces --tasks", errUsage)
 		}
-		if qf, err = loadQueries(*queries); err != nil {
+		if qf, err = eval.LoadQueries(*queries); err != nil {
 			return err
 		}
-		if note := qf.skippedNote(); note != "" {
+		if note := qf.SkippedNote(); note != "" {
 			fmt.Fprintln(stderr, "demo:", note)
 		}
 		if defs, err = readCatalog(*catalog); err != nil {
@@ -90,7 +94,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		// Checked here, where each query's FILE:LINE is known (demo.Run
 		// sees only the tasks made of them), and only for the queries
 		// that --subset replays.
-		if _, err := qf.withSubset(*subset).checkGold(defs, *catalog, true); err != nil {
+		if _, err := qf.WithSubset(*subset).CheckGold(defs, *catalog, true); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 	default:
@@ -131,7 +135,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		// On *queries, not on what was read from it: an empty file once
 		// left nothing read and replayed the bundled demo instead.
 		if *queries != "" {
-			if o.Tasks, o.Catalog, err = episodes(qf.queries, defs, *subset, *stepQuery, n); err != nil {
+			o.Tasks, o.Catalog, err = eval.Episodes(qf.Queries, defs, *subset, *stepQuery, n)
+			var small *eval.AgentTooSmallError
+			if errors.As(err, &small) {
+				return fmt.Errorf("%w: --agent-tools %d: the tasks call %d tools of the catalog; want at least that many", errUsage, small.Size, small.Called)
+			}
+			if err != nil {
 				return err
 			}
 		}

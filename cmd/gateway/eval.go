@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/toolgate/toolgate/internal/eval"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
@@ -35,18 +36,18 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: eval takes no arguments, only flags; got %q", errUsage, fs.Args())
 	}
-	qf, err := loadQueries(*queries)
+	qf, err := eval.LoadQueries(*queries)
 	if err != nil {
 		return err
 	}
-	if note := qf.skippedNote(); note != "" {
+	if note := qf.SkippedNote(); note != "" {
 		fmt.Fprintln(stderr, "eval:", note)
 	}
 	defs, err := readCatalog(*catalog)
 	if err != nil {
 		return err
 	}
-	warning, err := qf.checkGold(defs, *catalog, false)
+	warning, err := qf.CheckGold(defs, *catalog, false)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
@@ -58,12 +59,12 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	var rank selector.Ranker
-	var hr *httpRanker
+	var hr *eval.HTTPRanker
 	if *through {
 		var stop func()
-		hr, stop = newHTTPRanker(snap, defs)
+		hr, stop = eval.NewHTTPRanker(snap, defs)
 		defer stop()
-		rank = hr.rank
+		rank = hr.Rank
 	} else {
 		cats, err := compileCatalogs(ctx, snap, defs)
 		if err != nil {
@@ -74,7 +75,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		// changed nothing.
 		rank = selector.SearchRanker(cats, 10)
 	}
-	rep, err := selector.Evaluate(ctx, qf.queries, rank)
+	rep, err := selector.Evaluate(ctx, qf.Queries, rank)
 	if err != nil {
 		return err
 	}
@@ -95,15 +96,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *misses > 0 {
 		printMisses(stdout, rep.Misses, *misses)
 	}
-	if hr != nil && len(hr.offered) > 0 {
-		sum, most := 0, 0
-		for _, n := range hr.offered {
-			sum += n
-			most = max(most, n)
+	if hr != nil {
+		if n, mean, most := hr.Offered(); n > 0 {
+			fmt.Fprintf(stdout, "\nthrough the gateway: R@k = in the first k tools offered (preselected first, then what one\n"+
+				"search with the query's text added); tools offered per query: mean %.1f, max %d\n", mean, most)
 		}
-		fmt.Fprintf(stdout, "\nthrough the gateway: R@k = in the first k tools offered (preselected first, then what one\n"+
-			"search with the query's text added); tools offered per query: mean %.1f, max %d\n",
-			float64(sum)/float64(len(hr.offered)), most)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/toolgate/toolgate/internal/eval"
 	"github.com/toolgate/toolgate/internal/fakellm"
 	"github.com/toolgate/toolgate/rewrite"
 )
@@ -44,15 +45,6 @@ func readCatalog(path string) (map[string][]rewrite.Tool, error) {
 	return defs, nil
 }
 
-// toolsArray returns tools as the JSON array they came from.
-func toolsArray(tools []rewrite.Tool) []byte {
-	raws := make([]string, len(tools))
-	for i, t := range tools {
-		raws[i] = t.Raw
-	}
-	return []byte("[" + strings.Join(raws, ",") + "]")
-}
-
 // readDemoCatalog reads demo's --catalog: a tools array, or a catalog file
 // of one catalog, which the demo replays over; both are checked as eval's
 // are (a duplicate name would pass every task through unsearched, and the
@@ -64,11 +56,11 @@ func readDemoCatalog(path string) ([]byte, error) {
 	}
 	if len(defs) > 1 {
 		return nil, fmt.Errorf("catalog %s holds %d catalogs (%s); the demo replays over one: give it a tools array or a file of one catalog",
-			path, len(defs), catalogIDs(defs))
+			path, len(defs), eval.CatalogIDs(defs))
 	}
 	var tools []byte
 	for _, only := range defs {
-		tools = toolsArray(only)
+		tools = eval.ToolsArray(only)
 	}
 	return tools, nil
 }

@@ -1,7 +1,8 @@
 // Command gateway is toolgate: a transparent OpenAI-compatible gateway that
 // routes large tool catalogs through tool_search. This package holds flags,
 // environment, subcommands and wiring only; the logic lives in proxy,
-// rewrite, selector, policy and session.
+// rewrite, selector, policy and session, and that of the demo, bench and
+// eval commands in internal/demo, internal/bench and internal/eval.
 package main
 
 import (

@@ -18,6 +18,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	toolgate "github.com/toolgate/toolgate"
+	"github.com/toolgate/toolgate/internal/eval"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -92,7 +93,7 @@ func TestReplicasShareSessionsThroughRedis(t *testing.T) {
 		{"replicas with in-process memory do not", func(*testing.T) string { return "memory" }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			up := &searchOnceModel{}
+			up := &eval.SearchOnceModel{}
 			srv := httptest.NewServer(up)
 			defer srv.Close()
 			policyText := "gateway:\n  mode: search\nsessions:\n  store: " + tc.store(t) + "\n"
@@ -100,13 +101,13 @@ func TestReplicasShareSessionsThroughRedis(t *testing.T) {
 			b := startReplica(t, srv.URL+"/v1", policyText)
 
 			chat(t, a, "Please review and merge the open pull request.")
-			found := up.seen() // search mode: all of it came from a's search
+			found := up.Seen() // search mode: all of it came from a's search
 			if len(found) == 0 {
 				t.Fatal("replica a's search found nothing")
 			}
-			up.reset()
+			up.Reset()
 			chat(t, b, "Please review and merge the open pull request.", "done", "Now the next one.")
-			first := up.offered()[0] // b's first upstream request, before any search
+			first := up.Offered()[0] // b's first upstream request, before any search
 			has := slices.Contains(first, found[0])
 			if has != tc.shared {
 				t.Errorf("replica b's first request %v; found on a: %v; shared = %v", first, found, has)

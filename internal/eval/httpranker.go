@@ -1,4 +1,4 @@
-package main
+package eval
 
 import (
 	"bytes"
@@ -23,29 +23,29 @@ import (
 	"github.com/toolgate/toolgate/session"
 )
 
-// httpRanker measures what a model behind the gateway is offered: each
+// HTTPRanker measures what a model behind the gateway is offered: each
 // query goes, as the only user message with its catalog's whole tools
 // array, through an in-process gateway to a scripted model that calls
 // tool_search once with the query's own text and then answers. The ranking
 // is the client tools the model saw, in the order it first saw them: the
 // preselected tools of the first request, then what the search added. Its
 // recall is the recall of the product, not of the selector alone.
-type httpRanker struct {
+type HTTPRanker struct {
 	gw      http.Handler
 	tools   map[string]json.RawMessage // catalog id -> tools array
-	model   *searchOnceModel
+	model   *SearchOnceModel
 	offered []int // tools offered per query, for the summary
 }
 
-// newHTTPRanker starts the scripted model and builds the gateway in front
+// NewHTTPRanker starts the scripted model and builds the gateway in front
 // of it, with policy snap, for the catalogs of a catalog file; the func it
 // returns stops the model.
-func newHTTPRanker(snap *policy.Snapshot, defs map[string][]rewrite.Tool) (*httpRanker, func()) {
+func NewHTTPRanker(snap *policy.Snapshot, defs map[string][]rewrite.Tool) (*HTTPRanker, func()) {
 	tools := make(map[string]json.RawMessage, len(defs))
 	for id, ts := range defs {
-		tools[id] = toolsArray(ts)
+		tools[id] = ToolsArray(ts)
 	}
-	model := &searchOnceModel{}
+	model := &SearchOnceModel{}
 	up := httptest.NewServer(model)
 	u, _ := url.Parse(up.URL + "/v1")
 	gw := &proxy.Gateway{
@@ -56,12 +56,13 @@ func newHTTPRanker(snap *policy.Snapshot, defs map[string][]rewrite.Tool) (*http
 		Learned:  proxy.NewLearned(64),
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
-	return &httpRanker{gw: gw.Handler(), tools: tools, model: model}, up.Close
+	return &HTTPRanker{gw: gw.Handler(), tools: tools, model: model}, up.Close
 }
 
-// rank sends one query through the gateway. selector.Evaluate calls it
-// sequentially, so the model's record is this query's alone.
-func (h *httpRanker) rank(ctx context.Context, q selector.EvalQuery) ([]string, error) {
+// Rank sends one query through the gateway: a selector.Ranker.
+// selector.Evaluate calls it sequentially, so the model's record is this
+// query's alone.
+func (h *HTTPRanker) Rank(ctx context.Context, q selector.EvalQuery) ([]string, error) {
 	tools, ok := h.tools[q.Catalog]
 	if !ok && len(h.tools) == 1 {
 		for _, only := range h.tools {
@@ -78,7 +79,7 @@ func (h *httpRanker) rank(ctx context.Context, q selector.EvalQuery) ([]string, 
 	if err != nil {
 		return nil, fmt.Errorf("query %s: %w", q.ID, err)
 	}
-	h.model.reset()
+	h.model.Reset()
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Session-ID", q.ID)
@@ -92,37 +93,53 @@ func (h *httpRanker) rank(ctx context.Context, q selector.EvalQuery) ([]string, 
 	if rec.Code != http.StatusOK {
 		return nil, fmt.Errorf("query %s: gateway answered %d: %s", q.ID, rec.Code, rec.Body.Bytes())
 	}
-	seen := h.model.seen()
+	seen := h.model.Seen()
 	h.offered = append(h.offered, len(seen))
 	return seen, nil
 }
 
-// searchOnceModel plays a model that searches once per user turn with the
+// Offered returns how many queries were ranked and how many tools the
+// model was offered per query, on average and at most: the summary under
+// recall.
+func (h *HTTPRanker) Offered() (queries int, mean float64, most int) {
+	if len(h.offered) == 0 {
+		return 0, 0, 0
+	}
+	sum := 0
+	for _, n := range h.offered {
+		sum += n
+		most = max(most, n)
+	}
+	return len(h.offered), float64(sum) / float64(len(h.offered)), most
+}
+
+// SearchOnceModel plays a model that searches once per user turn with the
 // user's words and then answers in text; it records the client tools each
-// request offered it (tool_search left out).
-type searchOnceModel struct {
+// request offered it (tool_search left out). Serve it with httptest.
+type SearchOnceModel struct {
 	mu       sync.Mutex
 	requests [][]string
 }
 
-func (m *searchOnceModel) reset() {
+// Reset forgets the requests recorded so far.
+func (m *SearchOnceModel) Reset() {
 	m.mu.Lock()
 	m.requests = nil
 	m.mu.Unlock()
 }
 
-// offered returns the client tools of each request since reset, in order.
-func (m *searchOnceModel) offered() [][]string {
+// Offered returns the client tools of each request since Reset, in order.
+func (m *SearchOnceModel) Offered() [][]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.requests)
 }
 
-// seen returns every client tool offered since reset, in the order first
+// Seen returns every client tool offered since Reset, in the order first
 // offered.
-func (m *searchOnceModel) seen() []string {
+func (m *SearchOnceModel) Seen() []string {
 	var out []string
-	for _, names := range m.offered() {
+	for _, names := range m.Offered() {
 		for _, n := range names {
 			if !slices.Contains(out, n) {
 				out = append(out, n)
@@ -132,7 +149,10 @@ func (m *searchOnceModel) seen() []string {
 	return out
 }
 
-func (m *searchOnceModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP answers a Chat Completions request: a tool_search call with
+// the user's words when the last message is the user's and the request
+// offers a search tool, otherwise the text "done".
+func (m *SearchOnceModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)

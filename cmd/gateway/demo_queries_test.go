@@ -12,140 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/toolgate/toolgate/internal/fakellm"
-	"github.com/toolgate/toolgate/rewrite"
-	"github.com/toolgate/toolgate/selector"
 )
-
-func TestNameWords(t *testing.T) {
-	for _, tc := range []struct{ name, want string }{
-		{"filesystem__write_file", "write file"},
-		{"getBaziDetail", "get bazi detail"},
-		{"get-9to5mac-news", "get 9to5mac news"},
-		{"playwright_navigate", "playwright navigate"},
-		{"HTMLParser.parse", "htmlparser parse"},
-	} {
-		t.Run(tc.name+" reads as "+tc.want, func(t *testing.T) {
-			if got := nameWords(tc.name); got != tc.want {
-				t.Errorf("nameWords(%q) = %q, want %q", tc.name, got, tc.want)
-			}
-		})
-	}
-}
-
-func TestEpisodesBecomeScriptedTasks(t *testing.T) {
-	defs := map[string][]rewrite.Tool{"c": {{Name: "fs_read_file", Raw: `{"n":1}`}, {Name: "chat_post_message", Raw: `{"n":2}`}}}
-	qs := []selector.EvalQuery{
-		{ID: "a", Catalog: "c", Query: "read notes.txt and post it", Gold: []string{"fs_read_file", "chat_post_message"}, Subset: "live/office"},
-		{ID: "b", Catalog: "c", Query: "post hello", Gold: []string{"chat_post_message"}, Subset: "bench/chat"},
-		{ID: "c", Catalog: "c", Query: "nothing needed", Subset: "live/office"},
-	}
-	t.Run("a query is a task whose steps are its gold tools in order", func(t *testing.T) {
-		tasks, catalog, err := episodes(qs, defs, "live", stepName, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []fakellm.Task
-		if err := json.Unmarshal(tasks, &got); err != nil {
-			t.Fatal(err)
-		}
-		if len(got) != 1 || got[0].Prompt != qs[0].Query || len(got[0].Steps) != 2 ||
-			got[0].Steps[0].Tool != "fs_read_file" || got[0].Steps[1].Query != "chat post message" {
-			t.Errorf("tasks %+v", got)
-		}
-		if string(catalog) != `[{"n":1},{"n":2}]` {
-			t.Errorf("catalog %s", catalog)
-		}
-	})
-	t.Run("with prompt step queries every step searches with the task's text", func(t *testing.T) {
-		tasks, _, err := episodes(qs, defs, "", stepPrompt, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []fakellm.Task
-		_ = json.Unmarshal(tasks, &got)
-		if len(got) != 2 || got[0].Steps[1].Query != qs[0].Query {
-			t.Errorf("tasks %+v", got)
-		}
-	})
-	for _, tc := range []struct {
-		name      string
-		qs        []selector.EvalQuery
-		subset    string
-		stepQuery string
-	}{
-		{"an unknown step query is a usage error", qs, "", "guess"},
-		{"a subset without queries is an error", qs, "nope", stepName},
-		{"queries over two catalogs are an error", append(qs, selector.EvalQuery{ID: "d", Catalog: "other", Gold: []string{"x"}}), "", stepName},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := episodes(tc.qs, defs, tc.subset, tc.stepQuery, 0)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if tc.stepQuery == "guess" && !errors.Is(err, errUsage) {
-				t.Errorf("err = %v, want a usage error", err)
-			}
-		})
-	}
-}
-
-func TestAgentCatalogKeepsTheCalledToolsAndDrawsTheRest(t *testing.T) {
-	var tools []rewrite.Tool
-	for i := range 40 {
-		tools = append(tools, rewrite.Tool{Name: fmt.Sprintf("tool_%02d", i)})
-	}
-	tasks := []fakellm.Task{{Steps: []fakellm.Step{{Tool: "tool_07"}, {Tool: "tool_31"}}}, {Steps: []fakellm.Step{{Tool: "tool_07"}}}}
-	names := func(ts []rewrite.Tool) []string {
-		var out []string
-		for _, t := range ts {
-			out = append(out, t.Name)
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		name string
-		n    int
-		want int // tools returned; 0 means an error
-	}{
-		{"an agent smaller than the catalog keeps n tools", 10, 10},
-		{"an agent of exactly the called tools keeps only them", 2, 2},
-		{"an agent as large as the catalog is the catalog", 40, 40},
-		{"an agent larger than the catalog is the catalog", 99, 40},
-		{"an agent too small for the called tools is a usage error", 1, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := agentCatalog(tools, tasks, tc.n)
-			if tc.want == 0 {
-				if !errors.Is(err, errUsage) {
-					t.Fatalf("err = %v, want a usage error", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			ns := names(got)
-			if len(ns) != tc.want || !slices.Contains(ns, "tool_07") || !slices.Contains(ns, "tool_31") {
-				t.Errorf("agent %v: want %d tools with tool_07 and tool_31", ns, tc.want)
-			}
-			if !slices.IsSorted(ns) {
-				t.Errorf("agent %v is not in the catalog's order", ns)
-			}
-			again, _ := agentCatalog(tools, tasks, tc.n)
-			if !slices.Equal(names(again), ns) {
-				t.Errorf("two draws differ: %v and %v", ns, names(again))
-			}
-		})
-	}
-	t.Run("the drawn tools are not simply the catalog's first ones", func(t *testing.T) {
-		got, _ := agentCatalog(tools, tasks, 10)
-		if ns := names(got); slices.Equal(ns[:8], names(tools[:8])) {
-			t.Errorf("agent %v: the others were not drawn", ns)
-		}
-	})
-}
 
 // writeEpisodeQueries writes two eval queries over the bundled catalog's
 // tools (three steps in all) to a file in dir and returns its path.
@@ -241,6 +108,30 @@ func TestDemoSweepsAgentSizesOneRowEach(t *testing.T) {
 			t.Errorf("the sweep's 90-tool row says %sx and %s%%, the run alone %sx and %s%%", rows[1][3], rows[1][4], calls[1], tokens[1])
 		}
 	})
+}
+
+func TestDemoRefusesAnAgentItsTasksCannotRunOn(t *testing.T) {
+	queries := writeEpisodeQueries(t, t.TempDir())
+	catalog := filepath.Join("..", "..", "testdata", "catalog.json")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // in the error
+	}{
+		{"an agent smaller than the tools the tasks call is a usage error saying how many they call",
+			[]string{"--agent-tools", "2"}, "--agent-tools 2: the tasks call 3 tools of the catalog; want at least that many"},
+		{"a step query the scripted model cannot make is a usage error",
+			[]string{"--step-query", "guess"}, `--step-query is "guess"; want prompt or name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			args := append([]string{"demo", "--queries", queries, "--catalog", catalog}, tc.args...)
+			err := run(context.Background(), args, &out, &errOut)
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want a usage error with %q", err, tc.want)
+			}
+		})
+	}
 }
 
 func TestDemoRefusesFlagsItWouldIgnore(t *testing.T) {

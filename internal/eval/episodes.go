@@ -1,4 +1,4 @@
-package main
+package eval
 
 import (
 	"encoding/json"
@@ -15,22 +15,35 @@ import (
 // Step queries for episodes: what the scripted model searches for a step
 // whose tool it is not offered.
 const (
-	// stepPrompt searches with the task's own text: all a model knows before
+	// StepPrompt searches with the task's own text: all a model knows before
 	// it plans, so the result is a lower bound.
-	stepPrompt = "prompt"
-	// stepName searches with the words of the needed tool's name: a model
+	StepPrompt = "prompt"
+	// StepName searches with the words of the needed tool's name: a model
 	// that knows exactly what it wants, so the result is an upper bound.
-	stepName = "name"
+	StepName = "name"
 )
 
-// episodes turns eval queries (the shared format) into scripted agent
+// AgentTooSmallError is Episodes' error for an agent of fewer tools than
+// its tasks call: such an agent could not complete them.
+type AgentTooSmallError struct {
+	Size   int // the agent's tools asked for
+	Called int // the catalog's tools the tasks call
+}
+
+func (e *AgentTooSmallError) Error() string {
+	return fmt.Sprintf("an agent of %d tools: the tasks call %d tools of the catalog; want at least that many", e.Size, e.Called)
+}
+
+// Episodes turns eval queries (the shared format) into scripted agent
 // tasks for the demo: each query whose subset starts with subset becomes a
 // task whose prompt is the query and whose steps are its gold tools in
-// order. It returns the tasks and the tools array of their catalog, or,
-// with agentTools > 0, of an agent of that many of its tools (agentTools).
-func episodes(qs []selector.EvalQuery, defs map[string][]rewrite.Tool, subset, stepQuery string, agentTools int) (tasks, catalog []byte, err error) {
-	if stepQuery != stepPrompt && stepQuery != stepName {
-		return nil, nil, fmt.Errorf("%w: --step-query is %q; want prompt or name", errUsage, stepQuery)
+// order, each searched for as stepQuery (StepPrompt or StepName) says. It
+// returns the tasks and the tools array of their catalog, or, with
+// agentTools > 0, of an agent of that many of its tools (agentCatalog; an
+// *AgentTooSmallError when the tasks call more).
+func Episodes(qs []selector.EvalQuery, defs map[string][]rewrite.Tool, subset, stepQuery string, agentTools int) (tasks, catalog []byte, err error) {
+	if stepQuery != StepPrompt && stepQuery != StepName {
+		return nil, nil, fmt.Errorf("episodes: step query %q; want %q or %q", stepQuery, StepPrompt, StepName)
 	}
 	var out []fakellm.Task
 	catID := ""
@@ -46,7 +59,7 @@ func episodes(qs []selector.EvalQuery, defs map[string][]rewrite.Tool, subset, s
 		task := fakellm.Task{Name: q.ID, Prompt: q.Query, Answer: "Done."}
 		for _, g := range q.Gold {
 			sq := q.Query
-			if stepQuery == stepName {
+			if stepQuery == StepName {
 				sq = nameWords(g)
 			}
 			task.Steps = append(task.Steps, fakellm.Step{Tool: g, Query: sq, Args: json.RawMessage(`{}`)})
@@ -73,7 +86,7 @@ func episodes(qs []selector.EvalQuery, defs map[string][]rewrite.Tool, subset, s
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding episodes: %w", err)
 	}
-	return tasks, toolsArray(tools), nil
+	return tasks, ToolsArray(tools), nil
 }
 
 // agentCatalog returns an agent's n tools out of a catalog: every tool the
@@ -103,7 +116,7 @@ func agentCatalog(tools []rewrite.Tool, tasks []fakellm.Task, n int) ([]rewrite.
 		}
 	}
 	if kept > n {
-		return nil, fmt.Errorf("%w: --agent-tools %d: the tasks call %d tools of the catalog; want at least that many", errUsage, n, kept)
+		return nil, &AgentTooSmallError{Size: n, Called: kept}
 	}
 	draw := rand.New(rand.NewPCG(1, 2))
 	draw.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
@@ -139,4 +152,13 @@ func nameWords(name string) string {
 		prev = r
 	}
 	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// ToolsArray returns tools as the JSON array they came from.
+func ToolsArray(tools []rewrite.Tool) []byte {
+	raws := make([]string, len(tools))
+	for i, t := range tools {
+		raws[i] = t.Raw
+	}
+	return []byte("[" + strings.Join(raws, ",") + "]")
 }

@@ -1,4 +1,4 @@
-package main
+package eval
 
 import (
 	"fmt"
@@ -9,27 +9,28 @@ import (
 	"github.com/toolgate/toolgate/selector"
 )
 
-// queryFile is an eval queries file (JSONL, the shared format) as eval and
+// QueryFile is an eval queries file (JSONL, the shared format) as eval and
 // demo --queries use it: the queries that have gold tools, each knowing
 // its line, so that a problem with one is reported as FILE:LINE.
-type queryFile struct {
-	path    string
-	queries []selector.EvalQuery
+type QueryFile struct {
+	path string
+	// Queries are the file's queries that have gold tools, in file order.
+	Queries []selector.EvalQuery
 	// skipped are the lines of queries without gold tools: there is
 	// nothing to measure or replay for them, and they are reported, not
 	// dropped silently.
 	skipped []int
 }
 
-// loadQueries reads a queries file. A file without a single query (empty,
+// LoadQueries reads a queries file. A file without a single query (empty,
 // or blank lines only) is an error: run on it, eval printed a table of
 // zeros and demo fell back to its bundled tasks, both exiting 0.
-func loadQueries(path string) (*queryFile, error) {
+func LoadQueries(path string) (*QueryFile, error) {
 	all, err := selector.LoadQueries(path)
 	if err != nil {
 		return nil, err
 	}
-	qf := &queryFile{path: path}
+	qf := &QueryFile{path: path}
 	for _, q := range all {
 		if strings.TrimSpace(q.Query) == "" {
 			// Ranked, an empty query is a miss that says nothing; search
@@ -40,12 +41,12 @@ func loadQueries(path string) (*queryFile, error) {
 			qf.skipped = append(qf.skipped, q.Line)
 			continue
 		}
-		qf.queries = append(qf.queries, q)
+		qf.Queries = append(qf.Queries, q)
 	}
 	switch {
-	case len(qf.queries) == 0 && len(qf.skipped) == 0:
+	case len(qf.Queries) == 0 && len(qf.skipped) == 0:
 		return nil, fmt.Errorf("queries %s: the file holds no queries", path)
-	case len(qf.queries) == 0:
+	case len(qf.Queries) == 0:
 		return nil, fmt.Errorf("queries %s: none of its %d queries has gold tools (first at line %d), so there is nothing to measure",
 			path, len(qf.skipped), qf.skipped[0])
 	}
@@ -53,28 +54,28 @@ func loadQueries(path string) (*queryFile, error) {
 }
 
 // at returns where query i is, as FILE:LINE.
-func (qf *queryFile) at(i int) string { return fmt.Sprintf("%s:%d", qf.path, qf.queries[i].Line) }
+func (qf *QueryFile) at(i int) string { return fmt.Sprintf("%s:%d", qf.path, qf.Queries[i].Line) }
 
-// withSubset returns the queries whose subset starts with prefix, as
-// episodes picks them.
-func (qf *queryFile) withSubset(prefix string) *queryFile {
-	out := &queryFile{path: qf.path, skipped: qf.skipped}
-	for _, q := range qf.queries {
+// WithSubset returns the queries whose subset starts with prefix, as
+// Episodes picks them.
+func (qf *QueryFile) WithSubset(prefix string) *QueryFile {
+	out := &QueryFile{path: qf.path, skipped: qf.skipped}
+	for _, q := range qf.Queries {
 		if strings.HasPrefix(q.Subset, prefix) {
-			out.queries = append(out.queries, q)
+			out.Queries = append(out.Queries, q)
 		}
 	}
 	return out
 }
 
-// skippedNote says how many queries were left out for having no gold
+// SkippedNote says how many queries were left out for having no gold
 // tools, or "" when none were.
-func (qf *queryFile) skippedNote() string {
+func (qf *QueryFile) SkippedNote() string {
 	if len(qf.skipped) == 0 {
 		return ""
 	}
 	return fmt.Sprintf("skipped %d of %d queries with no gold tools (first at %s:%d): nothing to measure or replay for them",
-		len(qf.skipped), len(qf.skipped)+len(qf.queries), qf.path, qf.skipped[0])
+		len(qf.skipped), len(qf.skipped)+len(qf.Queries), qf.path, qf.skipped[0])
 }
 
 // catalogOf returns the tools of catalog id in a catalog file's defs: the
@@ -98,8 +99,8 @@ func catalogOf(defs map[string][]rewrite.Tool, id string) ([]rewrite.Tool, bool)
 	return nil, false
 }
 
-// catalogIDs lists a catalog file's ids for a message.
-func catalogIDs(defs map[string][]rewrite.Tool) string {
+// CatalogIDs lists a catalog file's ids for a message.
+func CatalogIDs(defs map[string][]rewrite.Tool) string {
 	ids := make([]string, 0, len(defs))
 	for id := range defs {
 		ids = append(ids, fmt.Sprintf("%q", id))
@@ -108,7 +109,7 @@ func catalogIDs(defs map[string][]rewrite.Tool) string {
 	return strings.Join(ids, ", ")
 }
 
-// checkGold checks, before anything runs, that every query's catalog is in
+// CheckGold checks, before anything runs, that every query's catalog is in
 // the catalog file at catalogPath (read into defs) and holds its gold
 // tools. A gold tool the catalog lacks can never be ranked or called, so
 // it only counts as a miss, which hides a queries file paired with the
@@ -119,15 +120,15 @@ func catalogIDs(defs map[string][]rewrite.Tool) string {
 // present is an error, and one with some missing is returned as a warning
 // (its recall is still a measurement, capped by what is there). Errors
 // name the first query's FILE:LINE and count the others.
-func (qf *queryFile) checkGold(defs map[string][]rewrite.Tool, catalogPath string, everyGold bool) (warning string, err error) {
+func (qf *QueryFile) CheckGold(defs map[string][]rewrite.Tool, catalogPath string, everyGold bool) (warning string, err error) {
 	names := map[string]map[string]bool{} // catalog id -> its tool names
 	var fatal, partial []string           // a message per query
-	for i, q := range qf.queries {
+	for i, q := range qf.Queries {
 		tools, ok := catalogOf(defs, q.Catalog)
 		if !ok {
-			what := fmt.Sprintf("names catalog %q, which %s does not hold (it holds %s)", q.Catalog, catalogPath, catalogIDs(defs))
+			what := fmt.Sprintf("names catalog %q, which %s does not hold (it holds %s)", q.Catalog, catalogPath, CatalogIDs(defs))
 			if q.Catalog == "" {
-				what = fmt.Sprintf("names no catalog, and %s holds several (%s)", catalogPath, catalogIDs(defs))
+				what = fmt.Sprintf("names no catalog, and %s holds several (%s)", catalogPath, CatalogIDs(defs))
 			}
 			fatal = append(fatal, fmt.Sprintf("%s: query %s %s", qf.at(i), q.ID, what))
 			continue
@@ -165,16 +166,16 @@ func (qf *queryFile) checkGold(defs map[string][]rewrite.Tool, catalogPath strin
 	if len(fatal) > 0 {
 		more := ""
 		switch {
-		case len(fatal) == len(qf.queries) && len(fatal) > 1:
+		case len(fatal) == len(qf.Queries) && len(fatal) > 1:
 			more = fmt.Sprintf("; all %d queries fail this check: were they written for another catalog?", len(fatal))
 		case len(fatal) > 1:
-			more = fmt.Sprintf("; %d of the %d queries fail this check", len(fatal), len(qf.queries))
+			more = fmt.Sprintf("; %d of the %d queries fail this check", len(fatal), len(qf.Queries))
 		}
 		return "", fmt.Errorf("%s%s", fatal[0], more)
 	}
 	if len(partial) > 0 {
 		warning = fmt.Sprintf("%d of %d queries have gold tools that are not in the catalog, each counted as a miss; the first: %s",
-			len(partial), len(qf.queries), partial[0])
+			len(partial), len(qf.Queries), partial[0])
 	}
 	return warning, nil
 }
