@@ -59,6 +59,3 @@ func (m *wordMemo[V]) get(r int32, compute func() V) (V, bool) {
 	m.lru.Add(r, memoEntry[V]{v: v, full: true, stamp: m.clock.Add(1)})
 	return v, true
 }
-
-// forget drops every remembered word.
-func (m *wordMemo[V]) forget() { m.lru.Purge() }

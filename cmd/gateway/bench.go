@@ -29,7 +29,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Throughput, "throughput", 400, "requests per path in the throughput phase")
 	fs.IntVar(&o.Sessions, "sessions", 10000, "distinct sessions for the memory phase (0 skips it)")
 	fs.DurationVar(&o.Budget, "budget", 2*time.Minute, "stop after this long and print what was measured (above 0)")
-	fs.StringVar(&o.Mode, "mode", "", "the gateway's policy mode: "+strings.Join(bench.Modes, ", ")+
+	fs.StringVar(&o.Mode, "mode", "", "the gateway's policy mode: "+strings.Join(bench.Modes(), ", ")+
 		" (default: the built-in policy's, hybrid); search shows the gateway without ranking per request")
 	fs.BoolVar(&o.Retries, "retries", false, "each session re-sends one user turn (a client retrying, or a harness replaying one request) instead of a new turn per request; the gateway then reuses the turn's preselection")
 	fs.BoolVar(&o.DecodeBody, "decode", false, "the upstream decodes each request's JSON, as every real server must, instead of only reading its bytes; shows what forwarding ~3% of the body saves the upstream")
@@ -64,8 +64,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.Budget <= 0 {
 		return fmt.Errorf("%w: --budget %s: want a positive duration (a long one, such as 1h, for a long run)", errUsage, o.Budget)
 	}
-	if o.Mode != "" && !slices.Contains(bench.Modes, o.Mode) {
-		return fmt.Errorf("%w: --mode %q: want one of %s", errUsage, o.Mode, strings.Join(bench.Modes, ", "))
+	if o.Mode != "" && !slices.Contains(bench.Modes(), o.Mode) {
+		return fmt.Errorf("%w: --mode %q: want one of %s", errUsage, o.Mode, strings.Join(bench.Modes(), ", "))
 	}
 	if isTerminal(stderr) {
 		o.Progress = progress.Bar(stderr, "benchmarking")

@@ -89,8 +89,11 @@ func (o *Options) defaults() {
 // failed at warm-up, seconds in, with "status 400".
 const MaxTools = 4096
 
-// Modes are the policy modes a run can put the gateway in.
-var Modes = []string{string(policy.ModeHybrid), string(policy.ModeSearch), string(policy.ModePreselect), string(policy.ModePassthrough)}
+// Modes returns the policy modes a run can put the gateway in, a new
+// slice each call, so no caller can change what another one sees.
+func Modes() []string {
+	return []string{string(policy.ModeHybrid), string(policy.ModeSearch), string(policy.ModePreselect), string(policy.ModePassthrough)}
+}
 
 // Paths a request can take to the upstream.
 const (
@@ -280,8 +283,8 @@ func benchPolicy(mode string) (*policy.Snapshot, error) {
 	}
 	// Checked before the policy file is written: an unknown mode was
 	// reported as a problem in that temporary file.
-	if !slices.Contains(Modes, mode) {
-		return nil, fmt.Errorf("bench mode %q: want one of %s", mode, strings.Join(Modes, ", "))
+	if !slices.Contains(Modes(), mode) {
+		return nil, fmt.Errorf("bench mode %q: want one of %s", mode, strings.Join(Modes(), ", "))
 	}
 	dir, err := os.MkdirTemp("", "toolgate-bench-")
 	if err != nil {

@@ -554,11 +554,3 @@ func assemble(raw []byte) (gjson.Result, error) {
 	}
 	return gjson.ParseBytes(b), nil
 }
-
-// Reduction returns 1 - gateway/direct, the share saved.
-func Reduction(direct, gateway int64) float64 {
-	if direct == 0 {
-		return 0
-	}
-	return 1 - float64(gateway)/float64(direct)
-}

@@ -1,6 +1,7 @@
 // Package progress draws a one-line progress bar for the demo and bench
-// commands. It owns terminal drawing only; callers decide whether the
-// output is a terminal.
+// commands. It owns terminal drawing only. It must not decide whether to
+// draw (callers check that the output is a terminal, so logs and pipes
+// get no control characters) nor know what the work being counted is.
 package progress
 
 import (
