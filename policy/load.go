@@ -90,8 +90,8 @@ func readCapped(path string, limit int) ([]byte, error) {
 
 // openRegular opens path for reading if, symlinks followed, it is a
 // regular file. Anything else is refused before it is opened: opening a
-// FIFO blocks until a writer comes, which hung the reloader for good (a
-// good file restored and SIGHUP were then queued behind it), and a
+// FIFO blocks until a writer comes, which would hang the reloader for good
+// (a good file restored and SIGHUP would queue behind it), and a
 // directory or a device is no policy. The open does not block either
 // (O_NONBLOCK, which reads of a regular file ignore), and the open file is
 // checked again, so a FIFO renamed over the path after the stat is refused

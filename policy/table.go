@@ -3,7 +3,7 @@ package policy
 // Table holds a catalog's decisions, made once per tool for both answers to
 // the write-intent question. A request then decides its tools by lookup
 // instead of matching every name against the deny, allow, core and risk
-// patterns again, which was a tenth of a new turn's CPU at 200 tools. It
+// patterns again, which costs a tenth of a new turn's CPU at 200 tools. It
 // is immutable and bound to the snapshot that made it: a reloaded policy
 // has a new generation, so callers key tables by catalog and generation.
 type Table struct {

@@ -9,7 +9,7 @@ import (
 // queryASCII is query for ASCII text, in one pass: the separator filter,
 // the ASCII tokenizer, then per word what the bleve chains do to it
 // (camelCase parts, lower case, stop words, stem), without a
-// token stream per filter: the chains' allocations were most of a
+// token stream per filter: the chains' allocations are most of a
 // request's analysis. It gives exactly query's terms and words (tested
 // against the bleve chains on random text, the dev sets' queries and a
 // fuzz target) and declines (ok false) text that is not ASCII.

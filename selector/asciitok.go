@@ -9,7 +9,7 @@ import (
 // asciiFirst is bleve's unicode (UAX#29) tokenizer with a fast path for
 // ASCII text: most queries and tool texts are ASCII, and for them the word
 // rules reduce to a few byte classes, where the general segmenter (a
-// state machine over every Unicode word-break class) was a tenth of a
+// state machine over every Unicode word-break class) costs a tenth of a
 // preselection. The fast path returns exactly the tokens bleve's would
 // (terms, offsets, positions and types; fuzzed against it), so indexing
 // and queries agree whichever path a text takes.

@@ -102,8 +102,8 @@ func (t *termStats) sidePostings(j int) []posting {
 
 // posting is one tool's frequency of a term in a field, and the field's
 // length in that tool: BM25 needs both, and the length read from the
-// tool's own fields was a cache miss per posting once the catalog had gone
-// cold between requests.
+// tool's own fields would cost a cache miss per posting once the catalog
+// has gone cold between requests.
 type posting struct {
 	doc, tf, len int32
 }

@@ -19,9 +19,9 @@ import (
 // tools (1.30x -> 1.33x calls), 39/46 -> 42/46 at 833 tools (1.41x ->
 // 1.41x). Weight 0.5: mcp R@10 +0.034 but metatool -0.008 and more
 // upstream calls; floor 0.4/0.55 within ±0.005; a pool of 20 or 60: no
-// better. A bug worth remembering: the int8 rows are scaled per row, so
-// the cosine needs each row's own norm (rowF normalises); with a fixed 127²
-// every best match saturated and the signal was noise.
+// better. The int8 rows are scaled per row, so the cosine needs each row's
+// own norm (rowF normalises): with a fixed 127² every best match saturates
+// and the signal is noise.
 const (
 	maxSimWeight = 0.4
 	// maxSimFloor: a word pair below this cosine counts 0; above it,

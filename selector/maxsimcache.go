@@ -4,10 +4,10 @@ package selector
 // reaches max-sim's floor with and how closely (the word's row).
 // Requests share most of their words (an agent's users ask for the same
 // few things in the same words), and comparing a word with the
-// candidates' words was half of a preselection on real catalogs. A row
-// costs a product with every catalog word, about three times the
-// candidates' words, so a word's first sighting is compared with the
-// candidates only, as before, and its row is computed when it comes back.
+// candidates' words on every request costs half of a preselection on real
+// catalogs. A row costs a product with every catalog word, about three
+// times the candidates' words, so a word's first sighting is compared with
+// the candidates only, and its row is computed when it comes back.
 // Every value is wordSim's, pair by pair, so rankings do not change.
 // Entries are keyed by rows of the public word table and hold only
 // similarities: nothing of a request's text, though the tenants that send

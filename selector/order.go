@@ -13,7 +13,7 @@ func topDocs(scores []float64, n int) []int32 { return topAmong(nil, scores, n) 
 // sortScored orders by score, then by name so ties are deterministic. A
 // tool is in the list once and names are unique, so the order is total and
 // an unstable sort gives the same result as a stable one, with fewer moves
-// of the (signal-carrying) entries.
+// of the entries.
 func sortScored(list []scored, c *Catalog) {
 	slices.SortFunc(list, func(a, b scored) int {
 		if a.score != b.score {
@@ -25,12 +25,11 @@ func sortScored(list []scored, c *Catalog) {
 
 // topScored moves list's k best entries, in sortScored's order, to its
 // front and leaves the rest in no particular order: only the top k are
-// returned, and a full sort moved every (signal-carrying) entry several
-// times. The front is kept sorted as the list is read once: an entry that
-// beats the k-th takes its place and sinks to its own, which for a
-// preselection's hundred candidates and seven picks compares about 170
-// times where picking the best of the rest k times compared 700. A long
-// top is sorted in full.
+// returned, and a full sort moves every entry several times. The front is
+// kept sorted as the list is read once: an entry that beats the k-th takes
+// its place and sinks to its own, which for a preselection's hundred
+// candidates and seven picks compares about 170 times where picking the
+// best of the rest k times compares 700. A long top is sorted in full.
 func topScored(list []scored, k int, c *Catalog) {
 	if k >= len(list) || k > 16 {
 		sortScored(list, c)

@@ -15,7 +15,7 @@ import (
 // A catalog remembers, per (field, term), the BM25 score bleve's own term
 // searcher gives every tool that has the term: the clause of a query
 // before its boost and query norm. Building bleve's searchers for every
-// request was a third of a preselection, and requests share most of
+// request costs a third of a preselection, and requests share most of
 // their terms, so a term's postings are read from bleve once per catalog
 // and each query combines the remembered clauses the way bleve's
 // disjunction does (lexScores below): the same products and sums, so the

@@ -21,9 +21,9 @@ const (
 	// normalised scores (+0.005 recall@10 on average) and k=30 is too flat.
 	rrfK = 10
 	// lexLeadWeight scales the bonus of the lexical winner by its margin
-	// over the runner-up (1 - second/best): rank fusion alone let a tool
-	// that was second lexically and first semantically take rank 1 from a
-	// clear lexical winner. Measured on the dev sets: recall@1 +0.06
+	// over the runner-up (1 - second/best): rank fusion alone lets a tool
+	// second lexically and first semantically take rank 1 from a clear
+	// lexical winner. Measured on the dev sets: recall@1 +0.06
 	// (bfcl), +0.07 (metatool, mcp), recall@5 and @10 unchanged; a bonus
 	// for every candidate by its normalised score (score fusion on top of
 	// rank fusion) gained a little recall@5 but lost mcp recall@10.
@@ -101,11 +101,11 @@ func (s signal) String() string {
 	return "unknown"
 }
 
-// scored is one candidate during ranking: 24 bytes, where its signals as
-// an array made it 96, and a search's candidate list, written afresh each
-// time, was most of rank's cache misses once the catalog had gone cold.
-// The signals are derived again (fusion.signals) only for the returned
-// tools, and only when the query asks (Query.Explain).
+// scored is one candidate during ranking, in 24 bytes: a search writes its
+// candidate list afresh each time, and with the signals in it as an array
+// (96 bytes) that list makes most of rank's cache misses once the catalog
+// has gone cold. The signals are derived again (fusion.signals) only for
+// the returned tools, and only when the query asks (Query.Explain).
 type scored struct {
 	doc      int32
 	anchored bool // the anchor signal counted: confidence trusts an anchored top

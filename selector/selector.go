@@ -120,7 +120,7 @@ type Query struct {
 	EmbedBudget *EmbedBudget
 	// Explain fills each Result's Signals, the per-signal view `gateway
 	// search` prints. The request path leaves it off: a map per result
-	// was a tenth of a preselection's allocations, read by nothing.
+	// would be a tenth of a preselection's allocations, read by nothing.
 	Explain bool
 }
 

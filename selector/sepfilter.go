@@ -2,7 +2,7 @@ package selector
 
 // sepFilter is a bleve char filter that turns each run of separator bytes
 // into one space: what bleve's regexp char filter does with a pattern of
-// the form [seps]+, which was a quarter of analysing a request. The
+// the form [seps]+, which costs a quarter of analysing a request. The
 // separators are ASCII, which no byte of a multi-byte UTF-8 sequence is,
 // so working byte by byte changes nothing else.
 type sepFilter struct{ sep [256]bool }

@@ -7,9 +7,9 @@ import (
 )
 
 // stemMemo remembers the stems of the words a catalog has seen. The
-// snowball stemmer allocates an environment and a result per token, and it
-// was a tenth of a query's analysis; a catalog's tools and requests keep
-// using the same few thousand words. It holds single words (the tenants
+// snowball stemmer allocates an environment and a result per token, a
+// tenth of a query's analysis when run on every word, and a catalog's
+// tools and requests keep using the same few thousand words. It holds single words (the tenants
 // that send the same catalog share it), never a request's text.
 //
 // It also keeps each word's row in the word vectors: the semantic signal

@@ -34,9 +34,9 @@ const UpstreamThreadTTL = 30 * 24 * time.Hour
 const maxThreadBytes = 64 << 10
 
 // MaxValueBytes bounds a session value read from Redis. A stored state
-// is bounded (MaxStoredNames), a few KB; a larger value was not written by
-// the gateway, and is refused as unreadable instead of being read, kept
-// and written back on every turn (a 2 MB value injected into Redis was).
+// is bounded (MaxStoredNames), a few KB; a larger value is not the
+// gateway's, and is refused as unreadable: read, it would be kept and
+// written back on every turn (a 2 MB value injected into Redis, say).
 const MaxValueBytes = 1 << 20
 
 // Redis is a store shared by several gateway replicas, so a conversation
@@ -133,8 +133,8 @@ func refusedCommand(err error) bool {
 
 // credentials marks an error of a server that refused the credentials
 // (Redis 6+ says WRONGPASS or NOAUTH, older ones "invalid password" and
-// "no password is set") with ErrCredentials; it was reported as an
-// unreachable server.
+// "no password is set") with ErrCredentials, so that a refused password
+// is reported as such and not as an unreachable server.
 func credentials(err error) error {
 	for _, p := range []string{"WRONGPASS", "NOAUTH", "invalid password", "Client sent AUTH, but no password is set"} {
 		if redis.HasErrorPrefix(err, p) {

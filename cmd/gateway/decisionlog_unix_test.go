@@ -112,11 +112,11 @@ func mkfifo(t *testing.T, dir string) string {
 	return path
 }
 
-// TestAStuckDecisionLogHoldsUpNothing: the decision log was written in
-// the request handler under one mutex, with no deadline. A FIFO whose
-// reader stopped reading filled, one write blocked, and every request,
-// the SIGHUP handler (policy reload included) and the exit after the
-// drain waited on the lock for good.
+// TestAStuckDecisionLogHoldsUpNothing: a decision log whose reader stops
+// reading (a FIFO, filled) holds up no request, nor the SIGHUP handler
+// (policy reload included), nor the exit after the drain. Written in the
+// request handler under one mutex with no deadline, one blocked write
+// would keep them all waiting on the lock for good.
 func TestAStuckDecisionLogHoldsUpNothing(t *testing.T) {
 	const records = 64 // of 4 KiB: four times what a pipe holds
 	const bound = 200 * time.Millisecond

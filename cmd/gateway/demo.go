@@ -47,7 +47,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%w: demo takes no arguments, only flags; got %q", errUsage, fs.Args())
 	}
 	// The flags that shape eval queries into tasks mean nothing without
-	// them; accepted and ignored, they made a run look like what it was not.
+	// them; accepted and ignored, they would make a run look like what it
+	// is not.
 	if *queries == "" {
 		var stray []string
 		fs.Visit(func(f *flag.Flag) {
@@ -132,8 +133,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			label = fmt.Sprintf("agent of %d tools (%d of %d)", n, i+1, len(sizes))
 			what = fmt.Sprintf("demo over %d tools", n)
 		}
-		// On *queries, not on what was read from it: an empty file once
-		// left nothing read and replayed the bundled demo instead.
+		// On *queries, not on what was read from it: a file that yields
+		// nothing must never replay the bundled demo instead.
 		if *queries != "" {
 			o.Tasks, o.Catalog, err = eval.Episodes(qf.Queries, defs, *subset, *stepQuery, n)
 			var small *eval.AgentTooSmallError

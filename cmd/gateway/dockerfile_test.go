@@ -38,10 +38,10 @@ func imageEnv(t *testing.T) map[string]string {
 	return env
 }
 
-// TestTheImageDrainsWithinDockerStopsGrace: the image left the drain
-// timeout at serve's 25 s, and a plain `docker stop`, which kills after
-// 10 s, cut the gateway off mid-drain: streams ended without their error
-// event and the decision log's queue was lost.
+// TestTheImageDrainsWithinDockerStopsGrace: the image's drain must end
+// within a plain `docker stop`'s 10 s before the kill; at serve's 25 s
+// default the kill would cut the gateway off mid-drain, ending streams
+// without their error event and losing the decision log's queue.
 func TestTheImageDrainsWithinDockerStopsGrace(t *testing.T) {
 	env := imageEnv(t)
 	if env["GATEWAY_DRAIN_TIMEOUT"] == "" {

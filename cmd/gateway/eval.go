@@ -70,9 +70,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		// The first 10 are all that recall@10 and the misses list read;
-		// a --limit flag that could only raise this was removed, as it
-		// changed nothing.
+		// The first 10 are all that recall@10 and the misses list read,
+		// so there is no --limit flag: it could only raise this, which
+		// changes nothing.
 		rank = selector.SearchRanker(cats, 10)
 	}
 	rep, err := selector.Evaluate(ctx, qf.Queries, rank)

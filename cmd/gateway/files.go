@@ -16,7 +16,7 @@ import (
 // readCatalog reads a catalog file: {catalog id: [tools]} or a plain tools
 // array (under the id ""). Every error names the file, and FILE:LINE:COL
 // where the JSON is broken. A catalog without tools is refused here, where
-// the file is known: the selector's own "catalog has no tools" named an
+// the file is known: the selector's own "catalog has no tools" names an
 // id, which for a plain array is "".
 func readCatalog(path string) (map[string][]rewrite.Tool, error) {
 	data, err := os.ReadFile(path)

@@ -104,8 +104,8 @@ func TestAListenAddressNetListenWouldRefuseIsAUsageError(t *testing.T) {
 
 // TestAnOverriddenPolicySettingIsLogged: a flag or variable overriding
 // what the policy file says is logged, but not one overriding a built-in
-// default the file left alone (the image sets GATEWAY_LISTEN, and every
-// start said the policy's listen was overridden).
+// default the file left alone (the image sets GATEWAY_LISTEN, which would
+// otherwise say at every start that the policy's listen is overridden).
 func TestAnOverriddenPolicySettingIsLogged(t *testing.T) {
 	withListen := writeFile(t, "tools.yaml", "gateway:\n  listen: 127.0.0.1:0\n  upstream: http://127.0.0.1:9/v1\n")
 	withoutListen := writeFile(t, "tools.yaml", "deny: [a_*]\n")

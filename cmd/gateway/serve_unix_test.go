@@ -14,9 +14,10 @@ import (
 
 // TestTheGatewayReloadsWhileItDrains: the README promises that SIGHUP
 // reloads the policy "at any time: while the gateway starts or drains
-// too". The SIGHUP handler and the policy watcher stopped at SIGTERM, so
-// during the drain a SIGHUP reloaded nothing, logrotate's reopen of the
-// decision log did not happen, and policy edits were not applied.
+// too". The SIGHUP handler and the policy watcher outlive SIGTERM:
+// stopped there, a SIGHUP during the drain would reload nothing,
+// logrotate's reopen of the decision log would not happen, and policy
+// edits would not apply.
 func TestTheGatewayReloadsWhileItDrains(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tools.yaml")

@@ -128,8 +128,8 @@ func TestValidate(t *testing.T) {
 }
 
 // TestValidateChecksTheFileNamedOnTheCommandLine: the container image
-// sets GATEWAY_CONFIG, and "gateway validate FILE" there was refused with
-// "unexpected arguments".
+// sets GATEWAY_CONFIG, and "gateway validate FILE" there checks FILE: the
+// file named on the command line wins over the variable.
 func TestValidateChecksTheFileNamedOnTheCommandLine(t *testing.T) {
 	dir := t.TempDir()
 	envFile := filepath.Join(dir, "env.yaml")

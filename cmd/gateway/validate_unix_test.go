@@ -18,8 +18,8 @@ import (
 func TestValidateStopsWhenInterrupted(t *testing.T) {
 	// A policy of half the size cap takes most of a second to decode (a
 	// few under -race), far longer than the interrupt below takes to
-	// come. A FIFO no one writes to used to hold the load without the
-	// CPU, but the loader now refuses one before opening it.
+	// come. A FIFO no one writes to would hold the load without the CPU,
+	// but the loader refuses one before opening it.
 	var b strings.Builder
 	b.WriteString("tools:\n")
 	for i := 0; b.Len() < 512<<10; i++ {

@@ -85,8 +85,9 @@ func (o *Options) defaults() {
 
 // MaxTools is the largest catalog the gateway accepts in one request
 // (proxy/caps.go's maxCatalogTools, unexported there;
-// TestMaxToolsIsTheGatewaysLimit keeps the two equal). A larger size
-// failed at warm-up, seconds in, with "status 400".
+// TestMaxToolsIsTheGatewaysLimit keeps the two equal). A larger size is
+// refused up front: the gateway would answer it with "status 400" at
+// warm-up, seconds in.
 const MaxTools = 4096
 
 // Modes returns the policy modes a run can put the gateway in, a new
@@ -281,8 +282,8 @@ func benchPolicy(mode string) (*policy.Snapshot, error) {
 	if mode == "" {
 		return policy.Default(), nil
 	}
-	// Checked before the policy file is written: an unknown mode was
-	// reported as a problem in that temporary file.
+	// Checked before the policy file is written: an unknown mode is the
+	// caller's mistake, not a problem in that temporary file.
 	if !slices.Contains(Modes(), mode) {
 		return nil, fmt.Errorf("bench mode %q: want one of %s", mode, strings.Join(Modes(), ", "))
 	}

@@ -329,8 +329,8 @@ func TestRatiosCompareWhatTheProxiesAdd(t *testing.T) {
 				[][]float64{{0.2, 0.2, 0.3}, {0.4, 0.3, 0.5}, {0.42, 0.4, 0.5}}, [][]float64{{0.5, 0.5, 0.5}, {0.9, 0.9, 0.5}, {1.1, 0.7, 0.9}}),
 			[]string{"200 tools json: p50 1.10x (runs 1.00x to 2.00x), p99 1.00x (runs 0.50x to 1.50x; 1 of 3 runs n/a: the bare proxy added nothing)"}},
 		// The table's medians come from different runs: their quotient
-		// here is 0.95x, outside the runs' own 0.90x, as "p99 5.41x (runs
-		// 0.80x-0.99x)" once was.
+		// here is 0.95x, outside the runs' own 0.90x, as in "p99 5.41x
+		// (runs 0.80x-0.99x)".
 		{"the headline lies within its runs' range", withRuns(rows(false, [2]float64{0.4, 0.4}, [2]float64{0.6, 0.6}, [2]float64{0.59, 0.59}),
 			[][]float64{{0.1, 0.5, 0.4}, {1.1, 0.6, 0.5}, {1.0, 0.59, 0.49}}, [][]float64{{0.1, 0.5, 0.4}, {1.1, 0.6, 0.5}, {1.0, 0.59, 0.49}}),
 			[]string{"200 tools json: p50 0.90x (runs 0.90x to 0.90x), p99 0.90x (runs 0.90x to 0.90x)"}},

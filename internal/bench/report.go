@@ -175,9 +175,9 @@ func (r *Result) cases() (map[caseKey]map[string]Row, []caseKey) {
 // Each run gives its own ratio, from its own three percentiles; the
 // headline is their median and, with several runs, the range their lowest
 // and highest: on a shared machine the spread is part of the answer. (The
-// headline was once the ratio of the table's medians, each taken path by
-// path from different runs, and could fall outside its own range: "p99
-// 5.41x (runs 0.80x-0.99x)".) A run whose bare proxy added nothing at that
+// ratio of the table's medians, each taken path by path from different
+// runs, can fall outside its own range: "p99 5.41x (runs 0.80x-0.99x)".)
+// A run whose bare proxy added nothing at that
 // percentile (its latency at or below direct's, by chance) has no ratio,
 // and is counted; a gateway path faster than direct gives a ratio below 0,
 // printed as such rather than as a large negative number that only says

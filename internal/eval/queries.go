@@ -23,8 +23,8 @@ type QueryFile struct {
 }
 
 // LoadQueries reads a queries file. A file without a single query (empty,
-// or blank lines only) is an error: run on it, eval printed a table of
-// zeros and demo fell back to its bundled tasks, both exiting 0.
+// or blank lines only) is an error: run on it, eval would print a table of
+// zeros and demo fall back to its bundled tasks, both exiting 0.
 func LoadQueries(path string) (*QueryFile, error) {
 	all, err := selector.LoadQueries(path)
 	if err != nil {
@@ -82,8 +82,8 @@ func (qf *QueryFile) SkippedNote() string {
 // catalog of that id, or the file's only catalog when the query names none
 // or the file is a plain tools array (which has no id to match). A query
 // naming a catalog that a file of named catalogs lacks gets none: measured
-// against the only one, a queries file for another catalog scored 0 on
-// every query and exited 0.
+// against the only one, a queries file for another catalog would score 0
+// on every query and exit 0.
 func catalogOf(defs map[string][]rewrite.Tool, id string) ([]rewrite.Tool, bool) {
 	if tools, ok := defs[id]; ok {
 		return tools, true
