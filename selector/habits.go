@@ -181,5 +181,8 @@ func (c *Catalog) Observe(h *Habits, text string, called []string, newTurn bool)
 		return
 	}
 	q, _ := c.analyzeQuery(clip(text), 1)
-	h.observe(slices.Collect(maps.Keys(q.terms)), called, newTurn)
+	// In a set order: once the table is full, the order decides which
+	// words push out which, and a map's order would make the same
+	// requests teach different habits from run to run.
+	h.observe(slices.Sorted(maps.Keys(q.terms)), called, newTurn)
 }

@@ -98,6 +98,24 @@ func TestHabitsStayWithinTheirBounds(t *testing.T) {
 			t.Errorf("the first word was not evicted: %v", s)
 		}
 	})
+	t.Run("a full table keeps the same words each time the same requests teach it", func(t *testing.T) {
+		c := compileTest(t, testTools(t), Config{})
+		const text = "Open an issue about the flaky login test, label it urgent and assign it to the platform team."
+		var first []string
+		for i := range 20 {
+			h := NewHabits(4)
+			c.Observe(h, text, []string{"repo_create_issue"}, true)
+			kept := slices.Sorted(slices.Values(h.words.Keys()))
+			if h.Len() != 4 {
+				t.Fatalf("%d words kept, want the table's 4", h.Len())
+			}
+			if i == 0 {
+				first = kept
+			} else if !slices.Equal(kept, first) {
+				t.Fatalf("run %d kept %v, run 0 kept %v", i, kept, first)
+			}
+		}
+	})
 	t.Run("a request of more words than a request may teach teaches nothing", func(t *testing.T) {
 		h := NewHabits(0)
 		words := make([]string, habitMaxRequestWords+1)
