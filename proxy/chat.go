@@ -70,7 +70,7 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 		g.forward(tr, r, rest, snap, req, d, why)
 		return
 	}
-	t, err := g.newTurn(r.Context(), r, snap, req, d, th.Session)
+	t, err := g.newTurn(r.Context(), r, snap, req, d, th)
 	if errors.Is(err, selector.ErrEmptyCatalog) {
 		// The policy hides every tool of the request: there is nothing
 		// to search, and the upstream gets the request without them.

@@ -72,7 +72,7 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 		// waits for the upstream stream's.
 		t.save(context.WithoutCancel(ctx))
 		saved = true
-		t.rememberThread(context.WithoutCancel(ctx), t.id, res.id)
+		t.rememberThread(context.WithoutCancel(ctx), t.id, res.id, real)
 		if s.started {
 			setToolgateFields(s.w.Header(), t, true) // the declared trailers, final
 		} else {

@@ -98,7 +98,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		// for, not before.
 		t.save(context.WithoutCancel(ctx))
 		saved = true
-		t.rememberThread(context.WithoutCancel(ctx), out.ID, out.ID)
+		t.rememberThread(context.WithoutCancel(ctx), out.ID, out.ID, real)
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(final)
 		_ = http.NewResponseController(w).Flush()

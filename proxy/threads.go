@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -16,8 +17,10 @@ import (
 
 // threadsCacheSize bounds the response ids the gateway remembers in
 // process: about 300 bytes an entry with a hidden round (20 MB for all),
-// and up to 2 KB more for each output of the gateway's own calls a mixed
-// final round left pending (rememberThread copies what it keeps).
+// 16 more a tool name (the names are the catalog's, which the sessions
+// share: 32 MB for all at the default max_active of 32), and up to 2 KB
+// more for each output of the gateway's own calls a mixed final round
+// left pending (rememberThread copies what it keeps).
 const threadsCacheSize = 1 << 16
 
 // resolveThread points a request that continues an earlier response by
@@ -33,8 +36,9 @@ const threadsCacheSize = 1 << 16
 // tokens, every hour or so) is a new tenant, and a chain it continues must
 // still reach the round that holds its context. The upstream decides who
 // may continue from that round, as it does for the id the client names.
-// The session, the gateway's own state, stays with its tenant: a request
-// under another credential starts one of its own.
+// The session, the gateway's own state, stays with its tenant, and so do
+// the turn's tools the thread keeps for when the session is gone: a
+// request under another credential starts a session of its own.
 func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewrite.Request) session.Thread {
 	if req.Previous == "" {
 		return session.Thread{}
@@ -45,7 +49,7 @@ func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewr
 		req.PendingOutputs = append(req.PendingOutputs, rewrite.ToolResult{CallID: p.CallID, Content: p.Output})
 	}
 	if !session.InTenant(th.Session, session.Tenant(credential(in))) {
-		th.Session = ""
+		th.Session, th.Tools = "", nil
 	}
 	return th
 }
@@ -93,19 +97,22 @@ func sessionKey(in *http.Request, tenant string, req *rewrite.Request, chained s
 }
 
 // rememberThread notes that a turn ended with the client seeing response
-// id shown, whose context the upstream holds under upstream, so a request
-// that continues from it finds the turn's session and context, on this
+// id shown, whose context the upstream holds under upstream, and with
+// calls (the last round's calls of the client's), so a request that
+// continues from it finds the turn's session, context and tools, on this
 // replica and, through a shared session store, on any other. Only APIs
 // that chain by id are noted: a Chat Completions id is never sent back.
 //
 // Every string is copied: ids and call ids are read in place from the
 // upstream's answers, and one kept as it is would keep a whole response
 // (its instructions, tools and reasoning) alive as long as the thread.
-func (t *turn) rememberThread(ctx context.Context, shown, upstream string) {
+// The tool names are the catalog table's own (see own), which the
+// session holds too.
+func (t *turn) rememberThread(ctx context.Context, shown, upstream string, calls []rewrite.Call) {
 	if !t.req.ChainsByID || shown == "" {
 		return
 	}
-	th := session.Thread{Session: strings.Clone(t.key)}
+	th := session.Thread{Session: strings.Clone(t.key), Tools: t.threadTools(calls)}
 	if t.rep != nil {
 		th.HiddenTokens = t.rep.hiddenBefore + t.rep.hidden
 	}
@@ -122,6 +129,52 @@ func (t *turn) rememberThread(ctx context.Context, shown, upstream string) {
 			Output: strings.Clone(clipMarked(res.Content, session.MaxPendingOutput))})
 	}
 	t.g.noteThread(ctx, shown, th)
+}
+
+// threadTools lists the tools a request that continues from the turn
+// rejoins when its session is gone (rejoin): the active tools, in the
+// order they joined, and the client tools of calls, which the request
+// answers; not the policy's core tools, which every turn joins. At most
+// max_active (and session.MaxThreadTools) of them, the oldest active
+// tools going first.
+func (t *turn) threadTools(calls []rewrite.Call) []string {
+	var out []string
+	for _, n := range t.st.Active {
+		if t.isActive(n) && t.reasons[n] != reasonCore {
+			out = append(out, n)
+		}
+	}
+	for _, c := range calls {
+		if n, ok := t.policy.Own(c.Name); ok && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	limit := min(t.snap.Gateway.MaxActive, session.MaxThreadTools)
+	if limit <= 0 {
+		limit = session.MaxThreadTools
+	}
+	if len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out
+}
+
+// rejoin makes a chained request's tools active when its session is gone:
+// those of the turn it continues from (the thread's), after the policy's
+// core tools, as that turn had them.
+func (t *turn) rejoin(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	for _, name := range t.policy.Core() {
+		t.join(name, reasonCore)
+	}
+	for _, n := range names {
+		t.join(n, reasonThread)
+	}
 }
 
 // noteThread keeps th under key in this process and, when the session

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
 	"github.com/toolgate/toolgate/rewrite"
@@ -302,7 +305,7 @@ func TestARememberedThreadKeepsNoUpstreamAnswerAlive(t *testing.T) {
 			tr := &turn{g: g, req: &rewrite.Request{ChainsByID: true}, tenant: "t", key: "k",
 				upstreamIDs: []string{searchRound, last},
 				pending:     []rewrite.ToolResult{{CallID: callID, Content: "Found 1 tool."}}}
-			tr.rememberThread(context.Background(), tc.shown, tc.upstrm)
+			tr.rememberThread(context.Background(), tc.shown, tc.upstrm, nil)
 			th, ok := g.threads.Get(tc.shown)
 			if !ok {
 				t.Fatal("no thread remembered")
@@ -361,6 +364,156 @@ func TestAChainOutlivesARotatedCredential(t *testing.T) {
 			params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}
 			if _, err := sdkResponse(ctx, t, token(base, "eyJ-token-after-refresh-2222"), params, true); err != nil {
 				t.Errorf("continuing from %s under the refreshed token: %v", first.ID, err)
+			}
+		})
+	}
+}
+
+// issueTwiceTask's two steps are found by one search, so a request that
+// comes back with the first step's output finds the second step's tool
+// active, if the gateway still knows what that search found.
+var issueTwiceTask = fakellm.Task{
+	Name:   "issue, then the list",
+	Prompt: "File the login bug, then show me the open issues.",
+	Steps: []fakellm.Step{
+		{Tool: "repo_create_issue", Query: "issue", Args: json.RawMessage(`{"id":"acme/web"}`)},
+		{Tool: "repo_list_issues", Query: "issue", Args: json.RawMessage(`{"id":"acme/web"}`)},
+	},
+	Answer: "Filed it; here are the open issues.",
+}
+
+// chainRun is what an agent chaining by previous_response_id through the
+// gateway got: the tools of each of its requests' first upstream call,
+// and how many upstream calls it cost in all.
+type chainRun struct {
+	offered [][]string
+	calls   int
+	records []gjson.Result // the decision log's, when the run kept one
+}
+
+// TestAChainedResponseKeepsItsToolsWhenItsSessionIsGone: a request that
+// continues a response by its id holds only the outputs of the calls,
+// which name no tool, so its tools came from the session alone. Once the
+// session was gone (expired, evicted) while the gateway still remembered
+// the response id, the request went upstream with tool_search alone: even
+// the tool just called was gone, and the next step searched again. The
+// thread keeps the turn's tools, and such a request offers what it would
+// have with its session.
+func TestAChainedResponseKeepsItsToolsWhenItsSessionIsGone(t *testing.T) {
+	ctx := context.Background()
+	// run plays issueTwiceTask to its answer; between requests, forget
+	// (when not nil) deletes every session.
+	run := func(t *testing.T, gateways []string, stream bool, forget func(), model *fakellm.Model) chainRun {
+		t.Helper()
+		params := responses.ResponseNewParams{
+			Model: "gpt-test", Tools: sdkResponseTools(40),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(issueTwiceTask.Prompt)},
+		}
+		var r chainRun
+		answer := ""
+		for turn := 0; turn < 6 && answer == ""; turn++ {
+			before := len(model.Records())
+			resp, err := sdkResponse(ctx, t, sdkClient(gateways[turn%len(gateways)]), params, stream)
+			if err != nil {
+				t.Fatalf("turn %d: %v", turn, err)
+			}
+			r.offered = append(r.offered, model.Records()[before].Names)
+			_, outputs := callOutputs(resp)
+			if len(outputs) == 0 {
+				answer = resp.OutputText()
+			}
+			if forget != nil {
+				forget()
+			}
+			params.PreviousResponseID = openai.String(resp.ID)
+			params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}
+		}
+		if answer != issueTwiceTask.Answer {
+			t.Errorf("answer = %q, want %q", answer, issueTwiceTask.Answer)
+		}
+		r.calls = len(model.Records())
+		return r
+	}
+	// kept is the run of an agent whose session stays.
+	kept := func(t *testing.T, stream bool) chainRun {
+		model := &fakellm.Model{Tasks: []fakellm.Task{issueTwiceTask}}
+		return run(t, []string{newTestGateway(t, model, searchOnly(t))}, stream, nil, model)
+	}
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		// gone runs the task on gateways whose sessions are deleted
+		// after every request.
+		gone func(t *testing.T, model *fakellm.Model, stream bool) chainRun
+	}{
+		{"a chain whose in-memory session expired offers what its session would have", false,
+			func(t *testing.T, model *fakellm.Model, stream bool) chainRun {
+				mem := session.NewMemory(100, 0)
+				var buf syncBuffer
+				base := newTestGateway(t, model, searchOnly(t), func(g *Gateway) {
+					g.Sessions = mem
+					g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
+				})
+				r := run(t, []string{base}, stream, func() {
+					for _, k := range mem.Keys() {
+						_ = mem.Delete(ctx, k)
+					}
+				}, model)
+				r.records = buf.waitLines(t, len(r.offered))
+				return r
+			}},
+		{"a streamed chain whose in-memory session expired offers what its session would have", true,
+			func(t *testing.T, model *fakellm.Model, stream bool) chainRun {
+				mem := session.NewMemory(100, 0)
+				return run(t, []string{newTestGateway(t, model, searchOnly(t), func(g *Gateway) { g.Sessions = mem })}, stream, func() {
+					for _, k := range mem.Keys() {
+						_ = mem.Delete(ctx, k)
+					}
+				}, model)
+			}},
+		{"a chain whose session Redis lost offers on the other replica what its session would have", false,
+			func(t *testing.T, model *fakellm.Model, stream bool) chainRun {
+				srv := miniredis.RunT(t)
+				var gateways []string
+				for range 2 {
+					store, err := session.NewRedis("redis://"+srv.Addr(), time.Hour, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = store.Close() })
+					gateways = append(gateways, newTestGateway(t, model, searchOnly(t), func(g *Gateway) { g.Sessions = store }))
+				}
+				return run(t, gateways, stream, func() {
+					for _, k := range srv.Keys() {
+						if strings.HasPrefix(k, "toolgate:session:") {
+							srv.Del(k)
+						}
+					}
+				}, model)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := kept(t, tc.stream)
+			if len(want.offered) < 2 || !slices.Contains(want.offered[1], "repo_list_issues") {
+				t.Fatalf("with its session the chained request was offered %v: the test needs it to hold the search's finds", want.offered)
+			}
+			got := tc.gone(t, &fakellm.Model{Tasks: []fakellm.Task{issueTwiceTask}}, tc.stream)
+			if !slices.EqualFunc(got.offered, want.offered, slices.Equal) {
+				t.Errorf("requests' first upstream calls offered %v, want %v as with the session", got.offered, want.offered)
+			}
+			if got.calls != want.calls {
+				t.Errorf("%d upstream calls, want %d as with the session", got.calls, want.calls)
+			}
+			if got.records != nil {
+				reason := ""
+				for _, a := range got.records[1].Get("active").Array() {
+					if a.Get("name").String() == "repo_list_issues" {
+						reason = a.Get("reason").String()
+					}
+				}
+				if reason != reasonThread {
+					t.Errorf("the decision log gives repo_list_issues the reason %q, want %q", reason, reasonThread)
+				}
 			}
 		})
 	}

@@ -28,6 +28,9 @@ const (
 	reasonExplore    = "explored"  // preselect mode's exploration slot
 	reasonFollowUp   = "follow-up" // joined after a turn's first tool result, for the next steps
 	reasonDiscovered = "discovered"
+	// reasonThread: active in the turn a chained request continues from,
+	// whose session is gone (see rejoin).
+	reasonThread = "thread"
 )
 
 // recentKeep bounds the session's list of recently called tools.
@@ -110,10 +113,10 @@ type turn struct {
 	rep *report // accounting for headers, metrics and the decision log; nil in bare tests
 }
 
-// newTurn starts a turn of dialect d; chained is the session of the
-// response the request continues from, if the gateway knows it
-// (resolveThread).
-func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Snapshot, req *rewrite.Request, d rewrite.Dialect, chained string) (*turn, error) {
+// newTurn starts a turn of dialect d; chained is what the gateway
+// remembers of the response the request continues from (resolveThread):
+// its session, and its tools for when that session is gone.
+func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Snapshot, req *rewrite.Request, d rewrite.Dialect, chained session.Thread) (*turn, error) {
 	t := &turn{
 		g: g, d: d, in: in, snap: snap, req: req,
 		pinned:  map[string]bool{},
@@ -160,7 +163,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	}
 
 	tenant := session.Tenant(credential(in))
-	t.tenant, t.key = tenant, sessionKey(in, tenant, req, chained)
+	t.tenant, t.key = tenant, sessionKey(in, tenant, req, chained.Session)
 	t.learned = g.Learned.For(tenant)
 	t.habits = g.Learned.Habits(tenant)
 	st, err := g.Sessions.Get(ctx, t.key)
@@ -169,6 +172,9 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 		g.sessionStoreFailed(ctx, "get", t.key, err)
 	}
 	t.st = st
+	if err != nil {
+		t.rejoin(chained.Tools)
+	}
 	t.seedActive(ctx)
 	return t, nil
 }

@@ -27,7 +27,20 @@ type Thread struct {
 	// pays for them; a direct conversation would not have them, so the
 	// estimate of what it would have cost direct leaves them out.
 	HiddenTokens int64 `json:"hidden_tokens,omitempty"`
+	// Tools are the client tools the turn had active or called, the
+	// policy's core tools aside (every turn joins those), at most
+	// MaxThreadTools. A request that continues from the response holds
+	// only the outputs of the calls, which name no tool, so when the
+	// session is gone (expired, evicted) these are what it rejoins:
+	// without them it lost even the tool it had just called.
+	Tools []string `json:"tools,omitempty"`
 }
+
+// MaxThreadTools bounds the tool names a thread keeps, whatever
+// max_active allows: a thread is written for every response id, and the
+// names are what it costs besides the ids (32 names of 20 bytes add
+// about 750 bytes to a record of about 150).
+const MaxThreadTools = 64
 
 // MaxPendingOutput bounds the bytes of one pending output a thread keeps.
 const MaxPendingOutput = 2 << 10

@@ -19,7 +19,8 @@ func TestRedisKeepsThreads(t *testing.T) {
 		srv := miniredis.RunT(t)
 		a, b := newTestRedis(t, srv, time.Minute), newTestRedis(t, srv, time.Minute)
 		want := Thread{Session: "tenant:conv", Upstream: "resp_last", Hidden: []string{"resp_search", "resp_last"},
-			Pending: []Output{{CallID: "call_search", Output: "Found 2 tool(s)."}}, HiddenTokens: 57}
+			Pending: []Output{{CallID: "call_search", Output: "Found 2 tool(s)."}}, HiddenTokens: 57,
+			Tools: []string{"repo_create_issue", "repo_list_issues"}}
 		if err := a.PutThread(ctx, "tenant:resp_first", want); err != nil {
 			t.Fatal(err)
 		}
