@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/internal/fakellm"
@@ -221,6 +222,121 @@ func TestASearchRoundOffersWhatItListsUnderASmallMaxActive(t *testing.T) {
 			}
 			if tools := len(offered) - 1; tools > maxActive { // tool_search aside
 				t.Errorf("the round offered %d tools besides tool_search; max_active is %d", tools, maxActive)
+			}
+		})
+	}
+}
+
+// holdFirstCall is an upstream that holds the first call whose latest user
+// message is prompt until release is closed, saying when it arrived: by
+// then the gateway has loaded that request's session.
+type holdFirstCall struct {
+	h                http.Handler
+	prompt           string
+	arrived, release chan struct{}
+	once             sync.Once
+}
+
+func (u *holdFirstCall) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	latest := ""
+	gjson.GetBytes(b, "messages").ForEach(func(_, m gjson.Result) bool {
+		if m.Get("role").String() == "user" {
+			latest = m.Get("content").String()
+		}
+		return true
+	})
+	if latest == u.prompt {
+		u.once.Do(func() { close(u.arrived); <-u.release })
+	}
+	r.Body, r.ContentLength = io.NopCloser(strings.NewReader(string(b))), int64(len(b))
+	u.h.ServeHTTP(w, r)
+}
+
+// TestTwoRequestsOfOneSessionAtOnceKeepWhatEachFound: a subagent's request
+// (B) on the session of an agent's task (A) loads the session, A's first
+// step searches and saves what it found, then B saves. B's save wrote over
+// A's with the state B had loaded, and A's second step searched again for
+// a tool A's search had found. The store merges B's state into A's.
+func TestTwoRequestsOfOneSessionAtOnceKeepWhatEachFound(t *testing.T) {
+	sub := fakellm.Task{
+		Prompt: "Tell the team the deploy is done.",
+		Steps:  []fakellm.Step{{Tool: "chat_post_message", Query: "send message chat channel", Args: json.RawMessage(`{"id":"eng"}`)}},
+		Answer: "Told them.",
+	}
+	for _, tc := range []struct {
+		name  string
+		store func(t *testing.T) session.Store
+	}{
+		{"in memory", func(*testing.T) session.Store { return session.NewMemory(100, 0) }},
+		{"in redis", func(t *testing.T) session.Store {
+			store, err := session.NewRedis("redis://"+miniredis.RunT(t).Addr(), time.Hour, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = store.Close() })
+			return store
+		}},
+	} {
+		t.Run("a subagent's request saved "+tc.name+" after the agent's first step leaves its finds for the second", func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{issueTwiceTask, sub}}
+			up := &holdFirstCall{h: model, prompt: sub.Prompt, arrived: make(chan struct{}), release: make(chan struct{})}
+			store := tc.store(t)
+			base := newTestGateway(t, up, searchOnly(t), func(g *Gateway) { g.Sessions = store })
+			hdr := map[string]string{"X-Session-ID": "shared"}
+			tools := testCatalog(40)
+
+			bDone := make(chan error, 1)
+			body := chatRequest(t, []map[string]any{{"role": "user", "content": sub.Prompt}}, tools, false, nil)
+			go func() {
+				req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions", strings.NewReader(string(body)))
+				req.Header.Set("Authorization", "Bearer sk-test")
+				req.Header.Set("X-Session-ID", "shared")
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				bDone <- err
+			}()
+			select {
+			case <-up.arrived:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the subagent's request never reached the upstream")
+			}
+
+			msgs := []map[string]any{{"role": "user", "content": issueTwiceTask.Prompt}}
+			x := send(t, base, chatRequest(t, msgs, tools, false, nil), hdr)
+			msg := gjson.GetBytes(x.body, "choices.0.message")
+			if call := msg.Get("tool_calls.0.function.name").String(); call != "repo_create_issue" {
+				t.Fatalf("the agent's first step called %q: %s", call, x.body)
+			}
+			close(up.release)
+			if err := <-bDone; err != nil {
+				t.Fatalf("the subagent's request: %v", err)
+			}
+
+			var m map[string]any
+			_ = json.Unmarshal([]byte(msg.Raw), &m)
+			msgs = append(msgs, m, map[string]any{"role": "tool", "tool_call_id": msg.Get("tool_calls.0.id").String(), "content": "ok"})
+			before := len(model.Records())
+			x = send(t, base, chatRequest(t, msgs, tools, false, nil), hdr)
+			if call := gjson.GetBytes(x.body, "choices.0.message.tool_calls.0.function.name").String(); call != "repo_list_issues" {
+				t.Fatalf("the agent's second step called %q: %s", call, x.body)
+			}
+			if recs := model.Records()[before:]; len(recs) != 1 || !slices.Contains(recs[0].Names, "repo_list_issues") {
+				var offered [][]string
+				for _, r := range recs {
+					offered = append(offered, r.Names)
+				}
+				t.Errorf("the second step took %d upstream calls offering %v; want one, offering repo_list_issues, which the first step's search found", len(recs), offered)
+			}
+			st, err := store.Get(context.Background(), session.Key(session.Tenant("Bearer sk-test"), "shared", "", ""))
+			if err != nil || !slices.Contains(st.Active, "chat_post_message") || !slices.Contains(st.Active, "repo_list_issues") {
+				t.Errorf("the session holds %v (%v), want the subagent's chat_post_message and the agent's repo_list_issues", st.Active, err)
 			}
 		})
 	}

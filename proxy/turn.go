@@ -55,6 +55,7 @@ type turn struct {
 	tenant           string
 	key              string
 	st               session.State
+	loaded           session.State     // st as the store gave it, for save's merge
 	pinned           map[string]bool   // core, tool_choice and this user turn's calls: never evicted
 	reasons          map[string]string // why each active tool is there
 	policy           policy.Bound      // the catalog's policy decisions, for this turn's message
@@ -171,7 +172,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 		// The session is a cache: losing it costs a search, not the request.
 		g.sessionStoreFailed(ctx, "get", t.key, err)
 	}
-	t.st = st
+	t.st, t.loaded = st, st.Base()
 	if err != nil {
 		t.rejoin(chained.Tools)
 	}
@@ -281,14 +282,15 @@ func (t *turn) clientUsage() []byte {
 	return rewrite.ContextUsage(t.usage, t.lastUsage)
 }
 
-// save stores the session; a failure costs a later search, so it is logged,
-// not returned.
+// save stores the session, merged into what another request of it saved
+// since this one loaded it (session.Save); a failure costs a later search,
+// so it is logged, not returned.
 func (t *turn) save(ctx context.Context) {
 	t.st.Updated = time.Now().UTC()
 	// A session outlives catalogs: names the client no longer sends go
 	// first when it holds more than it may keep.
 	t.st.Bound(func(name string) bool { _, ok := t.policy.Position(name); return ok })
-	if err := t.g.Sessions.Put(ctx, t.key, t.st); err != nil {
+	if err := session.Save(ctx, t.g.Sessions, t.key, t.loaded, t.st, t.snap.Gateway.MaxActive); err != nil {
 		t.g.sessionStoreFailed(ctx, "put", t.key, err)
 	}
 }

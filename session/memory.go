@@ -2,18 +2,25 @@ package session
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 )
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store  = (*Memory)(nil)
+	_ Merger = (*Memory)(nil)
+)
 
 // Memory is the in-process store: an expirable LRU. Create one per process;
 // its expiry goroutine lives as long as the process. A Put renews the TTL; a
 // Get does not.
 type Memory struct {
 	lru *expirable.LRU[string, State]
+	// writes orders Put and PutMerged: a merge's read and write must
+	// have no other write between them.
+	writes sync.Mutex
 }
 
 // NewMemory returns a store of at most size sessions that each expire ttl
@@ -39,7 +46,19 @@ func (m *Memory) Get(_ context.Context, key string) (State, error) {
 
 // Put stores a copy of s under key.
 func (m *Memory) Put(_ context.Context, key string, s State) error {
+	m.writes.Lock()
+	defer m.writes.Unlock()
 	m.lru.Add(key, s.Clone())
+	return nil
+}
+
+// PutMerged stores a copy of s merged into the state under key (Merge),
+// with no other write in between.
+func (m *Memory) PutMerged(_ context.Context, key string, base, s State, maxActive int) error {
+	m.writes.Lock()
+	defer m.writes.Unlock()
+	cur, _ := m.lru.Peek(key)
+	m.lru.Add(key, Merge(cur, base, s, maxActive).Clone())
 	return nil
 }
 

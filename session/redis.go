@@ -13,6 +13,7 @@ import (
 
 var (
 	_ Store   = (*Redis)(nil)
+	_ Merger  = (*Redis)(nil)
 	_ Threads = (*Redis)(nil)
 )
 
@@ -173,18 +174,30 @@ func (r *Redis) read(ctx context.Context, what, key string, limit int64, v any) 
 		b    []byte
 	)
 	err := r.do(ctx, "reading "+what+" from redis", func(ctx context.Context) error {
-		// One round trip. The two are not atomic: a value replaced in
-		// between reads as unreadable or as not found, which costs that
-		// turn a search, like any lost session.
-		pipe := r.client.Pipeline()
-		strlen := pipe.StrLen(ctx, key)
-		head := pipe.GetRange(ctx, key, 0, limit-1)
-		if _, err := pipe.Exec(ctx); err != nil {
-			return err
-		}
-		size, b = strlen.Val(), []byte(head.Val())
-		return nil
+		var err error
+		size, b, err = fetch(ctx, r.client, key, limit)
+		return err
 	})
+	return decode(what, key, limit, size, b, err, v)
+}
+
+// fetch reads the size of the value under key and its first limit bytes,
+// in one round trip. The two are not atomic unless c is a transaction
+// watching key: a value replaced in between reads as unreadable or as not
+// found, which costs that turn a search, like any lost session.
+func fetch(ctx context.Context, c redis.Cmdable, key string, limit int64) (int64, []byte, error) {
+	pipe := c.Pipeline()
+	strlen := pipe.StrLen(ctx, key)
+	head := pipe.GetRange(ctx, key, 0, limit-1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, nil, err
+	}
+	return strlen.Val(), []byte(head.Val()), nil
+}
+
+// decode decodes what fetch read of key (size, b, or its error err) into
+// v, as read does.
+func decode(what, key string, limit, size int64, b []byte, err error, v any) error {
 	switch {
 	case redis.HasErrorPrefix(err, "WRONGTYPE"):
 		return fmt.Errorf("reading %s %s from redis: %w: not a string: %w", what, key, ErrCorrupt, err)
@@ -210,6 +223,60 @@ func (r *Redis) Put(ctx context.Context, key string, s State) error {
 	}
 	return r.do(ctx, "writing session to redis", func(ctx context.Context) error {
 		return r.client.Set(ctx, redisPrefix+key, b, r.ttl).Err()
+	})
+}
+
+// updateAttempts bounds how many times update reads and merges a session
+// that other writes keep changing under it; the last attempt writes
+// without watching.
+const updateAttempts = 4
+
+// PutMerged stores s merged into the session under key (Merge) and
+// renews its expiry; see update.
+func (r *Redis) PutMerged(ctx context.Context, key string, base, s State, maxActive int) error {
+	return r.update(ctx, key, func(cur State) State { return Merge(cur, base, s, maxActive) })
+}
+
+// update stores what fn makes of the session under key (the zero State
+// when there is none, or it is unreadable, which the write replaces) and
+// renews its expiry. The read and the write are one optimistic
+// transaction (WATCH, read, MULTI SET EXEC: three round trips, where Put
+// is one); another replica's write in between makes it read again, so fn
+// may be called more than once, and after updateAttempts tries the last
+// merge is written regardless, as Put writes. The whole is one operation,
+// bounded by the read timeout.
+func (r *Redis) update(ctx context.Context, key string, fn func(cur State) State) error {
+	k := redisPrefix + key
+	return r.do(ctx, "merging session into redis", func(ctx context.Context) error {
+		write := func(ctx context.Context, c redis.Cmdable, set func(b []byte) error) error {
+			size, b, err := fetch(ctx, c, k, MaxValueBytes)
+			if err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+				return err
+			}
+			var cur State
+			if decode("session", k, MaxValueBytes, size, b, err, &cur) != nil {
+				cur = State{}
+			}
+			out, err := json.Marshal(fn(cur))
+			if err != nil {
+				return fmt.Errorf("encoding session: %w", err)
+			}
+			return set(out)
+		}
+		for range updateAttempts - 1 {
+			err := r.client.Watch(ctx, func(tx *redis.Tx) error {
+				return write(ctx, tx, func(b []byte) error {
+					_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+						return p.Set(ctx, k, b, r.ttl).Err()
+					})
+					return err
+				})
+			}, k)
+			if !errors.Is(err, redis.TxFailedErr) {
+				return err
+			}
+		}
+		return write(ctx, r.client, func(b []byte) error { return r.client.Set(ctx, k, b, r.ttl).Err() })
 	})
 }
 

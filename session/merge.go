@@ -1,0 +1,112 @@
+package session
+
+import (
+	"context"
+	"slices"
+)
+
+// Merger is implemented by a store that can merge a request's state into
+// what it holds, with no other write in between.
+type Merger interface {
+	// PutMerged stores Merge(cur, base, s, maxActive) under key, cur
+	// being what the store holds (the zero State when there is none, or
+	// it is unreadable), and renews its expiry.
+	PutMerged(ctx context.Context, key string, base, s State, maxActive int) error
+}
+
+// Save stores s, the state a request made of base (what Get gave it when
+// the request started, the zero State when it found none; see Base),
+// under key. A store that implements Merger gets s merged into what it
+// holds now (Merge): two requests of one session at once (a subagent's,
+// a retried stream's) each saved a state made of what was stored before
+// either began, and the later write dropped the tools the earlier one
+// had found. Any other store is written over.
+func Save(ctx context.Context, st Store, key string, base, s State, maxActive int) error {
+	if m, ok := st.(Merger); ok {
+		return m.PutMerged(ctx, key, base, s, maxActive)
+	}
+	return st.Put(ctx, key, s)
+}
+
+// Base returns s as Save's base for a request that goes on to change s:
+// a copy of the lists Merge reads and State's methods change in place
+// (Active, Guesses); the others are shared.
+func (s State) Base() State {
+	s.Active = slices.Clone(s.Active)
+	s.Guesses = slices.Clone(s.Guesses)
+	return s
+}
+
+// Merge returns what to store when s, the state a request made of base,
+// is saved over cur, which another request of the session may have saved
+// since base was read. When nothing was saved in between, that is s.
+// Otherwise each request's changes count: the active tools are cur's,
+// without those s dropped from base (guesses a new user turn let go,
+// tools max_active evicted) and with those s added after them; the
+// guesses likewise; the recent tools are cur's with s's after them; each
+// other field is s's where s changed it from base, else cur's. At most
+// maxActive (> 0) tools stay active: those not called recently go first,
+// oldest first, then the oldest.
+func Merge(cur, base, s State, maxActive int) State {
+	if cur.Updated.Equal(base.Updated) && slices.Equal(cur.Active, base.Active) {
+		return s
+	}
+	out := s
+	out.Active = changed(cur.Active, base.Active, s.Active)
+	out.Guesses = changed(cur.Guesses, base.Guesses, s.Guesses)
+	// A tool cur holds as called is no guess of s's making.
+	out.Guesses = slices.DeleteFunc(out.Guesses, func(n string) bool {
+		return !slices.Contains(base.Guesses, n) && slices.Contains(cur.Active, n) && !slices.Contains(cur.Guesses, n)
+	})
+	out.Recent = nil
+	for _, n := range cur.Recent {
+		if !slices.Contains(s.Recent, n) {
+			out.Recent = append(out.Recent, n)
+		}
+	}
+	out.Recent = append(out.Recent, s.Recent...) // the next Touch cuts it to its length
+	if s.Last == base.Last {
+		out.Last = cur.Last
+	}
+	if s.Focus == base.Focus {
+		out.Focus = cur.Focus
+	}
+	if s.Turn == base.Turn && slices.Equal(s.Preselected, base.Preselected) && s.Explored == base.Explored {
+		out.Turn, out.Preselected, out.Explored = cur.Turn, slices.Clone(cur.Preselected), cur.Explored
+	}
+	if s.Observed == base.Observed {
+		out.Observed = cur.Observed
+	}
+	if over := len(out.Active) - maxActive; maxActive > 0 && over > 0 {
+		var gone []string
+		for _, stale := range []bool{true, false} {
+			for _, n := range out.Active {
+				if len(gone) < over && !slices.Contains(gone, n) && (!stale || !slices.Contains(out.Recent, n)) {
+					gone = append(gone, n)
+				}
+			}
+		}
+		out.Remove(gone)
+	}
+	out.Guesses = slices.DeleteFunc(out.Guesses, func(n string) bool { return !slices.Contains(out.Active, n) })
+	out.Bound(nil)
+	return out
+}
+
+// changed applies to cur the changes s made to base: the names s dropped
+// go, the names s added follow cur's, in s's order. It returns a new
+// slice.
+func changed(cur, base, s []string) []string {
+	out := make([]string, 0, len(cur)+len(s))
+	for _, n := range cur {
+		if !slices.Contains(base, n) || slices.Contains(s, n) {
+			out = append(out, n)
+		}
+	}
+	for _, n := range s {
+		if !slices.Contains(base, n) && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,172 @@
+package session
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+func TestMergeKeepsWhatEachRequestChanged(t *testing.T) {
+	loaded := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
+	since := loaded.Add(time.Second) // another request saved after the load
+	saved := loaded.Add(2 * time.Second)
+	for _, tc := range []struct {
+		name         string
+		cur, base, s State
+		max          int
+		want         State
+	}{
+		{"with nothing saved since the load the request's state is stored as it is",
+			State{Active: []string{"a"}, Last: "a", Updated: loaded},
+			State{Active: []string{"a"}, Last: "a", Updated: loaded},
+			State{Active: []string{"b"}, Last: "b", Updated: saved}, 32,
+			State{Active: []string{"b"}, Last: "b", Updated: saved}},
+		{"a tool another request found meanwhile stays, before the tools this one found",
+			State{Active: []string{"a", "b"}, Updated: since},
+			State{Active: []string{"a"}, Updated: loaded},
+			State{Active: []string{"a", "c"}, Updated: saved}, 32,
+			State{Active: []string{"a", "b", "c"}, Updated: saved}},
+		{"a guess the request dropped stays dropped, another request's guess stays a guess",
+			State{Active: []string{"a", "g", "h"}, Guesses: []string{"g", "h"}, Updated: since},
+			State{Active: []string{"a", "g"}, Guesses: []string{"g"}, Updated: loaded},
+			State{Active: []string{"a", "x"}, Guesses: []string{"x"}, Updated: saved}, 32,
+			State{Active: []string{"a", "h", "x"}, Guesses: []string{"h", "x"}, Updated: saved}},
+		{"a tool another request evicted stays evicted",
+			State{Active: []string{"a"}, Updated: since},
+			State{Active: []string{"a", "b"}, Updated: loaded},
+			State{Active: []string{"a", "b", "c"}, Updated: saved}, 32,
+			State{Active: []string{"a", "c"}, Updated: saved}},
+		{"a tool another request called is no guess of this one's",
+			State{Active: []string{"a"}, Recent: []string{"a"}, Last: "a", Updated: since},
+			State{Updated: loaded},
+			State{Active: []string{"a"}, Guesses: []string{"a"}, Updated: saved}, 32,
+			State{Active: []string{"a"}, Recent: []string{"a"}, Last: "a", Updated: saved}},
+		{"the fields the request left as it loaded them are the store's",
+			State{Active: []string{"a"}, Recent: []string{"a"}, Last: "a", Focus: "ticket", Turn: "t2", Preselected: []string{"a"}, Observed: "o2", Updated: since},
+			State{Updated: loaded},
+			State{Active: []string{"b"}, Updated: saved}, 32,
+			State{Active: []string{"a", "b"}, Recent: []string{"a"}, Last: "a", Focus: "ticket", Turn: "t2", Preselected: []string{"a"}, Observed: "o2", Updated: saved}},
+		{"the fields the request changed are its own, the newest",
+			State{Active: []string{"a"}, Recent: []string{"a"}, Last: "a", Focus: "ticket", Turn: "t2", Preselected: []string{"a"}, Updated: since},
+			State{Updated: loaded},
+			State{Active: []string{"b"}, Recent: []string{"b"}, Last: "b", Focus: "invoice", Turn: "t3", Preselected: []string{"b"}, Updated: saved}, 32,
+			State{Active: []string{"a", "b"}, Recent: []string{"a", "b"}, Last: "b", Focus: "invoice", Turn: "t3", Preselected: []string{"b"}, Updated: saved}},
+		{"at most max_active tools stay, those not called recently going first",
+			State{Active: []string{"a", "b", "c"}, Recent: []string{"a"}, Updated: since},
+			State{Updated: loaded},
+			State{Active: []string{"d", "e"}, Guesses: []string{"e"}, Updated: saved}, 3,
+			State{Active: []string{"a", "d", "e"}, Recent: []string{"a"}, Guesses: []string{"e"}, Updated: saved}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Merge(tc.cur, tc.base, tc.s, tc.max)
+			if !reflect.DeepEqual(norm(got), norm(tc.want)) {
+				t.Errorf("Merge = %+v\nwant    %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// norm makes empty lists nil, for a comparison.
+func norm(s State) State {
+	for _, l := range []*[]string{&s.Active, &s.Recent, &s.Preselected, &s.Guesses} {
+		if len(*l) == 0 {
+			*l = nil
+		}
+	}
+	return s
+}
+
+// TestASaveKeepsWhatAnotherRequestSavedSinceTheLoad: two requests of one
+// session at once each loaded the state before either saved, and the
+// later Put dropped what the earlier had found.
+func TestASaveKeepsWhatAnotherRequestSavedSinceTheLoad(t *testing.T) {
+	ctx := context.Background()
+	for name, s := range stores(t) {
+		t.Run(name+" keeps both requests' tools", func(t *testing.T) {
+			start := State{Active: []string{"core"}, Updated: time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)}
+			if err := s.Put(ctx, "k", start); err != nil {
+				t.Fatal(err)
+			}
+			a, _ := s.Get(ctx, "k")
+			b, _ := s.Get(ctx, "k")
+			sa, sb := a.Clone(), b.Clone()
+			sa.Join("ticket_create", "ticket_update")
+			sa.Updated = start.Updated.Add(time.Second)
+			sb.Join("dashboard_list")
+			sb.Updated = start.Updated.Add(2 * time.Second)
+			if err := Save(ctx, s, "k", a, sa, 32); err != nil {
+				t.Fatal(err)
+			}
+			if err := Save(ctx, s, "k", b, sb, 32); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Get(ctx, "k")
+			if want := []string{"core", "ticket_create", "ticket_update", "dashboard_list"}; err != nil || !slices.Equal(got.Active, want) {
+				t.Errorf("active %v (%v), want %v", got.Active, err, want)
+			}
+		})
+	}
+
+	t.Run("redis reads again when another replica writes between its read and its write", func(t *testing.T) {
+		srv := miniredis.RunT(t)
+		r, other := newTestRedis(t, srv, time.Minute), newTestRedis(t, srv, time.Minute)
+		calls := 0
+		err := r.update(ctx, "k", func(cur State) State {
+			calls++
+			if calls == 1 {
+				if err := other.Put(ctx, "k", State{Active: []string{"found_meanwhile"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cur.Active = append(slices.Clone(cur.Active), "mine")
+			return cur
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := r.Get(ctx, "k")
+		if want := []string{"found_meanwhile", "mine"}; calls != 2 || !slices.Equal(got.Active, want) {
+			t.Errorf("after %d reads active is %v, want 2 reads and %v", calls, got.Active, want)
+		}
+		if ttl := srv.TTL(redisPrefix + "k"); ttl != time.Minute {
+			t.Errorf("ttl %v, want the store's minute", ttl)
+		}
+	})
+
+	t.Run("redis writes its last merge when other writes never stop", func(t *testing.T) {
+		srv := miniredis.RunT(t)
+		r, other := newTestRedis(t, srv, time.Minute), newTestRedis(t, srv, time.Minute)
+		calls := 0
+		err := r.update(ctx, "k", func(cur State) State {
+			calls++
+			if calls < updateAttempts {
+				if err := other.Put(ctx, "k", State{Active: []string{"busy"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cur.Active = append(slices.Clone(cur.Active), "mine")
+			return cur
+		})
+		got, _ := r.Get(ctx, "k")
+		if want := []string{"busy", "mine"}; err != nil || calls != updateAttempts || !slices.Equal(got.Active, want) {
+			t.Errorf("err %v after %d reads, active %v; want %d reads and %v", err, calls, got.Active, updateAttempts, want)
+		}
+	})
+
+	t.Run("redis replaces a value it cannot read", func(t *testing.T) {
+		srv := miniredis.RunT(t)
+		r := newTestRedis(t, srv, time.Minute)
+		if err := srv.Set(redisPrefix+"k", "not json"); err != nil {
+			t.Fatal(err)
+		}
+		err := Save(ctx, r, "k", State{}, State{Active: []string{"a"}}, 32)
+		got, gerr := r.Get(ctx, "k")
+		if err != nil || gerr != nil || !slices.Equal(got.Active, []string{"a"}) {
+			t.Errorf("save: %v; read back %v, %v; want [a]", err, got.Active, gerr)
+		}
+	})
+}
