@@ -96,7 +96,7 @@ func (g *Gateway) serveDebugSession(w http.ResponseWriter, r *http.Request) {
 	}
 	key := id
 	if !isStoreKey(id) {
-		key = session.Key(session.Tenant(credential(r)), id, "", "")
+		key = session.Key(session.Tenant(credential(r)), id, "", "", "")
 	}
 	st, err := g.Sessions.Get(r.Context(), key)
 	switch {

@@ -47,7 +47,7 @@ func TestDebugSessionsSaysWhatIsWrongWithTheStore(t *testing.T) {
 		}, http.StatusServiceUnavailable, []string{`"code":"session_store_unavailable"`, "not asked"}},
 		{"an unreadable value is 500 saying so, naming the key", func(t *testing.T) session.Store {
 			srv := miniredis.RunT(t)
-			if err := srv.Set("toolgate:session:"+session.Key(session.Tenant("Bearer sk-tenant-a"), "dbg-1", "", ""), "{not json"); err != nil {
+			if err := srv.Set("toolgate:session:"+session.Key(session.Tenant("Bearer sk-tenant-a"), "dbg-1", "", "", ""), "{not json"); err != nil {
 				t.Fatal(err)
 			}
 			return redisStore(t, "redis://"+srv.Addr())

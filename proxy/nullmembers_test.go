@@ -73,7 +73,7 @@ func TestAProvidersNullMembersAreNotCalls(t *testing.T) {
 		if n := calls.Load(); n != 1 {
 			t.Errorf("the upstream got %d requests, want 1", n)
 		}
-		st, err := gw.Sessions.Get(context.Background(), session.Key(session.Tenant("Bearer sk-test"), "sglang", "", ""))
+		st, err := gw.Sessions.Get(context.Background(), session.Key(session.Tenant("Bearer sk-test"), "sglang", "", "", ""))
 		if err != nil {
 			t.Fatal(err)
 		}

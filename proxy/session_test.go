@@ -184,7 +184,7 @@ func TestAGuessASearchFindsStaysForTheNextTurn(t *testing.T) {
 	if len(up.found) != 1 || !slices.Contains(foundTools(up.found[0]), guess) {
 		t.Fatalf("the search for %q found %v; the test needs it to find the guess", guess, up.found)
 	}
-	st, err := gw.Sessions.Get(context.Background(), session.Key(session.Tenant("Bearer sk-test"), "refound", "", ""))
+	st, err := gw.Sessions.Get(context.Background(), session.Key(session.Tenant("Bearer sk-test"), "refound", "", "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,10 +334,82 @@ func TestTwoRequestsOfOneSessionAtOnceKeepWhatEachFound(t *testing.T) {
 				}
 				t.Errorf("the second step took %d upstream calls offering %v; want one, offering repo_list_issues, which the first step's search found", len(recs), offered)
 			}
-			st, err := store.Get(context.Background(), session.Key(session.Tenant("Bearer sk-test"), "shared", "", ""))
+			st, err := store.Get(context.Background(), session.Key(session.Tenant("Bearer sk-test"), "shared", "", "", ""))
 			if err != nil || !slices.Contains(st.Active, "chat_post_message") || !slices.Contains(st.Active, "repo_list_issues") {
 				t.Errorf("the session holds %v (%v), want the subagent's chat_post_message and the agent's repo_list_issues", st.Active, err)
 			}
 		})
+	}
+}
+
+// TestConversationsThatOpenAlikeKeepTheirOwnSessions: without an
+// X-Session-ID a session is found by the conversation's opening, and an
+// agent whose first user message is a fixed preamble (AGENTS.md,
+// <environment_context>) opens every conversation alike: each found the
+// tools of the others. The prompt_cache_key a client keeps per
+// conversation (Codex CLI sends its conversation id there) now parts
+// them; without it they still share one session.
+func TestConversationsThatOpenAlikeKeepTheirOwnSessions(t *testing.T) {
+	const sys, preamble = "You are a coding agent.", "<environment_context><cwd>/repo</cwd></environment_context>"
+	first := fakellm.Task{Prompt: "File the login bug.",
+		Steps:  []fakellm.Step{{Tool: "repo_create_issue", Query: "create issue repository", Args: json.RawMessage(`{"id":"acme/web"}`)}},
+		Answer: "Filed."}
+	second := fakellm.Task{Prompt: "Tell the team the deploy is done.",
+		Steps:  []fakellm.Step{{Tool: "chat_post_message", Query: "send message chat channel", Args: json.RawMessage(`{"id":"eng"}`)}},
+		Answer: "Told them."}
+	// bodies are each route's opening request of a conversation whose
+	// task is prompt, with key as its prompt_cache_key ("": none).
+	bodies := map[string]func(key, prompt string) map[string]any{
+		"/chat/completions": func(key, prompt string) map[string]any {
+			return map[string]any{"model": "gpt-test", "tools": testCatalog(40), "messages": []map[string]any{
+				{"role": "system", "content": sys}, {"role": "user", "content": preamble},
+				{"role": "assistant", "content": "ok"}, {"role": "user", "content": prompt}}}
+		},
+		"/responses": func(key, prompt string) map[string]any {
+			var tools []map[string]any
+			for _, tool := range testCatalog(40) {
+				fn := tool["function"].(map[string]any)
+				tools = append(tools, map[string]any{"type": "function", "name": fn["name"], "description": fn["description"], "parameters": fn["parameters"], "strict": false})
+			}
+			return map[string]any{"model": "gpt-test", "instructions": sys, "tools": tools, "input": []map[string]any{
+				{"type": "message", "role": "user", "content": preamble}, {"type": "message", "role": "user", "content": prompt}}}
+		},
+	}
+	for _, route := range []string{"/chat/completions", "/responses"} {
+		for _, tc := range []struct {
+			name        string
+			keyA, keyB  string
+			sessions    int
+			sharesFinds bool
+		}{
+			{"conversations that open alike with their own prompt_cache_key keep their own sessions", "conv-a", "conv-b", 2, false},
+			{"conversations that open alike without an id share one session", "", "", 1, true},
+		} {
+			t.Run(map[string]string{"/chat/completions": "chat", "/responses": "responses"}[route]+": "+tc.name, func(t *testing.T) {
+				model := &fakellm.Model{Tasks: []fakellm.Task{first, second}}
+				mem := session.NewMemory(100, 0)
+				base := newTestGateway(t, model, searchOnly(t), func(g *Gateway) { g.Sessions = mem })
+				open := func(key, prompt string) {
+					body := bodies[route](key, prompt)
+					if key != "" {
+						body["prompt_cache_key"] = key
+					}
+					b, _ := json.Marshal(body)
+					if x := sendTo(t, base, route, b, nil); x.status != http.StatusOK {
+						t.Fatalf("status %d: %s", x.status, x.body)
+					}
+				}
+				open(tc.keyA, first.Prompt)
+				before := len(model.Records())
+				open(tc.keyB, second.Prompt)
+				offered := model.Records()[before].Names
+				if got := slices.Contains(offered, "repo_create_issue"); got != tc.sharesFinds {
+					t.Errorf("the second conversation's first upstream call offered %v: the first one's find among them %v, want %v", offered, got, tc.sharesFinds)
+				}
+				if got := mem.Len(); got != tc.sessions {
+					t.Errorf("%d sessions %v, want %d", got, mem.Keys(), tc.sessions)
+				}
+			})
+		}
 	}
 }

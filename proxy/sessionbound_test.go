@@ -44,7 +44,7 @@ func TestAChangingCatalogDoesNotGrowTheStoredSession(t *testing.T) {
 			t.Fatalf("turn %d: status %d", turn, resp.StatusCode)
 		}
 	}
-	st, err := store.Get(context.Background(), session.Key(session.Tenant("Bearer sk-test"), "drift", "", ""))
+	st, err := store.Get(context.Background(), session.Key(session.Tenant("Bearer sk-test"), "drift", "", "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestAnOversizedStoredSessionIsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	key := "toolgate:session:" + session.Key(session.Tenant("Bearer sk-test"), "planted", "", "")
+	key := "toolgate:session:" + session.Key(session.Tenant("Bearer sk-test"), "planted", "", "", "")
 	if err := srv.Set(key, `{"active":["`+strings.Repeat("x", 2<<20)+`"]}`); err != nil {
 		t.Fatal(err)
 	}

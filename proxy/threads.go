@@ -79,7 +79,8 @@ func (g *Gateway) lookupThread(ctx context.Context, key string) (session.Thread,
 // X-Session-ID, or else, for a request that continues an earlier response
 // by its id (the Responses API's previous_response_id, whose input holds
 // only what is new), the session that response's turn belonged to, or
-// else a hash of the conversation's start. chained is that session, as
+// else a hash of the conversation's start and its prompt_cache_key (see
+// session.Key). chained is that session, as
 // resolveThread found it ("" when it did not). A chain whose earlier turns
 // the gateway has not seen (another replica answered them, or it
 // restarted) starts a session of its own: its input may hold no user
@@ -93,7 +94,7 @@ func sessionKey(in *http.Request, tenant string, req *rewrite.Request, chained s
 		}
 		explicit = "previous_response_id:" + req.Previous
 	}
-	return session.Key(tenant, explicit, req.System, req.FirstUser)
+	return session.Key(tenant, explicit, req.Conversation, req.System, req.FirstUser)
 }
 
 // rememberThread notes that a turn ended with the client seeing response

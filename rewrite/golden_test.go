@@ -357,3 +357,48 @@ func TestTheTurnsEarlierTextLeadsTheClientsMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestParseRequestReadsThePromptCacheKey: the id a client keeps for a
+// conversation (Codex CLI's conversation id) is read from
+// prompt_cache_key, by both dialects that have it, on the cached tools
+// array's path too; anything but a string is none.
+func TestParseRequestReadsThePromptCacheKey(t *testing.T) {
+	tools := bigTools(60)
+	chat := func(key string) string {
+		return `{"model":"m",` + key + `"messages":[{"role":"user","content":"hi"}],"tools":` + tools + `}`
+	}
+	responses := func(key string) string {
+		return `{"model":"m",` + key + `"input":"hi","tools":[{"type":"function","name":"a","parameters":{}}]}`
+	}
+	cache := &mapCache{m: map[string][]Tool{}}
+	if _, err := ParseRequestCached([]byte(chat("")), cache); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		parse func() (*Request, error)
+		want  string
+	}{
+		{"a chat request's key is read", func() (*Request, error) { return ParseRequest([]byte(chat(`"prompt_cache_key":"conv-1",`))) }, "conv-1"},
+		{"a chat request with a cached tools array has its key read", func() (*Request, error) {
+			return ParseRequestCached([]byte(chat(`"prompt_cache_key":"conv-2",`)), cache)
+		}, "conv-2"},
+		{"a responses request's key is read", func() (*Request, error) {
+			return Responses{}.ParseRequest([]byte(responses(`"prompt_cache_key":"019a-conv",`)), nil)
+		}, "019a-conv"},
+		{"a chat request without a key has none", func() (*Request, error) { return ParseRequest([]byte(chat(""))) }, ""},
+		{"a key that is not a string is none", func() (*Request, error) {
+			return Responses{}.ParseRequest([]byte(responses(`"prompt_cache_key":null,`)), nil)
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := tc.parse()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Conversation != tc.want {
+				t.Errorf("Conversation %q, want %q", r.Conversation, tc.want)
+			}
+		})
+	}
+}

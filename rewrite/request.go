@@ -27,6 +27,7 @@ const (
 	pathN               = "n"
 	pathFunctions       = "functions"
 	pathResponseFormat  = "response_format"
+	pathPromptCacheKey  = "prompt_cache_key"
 )
 
 // MaxDepth bounds the nesting of a request body; deeper input is rejected
@@ -141,6 +142,11 @@ type Request struct {
 	System    string // the first system or developer message's text
 	FirstUser string // the first user message's text
 	LastUser  string // the latest user message's text
+	// Conversation is the request's prompt_cache_key (Chat, Responses),
+	// which a client that sends it keeps the same for one conversation
+	// (Codex CLI sends its conversation id): it tells apart
+	// conversations that open alike.
+	Conversation string
 	// UserTurn is true when the latest message is from the user: a new turn,
 	// not a tool result coming back.
 	UserTurn bool
@@ -230,7 +236,7 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 	// One pass over the top-level keys: a Get per path would rescan the
 	// body, tools array included, for every key that is absent. The first
 	// occurrence of a key wins, as with Get.
-	var msgs, model, stream, opts, n, choice, tools gjson.Result
+	var msgs, model, stream, opts, n, choice, tools, cacheKey gjson.Result
 	root.ForEach(func(k, v gjson.Result) bool {
 		var dst *gjson.Result
 		switch k.Str {
@@ -257,6 +263,8 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 			case "json_object", "json_schema":
 				r.JSONOutput = true
 			}
+		case pathPromptCacheKey:
+			dst = &cacheKey
 		}
 		// A member's value always exists (even null), so an empty dst
 		// means this is the key's first occurrence.
@@ -266,6 +274,9 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 		return true
 	})
 	r.Model, r.Stream, r.N = model.String(), stream.Bool(), n.Int()
+	if cacheKey.Type == gjson.String {
+		r.Conversation = cacheKey.Str
+	}
 	if !msgs.IsArray() {
 		return nil, WithParam(pathMessages, fmt.Errorf("%w: 'messages' must be an array", ErrBadRequest))
 	}

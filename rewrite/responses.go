@@ -78,7 +78,7 @@ func parseResponses(body []byte, cache ToolCache) (*Request, error) {
 		return nil, err
 	}
 	r := &Request{Body: body, ChainsByID: true, form: formFlat}
-	var input, model, stream, choice, tools, instructions gjson.Result
+	var input, model, stream, choice, tools, instructions, cacheKey gjson.Result
 	root.ForEach(func(k, v gjson.Result) bool {
 		var dst *gjson.Result
 		switch k.Str {
@@ -105,6 +105,8 @@ func parseResponses(body []byte, cache ToolCache) (*Request, error) {
 			r.OutputCap, r.outputFloor = capOf(v), respOutputFloor
 		case respConversation:
 			r.ServerConversation = v.Type != gjson.Null
+		case pathPromptCacheKey:
+			dst = &cacheKey
 		case "background":
 			r.Background = v.Bool()
 		case "store":
@@ -120,6 +122,9 @@ func parseResponses(body []byte, cache ToolCache) (*Request, error) {
 		return true
 	})
 	r.Model, r.Stream, r.N = model.String(), stream.Bool(), 1
+	if cacheKey.Type == gjson.String {
+		r.Conversation = cacheKey.Str
+	}
 	if input.Exists() && input.Type != gjson.String && input.Type != gjson.Null && !input.IsArray() {
 		return nil, WithParam(respInput, fmt.Errorf("%w: 'input' must be a string or an array of items", ErrBadRequest))
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -199,11 +200,14 @@ func InTenant(key, tenant string) bool { return strings.HasPrefix(key, tenant+":
 
 // Key returns the store key of a conversation: the client's explicit
 // session id when it sends one (hashed when longer than MaxReadableID),
-// otherwise a fingerprint of the conversation's opening. Both are
-// namespaced by tenant, so two tenants never share a session, even with
-// the same id. A key is at most 16+4+MaxReadableID bytes long whatever the
-// client sends.
-func Key(tenant, explicit, system, firstUser string) string {
+// otherwise a fingerprint of the conversation's opening and of
+// conversation, an id the client keeps for the conversation (a
+// request's prompt_cache_key), when it has one: conversations that open
+// alike (an agent whose first user message is a fixed preamble) share a
+// session without it. All are namespaced by tenant, so two tenants never
+// share a session, even with the same id. A key is at most
+// 16+4+MaxReadableID bytes long whatever the client sends.
+func Key(tenant, explicit, conversation, system, firstUser string) string {
 	if explicit != "" {
 		if len(explicit) <= MaxReadableID {
 			return tenant + ":id:" + explicit
@@ -213,8 +217,17 @@ func Key(tenant, explicit, system, firstUser string) string {
 		return tenant + ":ih:" + hex.EncodeToString(sum[:16])
 	}
 	h := sha256.New()
+	kind := ":fp:"
+	if conversation != "" {
+		// A kind of its own, and the id's length first: no opening
+		// without an id can hash to the same key.
+		kind = ":fc:"
+		h.Write(strconv.AppendInt(nil, int64(len(conversation)), 10))
+		h.Write([]byte{0})
+		h.Write([]byte(conversation))
+	}
 	h.Write([]byte(system))
 	h.Write([]byte{0})
 	h.Write([]byte(firstUser))
-	return tenant + ":fp:" + hex.EncodeToString(h.Sum(nil)[:12])
+	return tenant + kind + hex.EncodeToString(h.Sum(nil)[:12])
 }

@@ -15,8 +15,8 @@ func TestKeysAreNamespacedByTenant(t *testing.T) {
 		name   string
 		ka, kb string
 	}{
-		{"the same explicit session id under two credentials gives two keys", Key(a, "s1", "", ""), Key(b, "s1", "", "")},
-		{"the same conversation opening under two credentials gives two keys", Key(a, "", "sys", "hi"), Key(b, "", "sys", "hi")},
+		{"the same explicit session id under two credentials gives two keys", Key(a, "s1", "", "", ""), Key(b, "s1", "", "", "")},
+		{"the same conversation opening under two credentials gives two keys", Key(a, "", "", "sys", "hi"), Key(b, "", "", "sys", "hi")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.ka == tc.kb {
@@ -25,10 +25,39 @@ func TestKeysAreNamespacedByTenant(t *testing.T) {
 		})
 	}
 	t.Run("a tenant label never contains the credential", func(t *testing.T) {
-		if strings.Contains(a, "alpha") || strings.Contains(Key(a, "s1", "", ""), "sk-") {
+		if strings.Contains(a, "alpha") || strings.Contains(Key(a, "s1", "", "", ""), "sk-") {
 			t.Errorf("tenant %q carries the credential", a)
 		}
 	})
+}
+
+// TestAConversationIDTellsApartConversationsThatOpenAlike: without an
+// X-Session-ID, conversations that open with the same system prompt and
+// first user message (an agent's fixed preamble) shared one session; the
+// id the client keeps for each conversation (prompt_cache_key) parts
+// them.
+func TestAConversationIDTellsApartConversationsThatOpenAlike(t *testing.T) {
+	tenant := Tenant("Bearer sk-test")
+	const sys, preamble = "You are a coding agent.", "<environment_context><cwd>/repo</cwd></environment_context>"
+	for _, tc := range []struct {
+		name   string
+		ka, kb string
+		same   bool
+	}{
+		{"two conversations that open alike with their own ids have two keys",
+			Key(tenant, "", "conv-a", sys, preamble), Key(tenant, "", "conv-b", sys, preamble), false},
+		{"one conversation's turns have one key", Key(tenant, "", "conv-a", sys, preamble), Key(tenant, "", "conv-a", sys, preamble), true},
+		{"two conversations that open alike without ids share a key", Key(tenant, "", "", sys, preamble), Key(tenant, "", "", sys, preamble), true},
+		{"an id does not reach the session of the opening without one", Key(tenant, "", "conv-a", sys, preamble), Key(tenant, "", "", sys, preamble), false},
+		{"an id's bytes moved into the opening do not reach its session", Key(tenant, "", "ab", "c", "d"), Key(tenant, "", "a", "bc", "d"), false},
+		{"an explicit session id wins over the conversation's", Key(tenant, "s1", "conv-a", sys, preamble), Key(tenant, "s1", "conv-b", sys, "other"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if (tc.ka == tc.kb) != tc.same {
+				t.Errorf("keys %q and %q, want them the same: %v", tc.ka, tc.kb, tc.same)
+			}
+		})
+	}
 }
 
 func TestMemoryIsSafeUnderConcurrentUse(t *testing.T) {
@@ -127,16 +156,16 @@ func TestKeysStayShortWhateverTheSessionID(t *testing.T) {
 			return len(k) <= maxKeyLen && !strings.Contains(k, "aaaa")
 		}},
 		{"a 900 KB id gives a key of bounded length", huge, func(k string) bool { return len(k) <= maxKeyLen }},
-		{"two long ids that differ in their last byte give two keys", huge[1:] + "y", func(k string) bool { return k != Key(tenant, huge, "", "") }},
+		{"two long ids that differ in their last byte give two keys", huge[1:] + "y", func(k string) bool { return k != Key(tenant, huge, "", "", "") }},
 		{"the same long id under another credential gives another key", huge, func(k string) bool {
-			return k != Key(Tenant("Bearer sk-beta-456"), huge, "", "")
+			return k != Key(Tenant("Bearer sk-beta-456"), huge, "", "", "")
 		}},
-		{"a short id spelling a long id's key does not reach its session", strings.SplitN(Key(tenant, huge, "", ""), ":", 3)[2], func(k string) bool {
-			return k != Key(tenant, huge, "", "")
+		{"a short id spelling a long id's key does not reach its session", strings.SplitN(Key(tenant, huge, "", "", ""), ":", 3)[2], func(k string) bool {
+			return k != Key(tenant, huge, "", "", "")
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k := Key(tenant, tc.explicit, "", "")
+			k := Key(tenant, tc.explicit, "", "", "")
 			if !tc.want(k) {
 				t.Errorf("key %.200q (%d bytes)", k, len(k))
 			}
