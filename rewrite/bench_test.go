@@ -18,7 +18,7 @@ func BenchmarkParseEvent(b *testing.B) {
 			b.ReportAllocs()
 			var ev Event
 			for b.Loop() {
-				if err := ParseEvent(data, &ev); err != nil {
+				if err := (Chat{}).ParseEvent(data, &ev); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -79,14 +79,14 @@ type Response struct {
 	Awaits bool
 }
 
-// Build returns the upstream body for req: its tools array replaced by tools
-// (raw JSON objects, in order; none removes tools and tool_choice;
-// tool_choice "none" with req.NoCalls), the
-// gateway's own rounds appended to messages, and, for streams, usage
-// requested so every round can be counted (unless NoUsageRequest); the
-// rounds' message extras go too, unless NoMessageExtras. Everything else
-// passes through byte for byte.
-func Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
+// Build implements Dialect: the upstream body for req, its tools array
+// replaced by tools (raw JSON objects, in order; none removes tools and
+// tool_choice; tool_choice "none" with req.NoCalls), the gateway's own
+// rounds appended to messages, and, for streams, usage requested so every
+// round can be counted (unless NoUsageRequest); the rounds' message extras
+// go too, unless NoMessageExtras. Everything else passes through byte for
+// byte.
+func (Chat) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
 	body := req.Body
 	var err error
 	// A stream without stream_options gets the member appended to the
@@ -401,11 +401,11 @@ type Turn struct {
 	Tools string
 }
 
-// ClientResponse returns the body the client gets for the final round r
-// of a turn: calls Keep rejects removed (a message left without calls
-// ends with "stop", or "length" when turn.Capped), and the turn's usage,
-// id and earlier text set.
-func ClientResponse(r *Response, turn Turn) ([]byte, error) {
+// ClientResponse implements Dialect: the body the client gets for the
+// final round r of a turn, calls Keep rejects removed (a message left
+// without calls ends with "stop", or "length" when turn.Capped), and the
+// turn's usage, id and earlier text set.
+func (Chat) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 	body := append([]byte(nil), r.Body...)
 	var err error
 	kept := make([]int, 0, len(r.Calls))
@@ -557,7 +557,7 @@ func FirstCallMembers(raw, own, first string) string {
 	if own != "" {
 		return raw
 	}
-	return WithMembers(raw, first)
+	return withMembers(raw, first)
 }
 
 // TextPart is text as a content part, {"type":"text","text":...}: how

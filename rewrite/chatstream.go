@@ -9,8 +9,8 @@ import (
 	"github.com/tidwall/sjson"
 )
 
-// Done is the data of the event that ends a Chat Completions stream.
-const Done = "[DONE]"
+// chatDone is the data of the event that ends a Chat Completions stream.
+const chatDone = "[DONE]"
 
 // Event is one chat.completion.chunk of a stream. Its strings alias Data.
 type Event struct {
@@ -80,14 +80,14 @@ type CallDelta struct {
 // its values.
 var chunkKeys = []string{"id", "model", "created", "usage", "error", "choices", "system_fingerprint", "service_tier"}
 
-// ParseEvent reads one chunk into ev, which it resets first: a relay
-// parses every event of a stream into one Event (its Calls keep their
-// capacity), where an Event per event was an allocation each. It returns
-// an error for data that is not a JSON object; the caller decides whether
-// that ends the stream.
-func ParseEvent(data []byte, ev *Event) error {
+// ParseEvent implements EventWriter: it reads one chunk into ev, which it
+// resets first: a relay parses every event of a stream into one Event
+// (its Calls keep their capacity), where an Event per event was an
+// allocation each. It returns an error for data that is not a JSON
+// object; the caller decides whether that ends the stream.
+func (Chat) ParseEvent(data []byte, ev *Event) error {
 	*ev = Event{Data: data, Choice: -1, Calls: ev.Calls[:0]}
-	if string(data) == Done {
+	if string(data) == chatDone {
 		ev.End, ev.Choice = true, 0
 		return nil
 	}
@@ -193,7 +193,7 @@ func detailsEnd(arr gjson.Result) int64 {
 // round's, past the indexes the client has from earlier rounds, which an
 // accumulator merging details by index would otherwise join to them.
 // details is returned as it is when n is 0 or nothing moves.
-func ShiftDetails(details string, n int64) string {
+func shiftDetails(details string, n int64) string {
 	return shiftItems(details, n, gjson.Result.IsObject, "index")
 }
 
@@ -326,13 +326,13 @@ type EventEdit struct {
 	// the earlier rounds relayed.
 	ShiftAnnotations int
 	// ShiftDetails moves the indexes of the delta's reasoning_details on
-	// by this many (ShiftDetails).
+	// by this many (shiftDetails).
 	ShiftDetails int64
 }
 
-// EditEvent applies e to a chunk; it returns data itself when there is
-// nothing to change.
-func EditEvent(data []byte, e EventEdit) ([]byte, error) {
+// EditEvent implements EventWriter: it applies e to a chunk, and returns
+// data itself when there is nothing to change.
+func (Chat) EditEvent(data []byte, e EventEdit) ([]byte, error) {
 	out := data
 	var err error
 	cloned := false
@@ -397,7 +397,7 @@ func EditEvent(data []byte, e EventEdit) ([]byte, error) {
 	if e.ShiftDetails != 0 {
 		const p = "choices.0.delta.reasoning_details"
 		if ds := gjson.Get(view(out), p); ds.IsArray() {
-			if shifted := ShiftDetails(ds.Raw, e.ShiftDetails); shifted != ds.Raw {
+			if shifted := shiftDetails(ds.Raw, e.ShiftDetails); shifted != ds.Raw {
 				clone()
 				if out, err = sjson.SetRawBytes(out, p, []byte(shifted)); err != nil {
 					return nil, fmt.Errorf("shifting chunk reasoning details: %w", err)
@@ -414,8 +414,8 @@ func EditEvent(data []byte, e EventEdit) ([]byte, error) {
 	return out, nil
 }
 
-// Reindex returns a tool-call delta with its index set to i.
-func Reindex(raw string, i int) string {
+// reindex returns a tool-call delta with its index set to i.
+func reindex(raw string, i int) string {
 	out, err := sjson.Set(raw, "index", i)
 	if err != nil {
 		return raw
@@ -423,9 +423,9 @@ func Reindex(raw string, i int) string {
 	return out
 }
 
-// CallDeltaJSON builds a complete tool-call delta, for a call whose
+// callDeltaJSON builds a complete tool-call delta, for a call whose
 // fragments were held back and must be sent as one.
-func CallDeltaJSON(index int, id, name, args string) string {
+func callDeltaJSON(index int, id, name, args string) string {
 	w := struct {
 		Index int `json:"index"`
 		wireCall
@@ -469,9 +469,9 @@ func appendChunkHead(b []byte, h ChunkHead) []byte {
 	return b
 }
 
-// UsageEvent builds the one usage chunk the client gets when it asked for
+// usageEvent builds the one usage chunk the client gets when it asked for
 // stream usage: no choices, the summed usage.
-func UsageEvent(h ChunkHead, usage []byte) []byte {
+func usageEvent(h ChunkHead, usage []byte) []byte {
 	b := appendChunkHead(nil, h)
 	b = append(b, `,"choices":[],"usage":`...)
 	if len(usage) == 0 {
@@ -481,9 +481,9 @@ func UsageEvent(h ChunkHead, usage []byte) []byte {
 	return append(b, '}')
 }
 
-// FinishEvent builds a finish chunk for choice 0, used when the gateway must
+// finishEvent builds a finish chunk for choice 0, used when the gateway must
 // end a turn itself (for example after swallowing the upstream's finish).
-func FinishEvent(h ChunkHead, reason string) []byte {
+func finishEvent(h ChunkHead, reason string) []byte {
 	b := appendChunkHead(nil, h)
 	b = append(b, `,"choices":[{"index":0,"delta":{},"finish_reason":`...)
 	b = strconv.AppendQuote(b, reason)

@@ -26,7 +26,7 @@ func TestParseEventReadsWhatAClientWouldRead(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var ev Event
-			if err := ParseEvent([]byte(head+tt.delta+`,"finish_reason":null}]}`), &ev); err != nil {
+			if err := (Chat{}).ParseEvent([]byte(head+tt.delta+`,"finish_reason":null}]}`), &ev); err != nil {
 				t.Fatal(err)
 			}
 			if ev.Text != tt.wantText || ev.Content != tt.content || (ev.ContentParts != "") != tt.wantParts || ev.Thought != tt.wantThought {
@@ -51,7 +51,7 @@ func TestAnnotationFindsAProvidersVerdictBesideTheDelta(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ev Event
-			if err := ParseEvent([]byte(tc.chunk), &ev); err != nil {
+			if err := (Chat{}).ParseEvent([]byte(tc.chunk), &ev); err != nil {
 				t.Fatal(err)
 			}
 			if got := ev.Annotation(); got != tc.want {
@@ -89,7 +89,7 @@ func TestShiftAnnotationsMovesOnlyURLCitations(t *testing.T) {
 
 func TestEditEventShiftsADeltasCitations(t *testing.T) {
 	const chunk = `{"id":"c1","choices":[{"index":0,"delta":{"annotations":[{"type":"url_citation","url_citation":{"start_index":0,"end_index":3}}]}}]}`
-	out, err := EditEvent([]byte(chunk), EventEdit{ShiftAnnotations: 4})
+	out, err := Chat{}.EditEvent([]byte(chunk), EventEdit{ShiftAnnotations: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestANullMemberIsNeitherACallNorARole(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ev Event
-			if err := ParseEvent([]byte(head+tc.delta+`,"finish_reason":null}]}`), &ev); err != nil {
+			if err := (Chat{}).ParseEvent([]byte(head+tc.delta+`,"finish_reason":null}]}`), &ev); err != nil {
 				t.Fatal(err)
 			}
 			if len(ev.Calls) != tc.calls || ev.Role != tc.role || ev.Text != tc.wantText {
@@ -149,7 +149,7 @@ func TestAChunksErrorIsOneOnlyWhenItSaysSomething(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var ev Event
 			chunk := `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","error":` + tc.member + `,"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`
-			if err := ParseEvent([]byte(chunk), &ev); err != nil {
+			if err := (Chat{}).ParseEvent([]byte(chunk), &ev); err != nil {
 				t.Fatal(err)
 			}
 			if got := ev.Error.Exists(); got != tc.want {
@@ -172,21 +172,21 @@ func TestShiftDetailsNumbersReasoningDetailsOn(t *testing.T) {
 		{"details that are not an array stay", `null`, 2, `null`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ShiftDetails(tc.details, tc.by); got != tc.want {
-				t.Errorf("ShiftDetails(%s, %d) = %s, want %s", tc.details, tc.by, got, tc.want)
+			if got := shiftDetails(tc.details, tc.by); got != tc.want {
+				t.Errorf("shiftDetails(%s, %d) = %s, want %s", tc.details, tc.by, got, tc.want)
 			}
 		})
 	}
 	t.Run("an event's details move on and its index end is read", func(t *testing.T) {
 		chunk := []byte(`{"id":"c1","choices":[{"index":0,"delta":{"reasoning_details":[{"text":"a","index":0},{"text":"b","index":1}]},"finish_reason":null}]}`)
 		var ev Event
-		if err := ParseEvent(chunk, &ev); err != nil {
+		if err := (Chat{}).ParseEvent(chunk, &ev); err != nil {
 			t.Fatal(err)
 		}
 		if ev.Details != 2 || !ev.Thought {
 			t.Errorf("Details %d, Thought %v; want 2 and true", ev.Details, ev.Thought)
 		}
-		out, err := EditEvent(chunk, EventEdit{ShiftDetails: 3})
+		out, err := Chat{}.EditEvent(chunk, EventEdit{ShiftDetails: 3})
 		if err != nil {
 			t.Fatal(err)
 		}

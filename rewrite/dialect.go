@@ -61,34 +61,18 @@ func (Chat) ParseRequest(body []byte, cache ToolCache) (*Request, error) {
 	return ParseRequestCached(body, cache)
 }
 
-// Build implements Dialect.
-func (Chat) Build(req *Request, tools []string, rounds []Round) ([]byte, error) {
-	return Build(req, tools, rounds)
-}
-
 // OwnTool implements Dialect: the gateway writes its own in this form.
 func (Chat) OwnTool(def string) (string, error) { return def, nil }
 
 // ParseResponse implements Dialect.
 func (Chat) ParseResponse(body []byte) (*Response, error) { return ParseResponse(body) }
 
-// ClientResponse implements Dialect.
-func (Chat) ClientResponse(r *Response, turn Turn) ([]byte, error) {
-	return ClientResponse(r, turn)
-}
-
-// ParseEvent implements EventWriter.
-func (Chat) ParseEvent(data []byte, ev *Event) error { return ParseEvent(data, ev) }
-
-// EditEvent implements EventWriter.
-func (Chat) EditEvent(data []byte, e EventEdit) ([]byte, error) { return EditEvent(data, e) }
-
 // CallDelta implements EventWriter.
 func (Chat) CallDelta(raw string, index int, id, name, args string) string {
 	if raw == "" {
-		return CallDeltaJSON(index, id, name, args)
+		return callDeltaJSON(index, id, name, args)
 	}
-	return Reindex(raw, index)
+	return reindex(raw, index)
 }
 
 // EndEvents implements EventWriter: a finish chunk, a usage chunk with no
@@ -96,10 +80,10 @@ func (Chat) CallDelta(raw string, index int, id, name, args string) string {
 func (Chat) EndEvents(head ChunkHead, finish string, usage []byte) [][]byte {
 	var out [][]byte
 	if finish != "" {
-		out = append(out, FinishEvent(head, finish))
+		out = append(out, finishEvent(head, finish))
 	}
 	if usage != nil {
-		out = append(out, UsageEvent(head, usage))
+		out = append(out, usageEvent(head, usage))
 	}
-	return append(out, []byte(Done))
+	return append(out, []byte(chatDone))
 }

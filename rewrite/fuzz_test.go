@@ -56,7 +56,7 @@ func FuzzParseRequestBuild(f *testing.F) {
 			{"no tools", nil, nil, 0},
 			{"a search round", []string{searchDef}, round, 2},
 		} {
-			out, err := Build(req, tc.tools, tc.rounds)
+			out, err := Chat{}.Build(req, tc.tools, tc.rounds)
 			if err != nil {
 				t.Fatalf("%s: Build refused an accepted request: %v", tc.name, err)
 			}
@@ -81,7 +81,7 @@ func FuzzParseRequestBuild(f *testing.F) {
 				// Usage is asked for exactly as sjson would set it.
 				asked := *req
 				asked.IncludeUsage = true
-				ref, err := Build(&asked, tc.tools, tc.rounds)
+				ref, err := Chat{}.Build(&asked, tc.tools, tc.rounds)
 				if err != nil {
 					t.Fatalf("%s: Build without usage: %v", tc.name, err)
 				}
@@ -107,24 +107,24 @@ func FuzzEditEvent(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ev := &Event{}
-		err := ParseEvent(data, ev)
+		err := Chat{}.ParseEvent(data, ev)
 		if want := parseEventByPaths(data); (err == nil) != (want != nil) || err == nil && !sameEvent(ev, want) {
-			t.Fatalf("ParseEvent(%q) = %+v, %v; a Get per field reads %+v", data, ev, err, want)
+			t.Fatalf("Chat.ParseEvent(%q) = %+v, %v; a Get per field reads %+v", data, ev, err, want)
 		}
 		// An Event the relay reuses reads the same as a fresh one.
 		var reused Event
-		if err := ParseEvent([]byte(`{"id":"r","model":"m","created":9,"choices":[{"index":2,"delta":{"content":"x","tool_calls":[{"index":1,"id":"c","function":{"name":"n","arguments":"{}"}}]},"finish_reason":"stop"}],"usage":{"total_tokens":1}}`), &reused); err != nil {
+		if err := (Chat{}).ParseEvent([]byte(`{"id":"r","model":"m","created":9,"choices":[{"index":2,"delta":{"content":"x","tool_calls":[{"index":1,"id":"c","function":{"name":"n","arguments":"{}"}}]},"finish_reason":"stop"}],"usage":{"total_tokens":1}}`), &reused); err != nil {
 			t.Fatal(err)
 		}
-		if rerr := ParseEvent(data, &reused); (rerr == nil) != (err == nil) || err == nil && !fullySame(&reused, ev) {
-			t.Fatalf("ParseEvent(%q) into a used Event = %+v, %v; into a fresh one %+v, %v", data, reused, rerr, ev, err)
+		if rerr := (Chat{}).ParseEvent(data, &reused); (rerr == nil) != (err == nil) || err == nil && !fullySame(&reused, ev) {
+			t.Fatalf("Chat.ParseEvent(%q) into a used Event = %+v, %v; into a fresh one %+v, %v", data, reused, rerr, ev, err)
 		}
 		if err != nil {
 			return
 		}
 		var calls []string
 		for i, c := range ev.Calls {
-			calls = append(calls, Reindex(c.Raw, i), CallDeltaJSON(i, c.ID, c.Name, c.Args))
+			calls = append(calls, reindex(c.Raw, i), callDeltaJSON(i, c.ID, c.Name, c.Args))
 		}
 		for _, e := range []EventEdit{
 			{ID: "chatcmpl-x", Created: 7},
@@ -133,7 +133,7 @@ func FuzzEditEvent(f *testing.F) {
 			{Finish: "null", DropUsage: true},
 			{Finish: "stop", ID: "y", SetCalls: true, Calls: calls, DropUsage: true},
 		} {
-			out, err := EditEvent(append([]byte(nil), data...), e)
+			out, err := Chat{}.EditEvent(append([]byte(nil), data...), e)
 			if err != nil {
 				continue // refusing an odd chunk is fine; corrupting it is not
 			}
@@ -147,7 +147,7 @@ func FuzzEditEvent(f *testing.F) {
 // parseEventByPaths is ParseEvent's top level as it was written first, a
 // gjson Get per field, kept as the reference for the one-pass version.
 func parseEventByPaths(data []byte) *Event {
-	if string(data) == Done {
+	if string(data) == chatDone {
 		return &Event{Data: data, End: true}
 	}
 	root := gjson.ParseBytes(data)
@@ -209,8 +209,8 @@ func FuzzKnownTools(f *testing.F) {
 			t.Fatalf("the fast path read %+v, the full parse %+v", fast, full)
 		}
 		for _, tools := range [][]string{{searchDef}, nil} {
-			a, errA := Build(fast, tools, nil)
-			b, errB := Build(full, tools, nil)
+			a, errA := Chat{}.Build(fast, tools, nil)
+			b, errB := Chat{}.Build(full, tools, nil)
 			if (errA == nil) != (errB == nil) || string(a) != string(b) {
 				t.Fatalf("Build: fast path %q (%v), full parse %q (%v)", a, errA, b, errB)
 			}

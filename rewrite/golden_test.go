@@ -27,7 +27,7 @@ func TestBuildMatchesGoldenFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := Build(req, []string{`{"type":"function","function":{"name":"tool_search"}}`, req.Tools[0].Raw}, []Round{{
+	got, err := Chat{}.Build(req, []string{`{"type":"function","function":{"name":"tool_search"}}`, req.Tools[0].Raw}, []Round{{
 		Calls:   []Call{{ID: "call_1", Name: "tool_search", Arguments: `{"query":"create issue"}`}},
 		Results: []ToolResult{{CallID: "call_1", Content: "Found 1 tool(s)."}},
 	}})
@@ -47,7 +47,7 @@ func TestBuildWithoutToolsRemovesToolChoice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := Build(req, nil, nil)
+	got, err := Chat{}.Build(req, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestClientResponseStripsInternalCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	keepReal := func(c Call) bool { return c.Name != "tool_search" }
-	got, err := ClientResponse(r, Turn{Keep: keepReal, Usage: []byte(`{"prompt_tokens":9}`), ID: "r1", Created: 1})
+	got, err := Chat{}.ClientResponse(r, Turn{Keep: keepReal, Usage: []byte(`{"prompt_tokens":9}`), ID: "r1", Created: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestClientResponseStripsInternalCalls(t *testing.T) {
 		t.Errorf("response = %s", got)
 	}
 	onlySearch := func(c Call) bool { return false }
-	got, _ = ClientResponse(r, Turn{Keep: onlySearch})
+	got, _ = Chat{}.ClientResponse(r, Turn{Keep: onlySearch})
 	if gjson.GetBytes(got, "choices.0.message.tool_calls").Exists() || gjson.GetBytes(got, "choices.0.finish_reason").String() != "stop" {
 		t.Errorf("without kept calls: %s", got)
 	}
@@ -321,7 +321,7 @@ func TestARoundGoesBackAsTheModelSentIt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := Build(req, nil, []Round{{Content: resp.Content, Extra: resp.Extra, Calls: resp.Calls,
+			got, err := Chat{}.Build(req, nil, []Round{{Content: resp.Content, Extra: resp.Extra, Calls: resp.Calls,
 				Results: []ToolResult{{CallID: "call_1", Content: "Found."}}}})
 			if err != nil {
 				t.Fatal(err)
@@ -347,7 +347,7 @@ func TestTheTurnsEarlierTextLeadsTheClientsMessage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := ClientResponse(r, Turn{Keep: func(Call) bool { return true }, Text: tt.text})
+			got, err := Chat{}.ClientResponse(r, Turn{Keep: func(Call) bool { return true }, Text: tt.text})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -83,10 +83,10 @@ func TestAResentCatalogIsValidatedOnceAndReadTheSame(t *testing.T) {
 			t.Errorf("detached: fast %v, full %v; key %d", fast.Detached(), full.Detached(), fast.ToolsKey)
 		}
 		for _, tools := range [][]string{{searchDef}, nil} {
-			a, errA := Build(fast, tools, nil)
-			b, errB := Build(full, tools, nil)
+			a, errA := Chat{}.Build(fast, tools, nil)
+			b, errB := Chat{}.Build(full, tools, nil)
 			if errA != nil || errB != nil || string(a) != string(b) {
-				t.Errorf("Build(%d tools): fast path wrote %q (%v), full parse %q (%v)", len(tools), a, errA, b, errB)
+				t.Errorf("Chat.Build(%d tools): fast path wrote %q (%v), full parse %q (%v)", len(tools), a, errA, b, errB)
 			}
 		}
 	})

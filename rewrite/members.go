@@ -170,10 +170,10 @@ func (p *piece) appendTo(b []byte) []byte {
 	return append(b, p.text...)
 }
 
-// WithMembers returns the JSON object raw with members (JSON members
+// withMembers returns the JSON object raw with members (JSON members
 // without braces, as Members.String writes them) added at its end; raw
 // when members is empty or raw is not an object.
-func WithMembers(raw, members string) string {
+func withMembers(raw, members string) string {
 	raw = strings.TrimSpace(raw)
 	if members == "" || len(raw) < 2 || raw[0] != '{' || raw[len(raw)-1] != '}' {
 		return raw

@@ -132,7 +132,7 @@ func TestWithMembersAddsToAnObject(t *testing.T) {
 		{"what is not an object is left as it is", `[1]`, `"x":1`, `[1]`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := WithMembers(tt.raw, tt.members); got != tt.want {
+			if got := withMembers(tt.raw, tt.members); got != tt.want {
 				t.Errorf("WithMembers(%s, %s) = %s, want %s", tt.raw, tt.members, got, tt.want)
 			}
 		})

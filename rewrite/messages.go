@@ -91,7 +91,7 @@ func parseMessages(body []byte, cache ToolCache) (*Request, error) {
 	if err := r.readTools(tools, cache); err != nil {
 		return nil, err
 	}
-	r.System = Text(system)
+	r.System = contentText(system)
 	readBlockMessages(r, msgs)
 	return r, nil
 }
@@ -402,7 +402,7 @@ func shownBlocks(rounds []Round, last gjson.Result, keep func(Call) bool, withTe
 	for _, r := range rounds {
 		extra := r.Extra
 		if extra == "" && r.Content != "" {
-			extra = TextBlock(r.Content)
+			extra = textBlock(r.Content)
 		}
 		walk(gjson.Parse("["+extra+"]"), true)
 		carried = append(carried, held...)
@@ -430,7 +430,7 @@ func thinkingFirst(blocks []string) []string {
 	return slices.Concat(blocks[i:j], blocks[:i], blocks[j:])
 }
 
-// TextBlock is text as a Messages content block.
-func TextBlock(text string) string {
+// textBlock is text as a Messages content block.
+func textBlock(text string) string {
 	return string(append(appendString([]byte(`{"type":"text","text":`), text), '}'))
 }

@@ -30,9 +30,9 @@ const (
 	pathPromptCacheKey  = "prompt_cache_key"
 )
 
-// MaxDepth bounds the nesting of a request body; deeper input is rejected
+// maxDepth bounds the nesting of a request body; deeper input is rejected
 // before any path lookup walks it.
-const MaxDepth = 128
+const maxDepth = 128
 
 // ErrBadRequest wraps every reason a request body is refused; callers map it
 // to a 400 with the wrapped message.
@@ -215,7 +215,7 @@ func view(b []byte) string {
 
 // ParseRequest validates a Chat Completions request body and reads what the
 // gateway needs. It rejects invalid JSON, invalid UTF-8, nesting deeper than
-// MaxDepth, a missing messages array, and a malformed tools array, each with
+// maxDepth, a missing messages array, and a malformed tools array, each with
 // an error wrapping ErrBadRequest.
 func ParseRequest(body []byte) (*Request, error) { return ParseRequestCached(body, nil) }
 
@@ -328,12 +328,12 @@ func (r *Request) readTools(tools gjson.Result, cache ToolCache) error {
 }
 
 // parseObject validates a request body, refusing invalid JSON, invalid
-// UTF-8, nesting deeper than MaxDepth and anything but an object, and
+// UTF-8, nesting deeper than maxDepth and anything but an object, and
 // returns its root, which aliases body.
 func parseObject(body []byte) (gjson.Result, error) {
 	// Depth first: it is iterative, while validation recurses.
-	if d := depth(body); d > MaxDepth {
-		return gjson.Result{}, fmt.Errorf("%w: JSON nesting deeper than %d", ErrBadRequest, MaxDepth)
+	if d := depth(body); d > maxDepth {
+		return gjson.Result{}, fmt.Errorf("%w: JSON nesting deeper than %d", ErrBadRequest, maxDepth)
 	}
 	if !gjson.ValidBytes(body) {
 		return gjson.Result{}, fmt.Errorf("%w: body is not valid JSON", ErrBadRequest)
@@ -394,10 +394,10 @@ func (r *Request) readText(role string, content gjson.Result) {
 	switch role {
 	case "system", "developer":
 		if r.System == "" {
-			r.System = Text(content)
+			r.System = contentText(content)
 		}
 	case "user":
-		t := Text(content)
+		t := contentText(content)
 		if r.FirstUser == "" {
 			r.FirstUser = t
 		}
@@ -405,7 +405,7 @@ func (r *Request) readText(role string, content gjson.Result) {
 		r.Recent = appendBounded(r.Recent, t, 4)
 		r.TurnCalled, r.TailNew, r.TurnSteps = r.TurnCalled[:0], r.TailNew[:0], 0
 	case "assistant":
-		if t := Text(content); t != "" {
+		if t := contentText(content); t != "" {
 			r.Recent = appendBounded(r.Recent, t, 4)
 		}
 	}
@@ -442,9 +442,9 @@ func appendBounded(s []string, v string, max int) []string {
 	return s
 }
 
-// Text returns the text of a message content: a string, or the text parts of
-// an array of content parts joined by newlines.
-func Text(c gjson.Result) string {
+// contentText returns the text of a message content: a string, or the
+// text parts of an array of content parts joined by newlines.
+func contentText(c gjson.Result) string {
 	if c.Type == gjson.String {
 		return c.String()
 	}

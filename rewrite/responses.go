@@ -295,7 +295,7 @@ func sameBytes(a, b []byte) bool {
 func Continue(body []byte, req *Request) ([]byte, error) {
 	var err error
 	if req.PreviousUpstream != "" && req.PreviousUpstream != req.Previous {
-		if body, err = SetPrevious(body, req.PreviousUpstream); err != nil {
+		if body, err = setPrevious(body, req.PreviousUpstream); err != nil {
 			return nil, err
 		}
 	}
@@ -330,9 +330,9 @@ func userItem(text string) []byte {
 	return append(appendString([]byte(`{"role":"user","content":`), text), '}')
 }
 
-// SetPrevious returns a Responses request body continuing from response
+// setPrevious returns a Responses request body continuing from response
 // id.
-func SetPrevious(body []byte, id string) ([]byte, error) {
+func setPrevious(body []byte, id string) ([]byte, error) {
 	out, err := sjson.SetBytes(body, respPrevious, id)
 	if err != nil {
 		return nil, fmt.Errorf("setting %s: %w", respPrevious, err)
@@ -537,7 +537,7 @@ func (Responses) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 		}, false)
 	}
 	if withText && !slices.ContainsFunc(items, func(raw string) bool { return isMessage(gjson.Parse(raw)) }) {
-		items = append([]string{TextMessageItem(turn.Text)}, items...)
+		items = append([]string{textMessageItem(turn.Text)}, items...)
 	}
 	rounds := len(items)
 	out := root.Get(respOutput)
@@ -641,9 +641,9 @@ func shownItems(dst []string, items gjson.Result, keep func(Call) bool, show fun
 	return dst
 }
 
-// TextMessageItem is text as a Responses output message item, with an id
+// textMessageItem is text as a Responses output message item, with an id
 // of its own (msg_toolgate_ and a hash of the text): clients require one.
-func TextMessageItem(text string) string {
+func textMessageItem(text string) string {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(text))
 	b := []byte(`{"type":"message","id":"msg_toolgate_` + strconv.FormatUint(h.Sum64(), 16) + `","role":"assistant","status":"completed","content":[{"type":"output_text","annotations":[],"text":`)
