@@ -57,7 +57,7 @@ type Event struct {
 	// (OpenAI's, OpenRouter's mid-stream error) or a non-empty string.
 	// A null is none: servers that write every member of their chunk
 	// type send "error": null on chunks that are fine, and reading it as
-	// an error ended their streams after the first chunk.
+	// an error would end their streams after the first chunk.
 	Error gjson.Result
 
 	choice gjson.Result // the first choice, for Annotation
@@ -81,10 +81,10 @@ type CallDelta struct {
 var chunkKeys = []string{"id", "model", "created", "usage", "error", "choices", "system_fingerprint", "service_tier"}
 
 // ParseEvent implements EventWriter: it reads one chunk into ev, which it
-// resets first: a relay parses every event of a stream into one Event
-// (its Calls keep their capacity), where an Event per event was an
-// allocation each. It returns an error for data that is not a JSON
-// object; the caller decides whether that ends the stream.
+// resets first: a relay parses every event of a stream into one Event,
+// whose Calls keep their capacity, so parsing an event allocates no
+// Event. It returns an error for data that is not a JSON object; the
+// caller decides whether that ends the stream.
 func (Chat) ParseEvent(data []byte, ev *Event) error {
 	*ev = Event{Data: data, Choice: -1, Calls: ev.Calls[:0]}
 	if string(data) == chatDone {
@@ -131,8 +131,8 @@ func (Chat) ParseEvent(data []byte, ev *Event) error {
 		switch k.String() {
 		case "role":
 			// A role is a string: SGLang writes "role": null in every
-			// delta after the first, which read as a role of its own
-			// kept the client from getting the held "assistant" one.
+			// delta after the first, which, read as a role of its own,
+			// would keep the client from getting the held "assistant" one.
 			ev.Role = v.Type == gjson.String
 		case "content":
 			ev.Content, ev.ContentParts = contentOf(v)
@@ -140,8 +140,8 @@ func (Chat) ParseEvent(data []byte, ev *Event) error {
 		case "tool_calls":
 			// Only an array holds calls: gjson's ForEach calls back once
 			// over a null, and SGLang writes "tool_calls": null in every
-			// delta, which read as a nameless call that the relay took
-			// for the client's and ended the turn on.
+			// delta, which, read as a nameless call, the relay would take
+			// for the client's and end the turn on.
 			if v.IsArray() {
 				v.ForEach(func(_, c gjson.Result) bool {
 					ev.Calls = append(ev.Calls, parseCallDelta(c))
@@ -153,8 +153,8 @@ func (Chat) ParseEvent(data []byte, ev *Event) error {
 				ev.Extra = true
 				// Text is what a client reads (reasoning, a refusal); a
 				// number is a provider's bookkeeping (Together's token_id
-				// on every chunk), which alone sent a search round's
-				// chunks to the client.
+				// on every chunk), which alone must not send a search
+				// round's chunks to the client.
 				if v.Type == gjson.String && v.Str != "" || (v.IsObject() || v.IsArray()) && len(v.Raw) > 2 {
 					if reasoningKey(k.Str) {
 						thought = true
@@ -209,9 +209,9 @@ func reasoningKey(k string) bool {
 // logprobs with a value, such as Azure's content_filter_results and
 // content_filter_offsets. Azure's asynchronous filter sends these in
 // chunks of their own, with an empty delta or none, after the text they
-// judge; a relay that sends on only what has text dropped the verdicts a
-// client must act on. It scans the choice again, so a relay asks only of
-// a chunk it would otherwise drop.
+// judge; a relay that sends on only what has text would drop the
+// verdicts a client must act on. It scans the choice again, so a relay
+// asks only of a chunk it would otherwise drop.
 func (ev *Event) Annotation() bool {
 	found := false
 	ev.choice.ForEach(func(k, v gjson.Result) bool {
@@ -284,8 +284,8 @@ func parseCallDelta(c gjson.Result) CallDelta {
 
 // firstValues sets vals[i] to the value of keys[i] in the object r, the
 // first occurrence counting as with Get, in one pass over r's keys: a Get
-// per key rescanned r from its start each time, most of a relayed event's
-// cost. A key r lacks leaves its value empty.
+// per key rescans r from its start each time, which measured as most of a
+// relayed event's cost. A key r lacks leaves its value empty.
 func firstValues(r gjson.Result, keys []string, vals []gjson.Result) {
 	var got uint64 // bit i: keys[i] seen
 	r.ForEach(func(k, v gjson.Result) bool {
@@ -440,7 +440,7 @@ func callDeltaJSON(index int, id, name, args string) string {
 // chunks (a finish, the summed usage) carry the upstream's: the SDKs'
 // stream accumulators take these fields from the last chunk they read,
 // which is the gateway's usage chunk, so a missing fingerprint or service
-// tier there erased the upstream's.
+// tier there would erase the upstream's.
 type ChunkHead struct {
 	ID                string
 	Created           int64

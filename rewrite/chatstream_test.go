@@ -101,7 +101,7 @@ func TestEditEventShiftsADeltasCitations(t *testing.T) {
 
 // TestANullMemberIsNeitherACallNorARole: SGLang writes every member of a
 // delta or a message, nulls included; gjson's ForEach calls back once over
-// a null, so "tool_calls": null read as one nameless call.
+// a null, so "tool_calls": null would read as one nameless call.
 func TestANullMemberIsNeitherACallNorARole(t *testing.T) {
 	const head = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":`
 	for _, tc := range []struct {

@@ -18,8 +18,8 @@ type Dialect interface {
 	Build(req *Request, tools []string, rounds []Round) ([]byte, error)
 	// OwnTool returns one of the gateway's own tool definitions, which it
 	// writes in the Chat Completions form, in the dialect's form: the
-	// client's tools already are, and converting them per request cost a
-	// scan of each.
+	// client's tools already are, and converting them per request would
+	// cost a scan of each.
 	OwnTool(def string) (string, error)
 	// ParseResponse reads the text, calls and usage of a non-streamed
 	// response.

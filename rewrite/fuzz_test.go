@@ -144,8 +144,8 @@ func FuzzEditEvent(f *testing.F) {
 	})
 }
 
-// parseEventByPaths is ParseEvent's top level as it was written first, a
-// gjson Get per field, kept as the reference for the one-pass version.
+// parseEventByPaths reads ParseEvent's top level with a gjson Get per
+// field: the plain reading the one-pass version must agree with.
 func parseEventByPaths(data []byte) *Event {
 	if string(data) == chatDone {
 		return &Event{Data: data, End: true}

@@ -171,7 +171,7 @@ func TestAddUsageSumsEveryNumber(t *testing.T) {
 
 func TestUsageKeepsFractionalNumbers(t *testing.T) {
 	// OpenRouter reports what a call cost in dollars next to the token
-	// counts; a sum of whole numbers made a two-round turn cost nothing.
+	// counts; summed as whole numbers, a two-round turn would cost nothing.
 	first := gjson.Parse(`{"prompt_tokens":10,"cost":0.00014,"cost_details":{"upstream_inference_cost":0.0001}}`)
 	second := gjson.Parse(`{"prompt_tokens":20,"cost":0.0002,"cost_details":{"upstream_inference_cost":2e-4}}`)
 	for _, tc := range []struct {

@@ -74,8 +74,8 @@ func ContextUsage(sum, last []byte) []byte {
 
 // inputCount reports whether a usage member counts the request's input.
 // DeepSeek splits its prompt_tokens into prompt_cache_hit_tokens and
-// prompt_cache_miss_tokens: left summed over rounds, their sum was no
-// longer the prompt the context's usage reports.
+// prompt_cache_miss_tokens: left summed over rounds, their sum would no
+// longer be the prompt the context's usage reports.
 func inputCount(member string) bool {
 	switch member {
 	case "prompt_tokens", "prompt_tokens_details", "input_tokens", "input_tokens_details",
