@@ -17,6 +17,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
 )
 
@@ -31,6 +32,10 @@ func TestMalformedRequestsAre400NeverA500(t *testing.T) {
 	var twelve []string
 	for i := 0; i < 12; i++ {
 		twelve = append(twelve, tool(fmt.Sprintf("t%d", i)))
+	}
+	var calls []string
+	for i := 0; i <= rewrite.MaxHistoryNames; i++ {
+		calls = append(calls, fmt.Sprintf(`{"id":"c%d","type":"function","function":{"name":"f%d","arguments":"{}"}}`, i, i))
 	}
 	for _, tc := range []struct {
 		name, body, msg string
@@ -49,6 +54,7 @@ func TestMalformedRequestsAre400NeverA500(t *testing.T) {
 		{"invalid UTF-8 in a tool description is a 400", "{\"model\":\"m\",\"messages\":[],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"description\":\"\xc3\x28\"}}]}", "UTF-8", ""},
 		{"a tool name of a kilobyte is a 400", `{"model":"m","messages":[],"tools":[` + strings.Join(append(twelve, tool(strings.Repeat("n", 1024))), ",") + `]}`, "name is 1024 bytes", "tools"},
 		{"more tools than the gateway indexes is a 400", `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[` + strings.Join(many, ",") + `]}`, "at most 4096", "tools"},
+		{"a history calling more names than the gateway reads is a 400", `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[` + strings.Join(calls, ",") + `]}],"tools":[` + strings.Join(twelve, ",") + `]}`, "at most 16384", "messages"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var upstreamCalls atomic.Int32

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -128,6 +127,9 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 			return nil, err
 		}
 	}
+	if err := req.HistoryErr(); err != nil {
+		return nil, err
+	}
 	// The parse hashed the tools text once for its own cache, with the
 	// dialect that read it (serveTurn); that hash keys the compiled
 	// catalog too.
@@ -242,7 +244,7 @@ func (t *turn) join(name, reason string) {
 	// evictable, least recently used first: pinned, a long conversation's
 	// history would fill max_active by itself and squeeze out every tool a
 	// new request needs.
-	if reason == reasonCore || reason == reasonChoice || reason == reasonHistory && slices.Contains(t.req.TurnCalled, name) {
+	if reason == reasonCore || reason == reasonChoice || reason == reasonHistory && t.req.CalledInTurn(name) {
 		t.pinned[name] = true
 	}
 }

@@ -1,6 +1,10 @@
 package rewrite
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 // BenchmarkParseEvent is the relay's per-event parse, for the chunks a
 // streamed answer is made of: it runs once per event of every streamed
@@ -22,6 +26,40 @@ func BenchmarkParseEvent(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// historyOfCalls is a Chat Completions request whose one assistant message
+// makes n calls, each of another name: the turn's history a client can
+// send in a few MB.
+func historyOfCalls(n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"type":"function","function":{"name":"f%d"}}`, i)
+	}
+	b.WriteString(`]}]}`)
+	return []byte(b.String())
+}
+
+// BenchmarkParseHistoryCalls parses a history of n calls of distinct
+// names: the time per call must not grow with n.
+func BenchmarkParseHistoryCalls(b *testing.B) {
+	for _, n := range []int{1000, 4000, 16000} {
+		body := historyOfCalls(n)
+		b.Run(fmt.Sprintf("%d calls", n), func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ParseRequest(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/call")
 		})
 	}
 }

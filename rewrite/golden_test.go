@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -95,6 +96,10 @@ func TestParseRequestReadsTheConversation(t *testing.T) {
 }
 
 func TestTheTailsNewCallsAreThoseTheTurnHadNotMade(t *testing.T) {
+	var many []string // past scanTurnCalled: the turn's names are indexed
+	for i := range 2 * scanTurnCalled {
+		many = append(many, fmt.Sprintf("n%d", i))
+	}
 	step := func(id string, names ...string) string {
 		var calls []string
 		for i, n := range names {
@@ -109,6 +114,8 @@ func TestTheTailsNewCallsAreThoseTheTurnHadNotMade(t *testing.T) {
 		{"a later step: only the tools not called before in the turn", `{"role":"user","content":"go"},` + step("x", "a") + `,` + step("y", "a", "c", "c"), "c"},
 		{"a tool called in an earlier turn is new to this one", `{"role":"user","content":"one"},` + step("x", "a") + `,{"role":"user","content":"two"},` + step("y", "a"), "a"},
 		{"a user turn has no tail of its own", `{"role":"user","content":"one"},` + step("x", "a") + `,{"role":"user","content":"two"}`, ""},
+		{"a turn of more names than a scan serves still knows what it called", `{"role":"user","content":"go"},` + step("x", many...) + `,` + step("y", "n3", "z", "n19", "z"), "z"},
+		{"a turn of many names forgets them at the next user message", `{"role":"user","content":"one"},` + step("x", many...) + `,{"role":"user","content":"two"},` + step("y", "n3", "n3"), "n3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := ParseRequest([]byte(`{"model":"m","messages":[` + tc.msgs + `]}`))
@@ -398,6 +405,71 @@ func TestParseRequestReadsThePromptCacheKey(t *testing.T) {
 			}
 			if r.Conversation != tc.want {
 				t.Errorf("Conversation %q, want %q", r.Conversation, tc.want)
+			}
+		})
+	}
+}
+
+func TestAHistoryCallingTooManyNamesIsRefused(t *testing.T) {
+	// calls returns a body of dialect api whose history calls n distinct
+	// names in one step, and the first again.
+	calls := func(api string, n int) []byte {
+		var b strings.Builder
+		for i := range n + 1 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			name := fmt.Sprintf("f%d", i%n)
+			switch api {
+			case "chat":
+				fmt.Fprintf(&b, `{"id":"c%d","type":"function","function":{"name":%q,"arguments":"{}"}}`, i, name)
+			case "responses":
+				fmt.Fprintf(&b, `{"type":"function_call","call_id":"c%d","name":%q,"arguments":"{}"}`, i, name)
+			case "messages":
+				fmt.Fprintf(&b, `{"type":"tool_use","id":"c%d","name":%q,"input":{}}`, i, name)
+			}
+		}
+		switch api {
+		case "chat":
+			return []byte(`{"model":"m","messages":[{"role":"user","content":"go"},{"role":"assistant","tool_calls":[` + b.String() + `]}]}`)
+		case "responses":
+			return []byte(`{"model":"m","input":[{"role":"user","content":"go"},` + b.String() + `]}`)
+		default:
+			return []byte(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"go"},{"role":"assistant","content":[` + b.String() + `]}]}`)
+		}
+	}
+	for _, tc := range []struct {
+		api, param string
+		d          Dialect
+	}{
+		{"chat", "messages", Chat{}},
+		{"responses", "input", Responses{}},
+		{"messages", "messages", Messages{}},
+	} {
+		t.Run("a "+tc.api+" history of as many names as the cap allows is read whole", func(t *testing.T) {
+			r, err := tc.d.ParseRequest(calls(tc.api, MaxHistoryNames), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.HistoryErr(); err != nil {
+				t.Fatalf("HistoryErr: %v", err)
+			}
+			if len(r.Called) != MaxHistoryNames || len(r.TurnCalled) != MaxHistoryNames || len(r.CalledTail) != MaxHistoryNames+1 {
+				t.Errorf("Called %d, TurnCalled %d, CalledTail %d names; want %d, %d, %d", len(r.Called), len(r.TurnCalled), len(r.CalledTail), MaxHistoryNames, MaxHistoryNames, MaxHistoryNames+1)
+			}
+		})
+		t.Run("a "+tc.api+" history of one name more is refused, naming its conversation", func(t *testing.T) {
+			r, err := tc.d.ParseRequest(calls(tc.api, MaxHistoryNames+1), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = r.HistoryErr()
+			var pe *ParamError
+			if !errors.Is(err, ErrBadRequest) || !errors.As(err, &pe) || pe.Param != tc.param {
+				t.Fatalf("HistoryErr %v; want an ErrBadRequest naming %q", err, tc.param)
+			}
+			if len(r.Called) > MaxHistoryNames || len(r.TurnCalled) > MaxHistoryNames {
+				t.Errorf("Called %d, TurnCalled %d names: the lists went past the cap", len(r.Called), len(r.TurnCalled))
 			}
 		})
 	}

@@ -166,6 +166,14 @@ type Request struct {
 	// TailNew lists the names of CalledTail that the turn had not called
 	// before it, each once: what the latest step added to the task.
 	TailNew []string
+	// turnIndex holds TurnCalled's names once it is longer than
+	// scanTurnCalled, nil before: a history may call tens of thousands
+	// of names in one turn, and a scan per call made parsing it quadratic.
+	turnIndex map[string]struct{}
+	// historyOver is set when the history calls more than
+	// MaxHistoryNames names: Called and the lists after it stop there,
+	// and HistoryErr refuses the request.
+	historyOver bool
 
 	// ChainsByID is true for an API whose client may continue a
 	// conversation by naming an earlier response's id (the Responses
@@ -368,13 +376,14 @@ func readMessages(r *Request, msgs gjson.Result) {
 		lastCalls = false
 		r.Messages++
 		r.readText(role, m.Get("content"))
-		if role == "assistant" {
-			calls := m.Get("tool_calls")
-			if calls.IsArray() && len(calls.Array()) > 0 {
-				r.startStep()
-				lastCalls = true
-			}
+		if calls := m.Get("tool_calls"); role == "assistant" && calls.IsArray() {
+			// The first call starts the step: calls.Array() to count
+			// them first would copy a result per call.
 			calls.ForEach(func(_, c gjson.Result) bool {
+				if !lastCalls {
+					r.startStep()
+					lastCalls = true
+				}
 				r.noteCall(c.Get("function.name").String(), seen)
 				return true
 			})
@@ -404,6 +413,7 @@ func (r *Request) readText(role string, content gjson.Result) {
 		r.LastUser = t
 		r.Recent = appendBounded(r.Recent, t, 4)
 		r.TurnCalled, r.TailNew, r.TurnSteps = r.TurnCalled[:0], r.TailNew[:0], 0
+		clear(r.turnIndex)
 	case "assistant":
 		if t := contentText(content); t != "" {
 			r.Recent = appendBounded(r.Recent, t, 4)
@@ -420,18 +430,67 @@ func (r *Request) startStep() {
 // noteCall notes a call of the current step; seen holds the names called
 // so far in the conversation.
 func (r *Request) noteCall(name string, seen map[string]struct{}) {
-	if name == "" {
+	if name == "" || r.historyOver {
+		return
+	}
+	if _, ok := seen[name]; !ok && len(seen) == MaxHistoryNames {
+		r.historyOver = true
 		return
 	}
 	r.CalledTail = append(r.CalledTail, name)
-	if !slices.Contains(r.TurnCalled, name) {
+	if !r.CalledInTurn(name) {
 		r.TurnCalled = append(r.TurnCalled, name)
 		r.TailNew = append(r.TailNew, name)
+		switch {
+		case r.turnIndex != nil:
+			r.turnIndex[name] = struct{}{}
+		case len(r.TurnCalled) > scanTurnCalled:
+			r.turnIndex = make(map[string]struct{}, 2*len(r.TurnCalled))
+			for _, n := range r.TurnCalled {
+				r.turnIndex[n] = struct{}{}
+			}
+		}
 	}
 	if _, ok := seen[name]; !ok {
 		seen[name] = struct{}{}
 		r.Called = append(r.Called, name)
 	}
+}
+
+// MaxHistoryNames is how many distinct function names a conversation's
+// calls may name, four times as many as a tools array may hold: a client
+// that swaps MCP servers mid-conversation stays far below it, and every
+// name read from the history costs a few hundred bytes of lists and
+// indexes, so a body of calls of distinct names cost ten times its size.
+const MaxHistoryNames = 16384
+
+// HistoryErr refuses a request whose history calls more than
+// MaxHistoryNames distinct names; nil for any other. The error wraps
+// ErrBadRequest and names the conversation's parameter.
+func (r *Request) HistoryErr() error {
+	if !r.historyOver {
+		return nil
+	}
+	param := pathMessages
+	if r.form == formFlat {
+		param = "input"
+	}
+	return WithParam(param, fmt.Errorf("%w: the conversation calls more than %d distinct function names; the gateway accepts at most %d", ErrBadRequest, MaxHistoryNames, MaxHistoryNames))
+}
+
+// scanTurnCalled is how long TurnCalled may grow before CalledInTurn
+// looks names up in an index rather than scan it: a turn's few calls are
+// found by a scan without allocating a map.
+const scanTurnCalled = 16
+
+// CalledInTurn reports whether name is in TurnCalled, in constant time
+// however many names the turn called.
+func (r *Request) CalledInTurn(name string) bool {
+	if r.turnIndex != nil {
+		_, ok := r.turnIndex[name]
+		return ok
+	}
+	return slices.Contains(r.TurnCalled, name)
 }
 
 func appendBounded(s []string, v string, max int) []string {

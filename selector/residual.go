@@ -12,13 +12,19 @@ func (c *Catalog) discountDone(q *lexQuery, done []string) {
 	if len(done) == 0 || c.w.Done <= 0 {
 		return
 	}
+	// The catalog's tools among done, looked up once: done comes from the
+	// client's history, which may name thousands of tools the catalog
+	// does not have, and each term would look every one up again.
+	var buf [16]int
+	docs := buf[:0]
+	for _, name := range done {
+		if d, ok := c.byName[name]; ok {
+			docs = append(docs, d)
+		}
+	}
 	keep := max(1-c.w.Done, 0)
 	for term, w := range q.terms {
-		for _, name := range done {
-			d, ok := c.byName[name]
-			if !ok {
-				continue
-			}
+		for _, d := range docs {
 			if c.sideHas(sideName, term, d) || c.sideHas(sideTitle, term, d) || c.sideHas(sideDesc, term, d) {
 				q.terms[term] = w * keep
 				break
