@@ -71,11 +71,14 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call, round int) []re
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
 				"Error: the tool %q is not available (blocked by policy). Do not call it again; use another tool or answer without it.", c.Name)})
 		default:
-			name := t.own(c.Name)
-			if t.st.Last != "" {
-				t.learned.Observe(t.st.Last, name)
+			last := t.st.Last
+			name, ok := t.touch(c.Name)
+			if !ok {
+				break
 			}
-			t.st.Touch(name, recentKeep)
+			if last != "" {
+				t.learned.Observe(last, name)
+			}
 			if e := t.cat.Entity(name); e != "" {
 				t.st.Focus = e
 			}

@@ -42,6 +42,19 @@ func (l *Learned) For(tenant string) *selector.Transitions {
 	return getOrAdd(l.trans, tenant, func() *selector.Transitions { return selector.NewTransitions(l.maxTools) })
 }
 
+// Peek returns the tenant's transitions and habits when it has any, nil
+// for those it has not, creating neither: a turn reads them before the
+// upstream has accepted its credential, and a request the upstream
+// refuses must not push other tenants' out.
+func (l *Learned) Peek(tenant string) (*selector.Transitions, *selector.Habits) {
+	if l == nil {
+		return nil, nil
+	}
+	trans, _ := l.trans.Peek(tenant)
+	habits, _ := l.habits.Peek(tenant)
+	return trans, habits
+}
+
 // Habits returns the tenant's habits, creating them on first use; nil l
 // gives nil (nothing is learned or lifted).
 func (l *Learned) Habits(tenant string) *selector.Habits {

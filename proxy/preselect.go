@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/selector"
 )
 
 // seedActive builds the active set before the first upstream call: core,
@@ -36,10 +37,10 @@ func (t *turn) seedActive(ctx context.Context) {
 	}
 	for _, n := range t.req.Called {
 		t.join(n, reasonHistory)
-		t.st.Touch(t.own(n), recentKeep)
+		t.touch(n)
 	}
 	for _, n := range t.req.CalledTail {
-		t.st.Touch(t.own(n), recentKeep)
+		t.touch(n)
 	}
 	for _, n := range slices.Clone(t.st.Active) {
 		t.join(n, reasonSession)
@@ -62,11 +63,12 @@ func (t *turn) seedActive(ctx context.Context) {
 	t.bound()
 }
 
-// observe teaches the tenant's habits what the turn's latest step called
-// (the tools it had not called before), by the words of the user's
-// request; the turn's first step also counts the turn. A retried request
-// (the same fingerprint fp) is not counted again. seedActive calls it
-// only in the modes that preselect, the only ones that use what it learns.
+// observe finds what the turn teaches the tenant's habits: what its latest
+// step called (the tools it had not called before), by the words of the
+// user's request; the turn's first step also counts the turn. accept
+// teaches it once the upstream has taken the turn. A retried request (the
+// same fingerprint fp) is not counted again. seedActive calls it only in
+// the modes that preselect, the only ones that use what it learns.
 func (t *turn) observe(fp string) {
 	if t.req.UserTurn || t.req.TurnSteps == 0 || t.req.LastUser == "" || t.st.Observed == fp ||
 		t.snap.Search.Weights.Habit <= 0 {
@@ -78,7 +80,8 @@ func (t *turn) observe(fp string) {
 			called = append(called, name)
 		}
 	}
-	t.cat.Observe(t.habits, t.req.LastUser, called, t.req.TurnSteps == 1)
+	text, newTurn := t.req.LastUser, t.req.TurnSteps == 1
+	t.lesson = func(h *selector.Habits) { t.cat.Observe(h, text, called, newTurn) }
 	t.st.Observed = fp
 }
 

@@ -104,5 +104,8 @@ func (t *turn) sendRound(ctx context.Context, in *http.Request, o sendOptions, t
 			resp, err = t.send(ctx, in, o)
 		}
 	}
+	if err == nil {
+		t.accept()
+	}
 	return resp, err
 }

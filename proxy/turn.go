@@ -111,6 +111,12 @@ type turn struct {
 	guided map[string]bool
 
 	rep *report // accounting for headers, metrics and the decision log; nil in bare tests
+
+	// accepted is set once the upstream answers a round with a 2xx
+	// (accept); lesson is what observe found the turn teaches the
+	// tenant's habits, held until then.
+	accepted bool
+	lesson   func(*selector.Habits)
 }
 
 // newTurn starts a turn of dialect d; chained is what the gateway
@@ -167,8 +173,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 
 	tenant := session.Tenant(credential(in))
 	t.tenant, t.key = tenant, sessionKey(in, tenant, req, chained.Session)
-	t.learned = g.Learned.For(tenant)
-	t.habits = g.Learned.Habits(tenant)
+	t.learned, t.habits = g.Learned.Peek(tenant)
 	st, err := g.Sessions.Get(ctx, t.key)
 	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		// The session is a cache: losing it costs a search, not the request.
@@ -201,16 +206,35 @@ func (t *turn) isVisible(name string) bool { return t.policy.Visible(name) }
 
 func (t *turn) isActive(name string) bool { return t.reasons[name] != "" }
 
-// own returns name as a string the session may keep: the catalog table's
-// copy for one of the client's tools, a clone for any other. Names read
-// from a request or a response alias its body, and the session (and the
-// learned transitions) outlive both: one kept name held the whole body,
-// history and all, for as long as the session lived.
-func (t *turn) own(name string) string {
-	if s, ok := t.policy.Own(name); ok {
-		return s
+// touch notes a call of name for recency and returns the name as the
+// session may keep it, the catalog table's copy; ok is false, and nothing
+// is noted, for a name that is none of the catalog's tools. Names read
+// from a request or a response alias its body, which the session (and
+// the learned transitions) outlive, and a history or an answer may name
+// anything, megabytes long: the session keeps only the catalog's names,
+// whose length checkCatalog bounds.
+func (t *turn) touch(name string) (string, bool) {
+	s, ok := t.policy.Own(name)
+	if ok {
+		t.st.Touch(s, recentKeep)
 	}
-	return strings.Clone(name)
+	return s, ok
+}
+
+// accept notes that the upstream has answered one of the turn's rounds
+// with a 2xx: from then on the turn may teach the tenant's transitions and
+// habits (created on this first acceptance: a credential the upstream
+// refuses gets no tenant record) and save its session.
+func (t *turn) accept() {
+	if t.accepted {
+		return
+	}
+	t.accepted = true
+	t.learned, t.habits = t.g.Learned.For(t.tenant), t.g.Learned.Habits(t.tenant)
+	if t.lesson != nil {
+		t.lesson(t.habits)
+		t.lesson = nil
+	}
 }
 
 // guessed reports whether a tool with this reason joined as the gateway's
@@ -286,8 +310,14 @@ func (t *turn) clientUsage() []byte {
 
 // save stores the session, merged into what another request of it saved
 // since this one loaded it (session.Save); a failure costs a later search,
-// so it is logged, not returned.
+// so it is logged, not returned. A turn the upstream never answered with a
+// 2xx (a refused key, a malformed request, an unreachable upstream) leaves
+// the session as it was: what the turn made of the client's request has
+// not been accepted by anyone.
 func (t *turn) save(ctx context.Context) {
+	if !t.accepted {
+		return
+	}
 	t.st.Updated = time.Now().UTC()
 	// A session outlives catalogs: names the client no longer sends go
 	// first when it holds more than it may keep.
