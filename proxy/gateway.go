@@ -206,6 +206,7 @@ func (g *Gateway) routes() http.Handler {
 // any panic (as gin's recovery does), the response ended cleanly and a
 // client read a truncated body as a whole one.
 func (g *Gateway) recoverPanics(c *gin.Context) {
+	clearWriteDeadline(c.Writer) // every route's first step: see there
 	defer func() {
 		rec := recover()
 		if rec == nil {

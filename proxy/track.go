@@ -33,11 +33,50 @@ type tracker struct {
 	// rather than allocated per request.
 	in     http.Request
 	upload timedBody
+	// writeTimeout bounds each write to the client (arm); 0: none.
+	// conn is what sets the connection's write deadline, found on the
+	// first arm (looked says it was looked for; nil: the writer has
+	// none, as a test's recorder).
+	writeTimeout time.Duration
+	conn         writeDeadliner
+	looked       bool
 }
 
-// track starts tracking a request on route.
+// writeDeadliner is the server's ResponseWriter, which sets its
+// connection's write deadline.
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+
+// deadlinerOf finds the server's ResponseWriter under w's wrappers, as
+// http.ResponseController does without allocating one; nil when there is
+// none.
+func deadlinerOf(w http.ResponseWriter) writeDeadliner {
+	for {
+		switch x := w.(type) {
+		case writeDeadliner:
+			return x
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
+
+// clearWriteDeadline lifts the write deadline an earlier request on w's
+// connection left (a kept-alive connection keeps it): net/http resets it
+// per request only under a Server.WriteTimeout, and the next response on
+// the connection, tracked or not, must not fail on the last one's.
+func clearWriteDeadline(w http.ResponseWriter) {
+	if d := deadlinerOf(w); d != nil {
+		_ = d.SetWriteDeadline(time.Time{})
+	}
+}
+
+// track starts tracking a request on route. Its writes to the client get
+// the policy's idle timeout as their deadline.
 func (g *Gateway) track(w http.ResponseWriter, route string) *tracker {
 	tr := &tracker{ResponseWriter: w, g: g, route: route, rep: report{start: time.Now()}}
+	tr.writeTimeout = g.policy().Gateway.IdleTimeout
 	if route == routePassthrough {
 		tr.rep.mode = modePassthrough // nothing on it is rewritten
 	}
@@ -47,8 +86,31 @@ func (g *Gateway) track(w http.ResponseWriter, route string) *tracker {
 func (tr *tracker) WriteHeader(code int) {
 	if tr.status == 0 && code >= 200 {
 		tr.status = code
+		tr.arm(time.Now())
 	}
 	tr.ResponseWriter.WriteHeader(code)
+}
+
+// arm sets the client connection's write deadline to writeTimeout after
+// now. A client that stops reading (a zero TCP window) otherwise blocks a
+// write forever, and with it the handler, which holds its request's
+// in-flight bytes and its upstream stream: a few dozen such connections
+// filled --max-inflight-mb and turned every other client away. Armed at
+// the response's head, before each flush and before each write large
+// enough to block; a short write lands in the server's buffer, which the
+// next flush (the relay flushes before each upstream read, the
+// passthrough after each write) sends under a fresh deadline.
+func (tr *tracker) arm(now time.Time) {
+	if tr.writeTimeout <= 0 {
+		return
+	}
+	if !tr.looked {
+		tr.looked = true
+		tr.conn = deadlinerOf(tr.ResponseWriter)
+	}
+	if tr.conn != nil {
+		_ = tr.conn.SetWriteDeadline(now.Add(tr.writeTimeout))
+	}
 }
 
 // Write and Flush add the time they block to the report's client time: a
@@ -63,10 +125,14 @@ func (tr *tracker) Write(b []byte) (int, error) {
 	if tr.status == 0 {
 		tr.status = http.StatusOK
 	}
-	if tr.turn == nil || len(b) < timedWrite {
+	if len(b) < timedWrite {
 		return tr.ResponseWriter.Write(b)
 	}
 	start := time.Now()
+	tr.arm(start)
+	if tr.turn == nil {
+		return tr.ResponseWriter.Write(b)
+	}
 	n, err := tr.ResponseWriter.Write(b)
 	tr.rep.client += time.Since(start)
 	return n, err
@@ -79,11 +145,12 @@ const timedWrite = 4 << 10
 // Flush lets code that type-asserts http.Flusher flush through the
 // tracker; http.ResponseController finds it too.
 func (tr *tracker) Flush() {
+	start := time.Now()
+	tr.arm(start)
 	if tr.turn == nil {
 		_ = http.NewResponseController(tr.ResponseWriter).Flush()
 		return
 	}
-	start := time.Now()
 	_ = http.NewResponseController(tr.ResponseWriter).Flush()
 	tr.rep.client += time.Since(start)
 }
