@@ -59,6 +59,9 @@ func (g *Gateway) logDecision(tr *tracker, total time.Duration) {
 	} else if rep.toolsIn > 0 && rep.tokErr == nil {
 		attrs = append(attrs, slog.Int("tools_client", rep.toolsIn), slog.String("encoding", string(rep.enc)),
 			slog.Int("tool_tokens_client", rep.tokIn), slog.Int("tool_tokens_upstream", rep.passSent))
+		if rep.catTok != nil && rep.catTok.estimated {
+			attrs = append(attrs, slog.Bool("tool_tokens_estimated", true))
+		}
 		if gw, direct, ok := rep.passInput(); ok {
 			attrs = append(attrs, slog.Int64("input_tokens", gw), slog.Int64("input_tokens_direct_estimate", direct))
 			if rep.passCached >= 0 {
@@ -184,6 +187,9 @@ func turnAttrs(t *turn, total time.Duration) []slog.Attr {
 	if rep.tokErr == nil {
 		attrs = append(attrs, slog.String("encoding", string(rep.enc)),
 			slog.Int("tool_tokens_client", rep.tokIn), slog.Any("tool_tokens_upstream", upTokens))
+		if rep.catTok != nil && rep.catTok.estimated {
+			attrs = append(attrs, slog.Bool("tool_tokens_estimated", true))
+		}
 	}
 	if gw, direct, ok := t.inputTokens(); ok {
 		attrs = append(attrs, slog.Int64("input_tokens", gw), slog.Int64("input_tokens_direct_estimate", direct))

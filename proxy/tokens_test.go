@@ -96,3 +96,60 @@ func TestTheDirectEstimateIsLeftOutWhenTheUpstreamCountsOtherwise(t *testing.T) 
 		})
 	}
 }
+
+// countingCodec is a codec that adds up the bytes it is asked to count.
+type countingCodec struct {
+	tokenizer.Codec
+	bytes *int
+}
+
+func (c countingCodec) Count(s string) (int, error) {
+	*c.bytes += len(s)
+	return c.Codec.Count(s)
+}
+
+func TestAToolsTokensAreCountedFromAtMostItsFirst16KB(t *testing.T) {
+	tool := func(name string, desc int) rewrite.Tool {
+		raw := `{"type":"function","function":{"name":"` + name + `","description":"` + strings.Repeat("Reads the file. ", desc/16) + `","parameters":{"type":"object","properties":{}}}}`
+		return rewrite.Tool{Name: name, Raw: raw}
+	}
+	for _, tc := range []struct {
+		name      string
+		tool      rewrite.Tool
+		estimated bool
+	}{
+		{"a tool of a few KB is counted exactly", tool("small", 3<<10), false},
+		{"a tool of 16 KB and more is counted from its first 16 KB", tool("large", 256<<10), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exact, err := newTokenCounter().text(encO200k, tc.tool.Raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counted := 0
+			c := newTokenCounter()
+			c.o200k = func() (tokenizer.Codec, error) {
+				cd, err := tokenizer.Get(encO200k)
+				return countingCodec{cd, &counted}, err
+			}
+			ct, err := c.catalog(encO200k, "k", []rewrite.Tool{tc.tool})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ct.estimated != tc.estimated {
+				t.Errorf("estimated %v, want %v", ct.estimated, tc.estimated)
+			}
+			// The JSON text and the rendered declaration, each once.
+			if limit := 2 * min(len(tc.tool.Raw), maxCountedText); counted > limit {
+				t.Errorf("tokenized %d bytes of a %d-byte tool, want at most %d", counted, len(tc.tool.Raw), limit)
+			}
+			n := ct.per[0]
+			if !tc.estimated && n != exact {
+				t.Errorf("counted %d tokens, the tokenizer counts %d", n, exact)
+			}
+			if tc.estimated && (n < exact*95/100 || n > exact*105/100) {
+				t.Errorf("estimated %d tokens, more than 5%% off the %d the tokenizer counts", n, exact)
+			}
+		})
+	}
+}
