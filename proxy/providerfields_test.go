@@ -567,3 +567,60 @@ func TestContentWrittenAsPartsStaysParts(t *testing.T) {
 		})
 	}
 }
+
+func TestARefusalThatIsNotOfStreamOptionsLeavesUsageOnForEveryone(t *testing.T) {
+	const (
+		ofRole = `{"error":{"message":"Invalid value: 'stream_options'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'.","type":"invalid_request_error","param":"messages[0].role","code":"invalid_value"}}`
+		ofOpts = `{"error":{"message":"Unknown parameter: 'stream_options'.","type":"invalid_request_error","param":"stream_options","code":"unknown_parameter"}}`
+	)
+	for _, tc := range []struct {
+		name string
+		// refuse answers the other tenant's request, whose message has
+		// the role "stream_options"; opts is whether it carried them.
+		refuse func(opts bool) string
+	}{
+		{"an error about another parameter that quotes stream_options", func(bool) string { return ofRole }},
+		{"a refusal of stream_options whose resend without them is refused too", func(opts bool) string {
+			if opts {
+				return ofOpts
+			}
+			return ofRole
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var victim []bool // whether each of the victim's upstream requests carried stream_options
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				opts := gjson.GetBytes(b, "stream_options").Exists()
+				if gjson.GetBytes(b, `messages.#(role=="stream_options")`).Exists() {
+					w.WriteHeader(http.StatusBadRequest)
+					_, _ = io.WriteString(w, tc.refuse(opts))
+					return
+				}
+				mu.Lock()
+				victim = append(victim, opts)
+				mu.Unlock()
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, textChunk("Hello.")+finishChunk("stop")+doneEvent)
+			})
+			base := newTestGateway(t, up)
+			send := func(role, key string) int {
+				msgs := []map[string]any{{"role": role, "content": "Say hello."}}
+				resp := post(t, base, chatRequest(t, msgs, testCatalog(30), true, nil), map[string]string{"Authorization": key})
+				_, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if status := send("stream_options", "Bearer sk-other-tenant"); status != http.StatusBadRequest {
+				t.Fatalf("the other tenant's request: status %d, want the upstream's 400", status)
+			}
+			if status := send("user", "Bearer sk-victim"); status != http.StatusOK {
+				t.Fatalf("the victim's request: status %d", status)
+			}
+			if len(victim) != 1 || !victim[0] {
+				t.Errorf("the victim's upstream requests carried stream_options: %v, want [true]", victim)
+			}
+		})
+	}
+}

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -12,45 +11,74 @@ import (
 	"github.com/toolgate/toolgate/rewrite"
 )
 
-// refused reports whether err is an upstream's refusal of a request
-// member named in its error body: a 400, or the 422 of servers that
-// validate with pydantic (Mistral, vLLM).
+// refused reports whether err is an upstream's refusal of the request
+// member member, a 400 or the 422 of servers that validate with pydantic
+// (Mistral, vLLM), in one of the shapes that name the member at fault:
+// OpenAI's error.param ("Unknown parameter: 'stream_options'."), a
+// pydantic detail's loc (["body","stream_options","include_usage"]), or,
+// without either, a message that calls the quoted member unknown or
+// unsupported (Groq: "property 'reasoning' is unsupported"). Finding the
+// member anywhere in the body is not enough: an error about another
+// parameter may quote a value the client sent, and the client chooses
+// that value.
 func refused(err error, member string) bool {
 	var se *statusError
 	if !errors.As(err, &se) {
 		return false
 	}
-	code := se.resp.StatusCode
-	return (code == http.StatusBadRequest || code == http.StatusUnprocessableEntity) &&
-		bytes.Contains(se.body, []byte(member))
+	if code := se.resp.StatusCode; code != http.StatusBadRequest && code != http.StatusUnprocessableEntity {
+		return false
+	}
+	body := gjson.ParseBytes(se.body)
+	if p := body.Get("error.param"); p.Type == gjson.String && p.Str != "" {
+		return p.Str == member || strings.HasPrefix(p.Str, member+".")
+	}
+	for _, path := range []string{"detail", "message.detail", "error.message.detail"} {
+		hit := false
+		body.Get(path).ForEach(func(_, d gjson.Result) bool {
+			d.Get("loc").ForEach(func(_, l gjson.Result) bool {
+				hit = l.Type == gjson.String && l.Str == member
+				return !hit
+			})
+			return !hit
+		})
+		if hit {
+			return true
+		}
+	}
+	msg := strings.ToLower(body.Get("error.message").String())
+	if msg == "" {
+		msg = strings.ToLower(body.Get("message").String())
+	}
+	quoted := strings.Contains(msg, "'"+member+"'") || strings.Contains(msg, `"`+member+`"`)
+	return quoted && (strings.Contains(msg, "unknown") || strings.Contains(msg, "unsupported") ||
+		strings.Contains(msg, "unrecognized") || strings.Contains(msg, "not permitted"))
 }
 
 // refusedUsageRequest reports whether err is the upstream refusing the
 // stream_options member that Build added to a stream's req (some
 // OpenAI-compatible servers answer 400 "Unknown parameter:
 // 'stream_options'", Mistral 422 "Extra inputs are not permitted"); if
-// so, req is marked to be built without it and the model remembered, so
-// the turn can be sent again and later turns go without. The client's own
-// stream_options are its to keep: a refusal of those is the client's
-// error. The turn's usage then comes from whatever the upstream reports
-// unasked.
+// so, req is marked to be built without it, so the turn can be sent
+// again (sendRound remembers the model once that resend is answered).
+// The client's own stream_options are its to keep: a refusal of those is
+// the client's error. The turn's usage then comes from whatever the
+// upstream reports unasked.
 func (g *Gateway) refusedUsageRequest(req *rewrite.Request, err error) bool {
 	if !req.Stream || req.IncludeUsage || req.NoUsageRequest || !refused(err, "stream_options") {
 		return false
 	}
 	req.NoUsageRequest = true
-	g.noUsage.Add(strings.Clone(req.Model), struct{}{}) // req.Model aliases the body
-	g.logger().Warn("the upstream refuses stream_options; streaming without usage for this model", "model", req.Model)
 	return true
 }
 
 // refusedMessageExtras reports whether err is the upstream refusing a
 // provider member the gateway echoed in its own rounds' assistant
 // messages (Groq: "property 'reasoning' is unsupported" for the reasoning
-// it sent itself); if so, req is marked to be built without them and the
-// model remembered, so the round can be sent again and later turns go
-// without. The rounds' text and calls are the upstream's to read either
-// way.
+// it sent itself); if so, req is marked to be built without them, so the
+// round can be sent again (sendRound remembers the model once that
+// resend is answered). The rounds' text and calls are the upstream's to
+// read either way.
 //
 // Only Chat Completions rounds hold such members: a Responses or Messages
 // round's Extra is its output items or content blocks, the round itself,
@@ -72,8 +100,6 @@ func (g *Gateway) refusedMessageExtras(d rewrite.Dialect, req *rewrite.Request, 
 		})
 		if hit {
 			req.NoMessageExtras = true
-			g.noExtras.Add(strings.Clone(req.Model), struct{}{}) // req.Model aliases the body
-			g.logger().Warn("the upstream refuses the members its model added to its messages; sending the gateway's rounds without them for this model", "model", req.Model)
 			return true
 		}
 	}
@@ -93,11 +119,15 @@ func (g *Gateway) knownRefusals(req *rewrite.Request) {
 // built anew with tools, without what the gateway added that the upstream
 // refuses. Each refusal flips a flag of t.req once: at most two resends.
 // The round counts as one call, as a round retried after a 5xx does: the
-// upstream answered its refused attempts at once and billed none.
+// upstream answered its refused attempts at once and billed none. What
+// the upstream refused is remembered for the model, for every tenant's
+// later turns, only once a resend without it is answered: a refusal that
+// the resend gets too was about something else.
 func (t *turn) sendRound(ctx context.Context, in *http.Request, o sendOptions, tools []string) (*http.Response, error) {
 	if t.rep != nil {
 		t.rep.calls++
 	}
+	noUsage, noExtras := t.req.NoUsageRequest, t.req.NoMessageExtras
 	resp, err := t.send(ctx, in, o)
 	for err != nil && (t.g.refusedUsageRequest(t.req, err) || t.g.refusedMessageExtras(t.d, t.req, t.rounds, err)) {
 		if o.body, err = t.d.Build(t.req, tools, t.rounds); err == nil {
@@ -106,6 +136,15 @@ func (t *turn) sendRound(ctx context.Context, in *http.Request, o sendOptions, t
 	}
 	if err == nil {
 		t.accept()
+		model := clipMarked(t.req.Model, modelLogged)
+		if !noUsage && t.req.NoUsageRequest {
+			t.g.noUsage.Add(strings.Clone(t.req.Model), struct{}{}) // req.Model aliases the body
+			t.g.logger().Warn("the upstream refuses stream_options; streaming without usage for this model", "model", model)
+		}
+		if !noExtras && t.req.NoMessageExtras {
+			t.g.noExtras.Add(strings.Clone(t.req.Model), struct{}{})
+			t.g.logger().Warn("the upstream refuses the members its model added to its messages; sending the gateway's rounds without them for this model", "model", model)
+		}
 	}
 	return resp, err
 }
