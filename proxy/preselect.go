@@ -39,7 +39,10 @@ func (t *turn) seedActive(ctx context.Context) {
 		t.join(n, reasonHistory)
 		t.touch(n)
 	}
-	for _, n := range t.req.CalledTail {
+	// Again in the order of their latest calls, so the session's recent
+	// tools (which max_active evicts last) are the ones the agent keeps
+	// using, and its last tool the one it called last.
+	for _, n := range t.req.LastCalled {
 		t.touch(n)
 	}
 	for _, n := range slices.Clone(t.st.Active) {

@@ -33,7 +33,7 @@ const (
 )
 
 // recentKeep bounds the session's list of recently called tools.
-const recentKeep = 8
+const recentKeep = rewrite.LastCalls
 
 // turn is one client request handled by the search loop: the catalog, the
 // session, the active set and the rounds the gateway answered itself.

@@ -129,6 +129,46 @@ func TestTheTailsNewCallsAreThoseTheTurnHadNotMade(t *testing.T) {
 	}
 }
 
+// TestLastCalledListsTheLatestCallsMostRecentLast: the recency a session
+// keeps must follow the agent's latest calls, where Called follows its
+// first ones.
+func TestLastCalledListsTheLatestCallsMostRecentLast(t *testing.T) {
+	step := func(id string, names ...string) string {
+		var calls []string
+		for i, n := range names {
+			calls = append(calls, fmt.Sprintf(`{"id":"%s%d","type":"function","function":{"name":%q,"arguments":"{}"}}`, id, i, n))
+		}
+		return `{"role":"assistant","tool_calls":[` + strings.Join(calls, ",") + `]},{"role":"tool","tool_call_id":"` + id + `0","content":"ok"}`
+	}
+	var ten []string
+	for i := range 10 {
+		ten = append(ten, fmt.Sprintf("t%d", i))
+	}
+	for _, tc := range []struct {
+		name, msgs, wantCalled, wantLast string
+	}{
+		{"a tool called again moves to the end", `{"role":"user","content":"one"},` + step("x", "read", "edit") + `,{"role":"user","content":"two"},` + step("y", "read"),
+			"read,edit", "edit,read"},
+		{"a tool called twice in a step is listed once", `{"role":"user","content":"go"},` + step("x", "a", "b", "a"),
+			"a,b", "b,a"},
+		{"only the latest LastCalls names are kept", `{"role":"user","content":"go"},` + step("x", ten...) + `,` + step("y", "t0"),
+			strings.Join(ten, ","), "t3,t4,t5,t6,t7,t8,t9,t0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ParseRequest([]byte(`{"model":"m","messages":[` + tc.msgs + `]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(r.Called, ","); got != tc.wantCalled {
+				t.Errorf("Called %q, want %q", got, tc.wantCalled)
+			}
+			if got := strings.Join(r.LastCalled, ","); got != tc.wantLast {
+				t.Errorf("LastCalled %q, want %q", got, tc.wantLast)
+			}
+		})
+	}
+}
+
 func TestParseRequestReadsEachFormOfToolChoice(t *testing.T) {
 	for _, tc := range []struct {
 		name        string

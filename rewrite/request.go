@@ -166,6 +166,13 @@ type Request struct {
 	// TailNew lists the names of CalledTail that the turn had not called
 	// before it, each once: what the latest step added to the task.
 	TailNew []string
+	// LastCalled lists the distinct names of the conversation's latest
+	// calls, at most LastCalls of them, the most recently called last.
+	// Called is in the order of first calls, which keeps the tools array
+	// stable for a provider's prompt cache but says nothing of use: a
+	// tool called in every step since the first is Called's first name
+	// and LastCalled's last.
+	LastCalled []string
 	// turnIndex holds TurnCalled's names once it is longer than
 	// scanTurnCalled, nil before: a history may call tens of thousands
 	// of names in one turn, and a scan per call made parsing it quadratic.
@@ -438,6 +445,11 @@ func (r *Request) noteCall(name string, seen map[string]struct{}) {
 		return
 	}
 	r.CalledTail = append(r.CalledTail, name)
+	if i := slices.Index(r.LastCalled, name); i >= 0 {
+		r.LastCalled = append(slices.Delete(r.LastCalled, i, i+1), name)
+	} else {
+		r.LastCalled = appendBounded(r.LastCalled, name, LastCalls)
+	}
 	if !r.CalledInTurn(name) {
 		r.TurnCalled = append(r.TurnCalled, name)
 		r.TailNew = append(r.TailNew, name)
@@ -456,6 +468,10 @@ func (r *Request) noteCall(name string, seen map[string]struct{}) {
 		r.Called = append(r.Called, name)
 	}
 }
+
+// LastCalls bounds Request.LastCalled: as many as a session keeps of
+// its recently called tools.
+const LastCalls = 8
 
 // MaxHistoryNames is how many distinct function names a conversation's
 // calls may name, four times as many as a tools array may hold: a client
