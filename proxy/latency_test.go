@@ -54,10 +54,9 @@ func addedSeconds(t *testing.T, m *Metrics) (sum float64, count uint64) {
 }
 
 // TestAddedLatencyIsTheGatewaysOwnTime: toolgate_added_latency_seconds
-// (and the record's added_ms) is the time the gateway adds; it counted
-// the client's upload and, for a stream, the time the gateway waited to
-// write to a slow client, and read a client's slow network as a slow
-// gateway.
+// (and the record's added_ms) is the time the gateway adds, never the
+// client's slow upload or the time a stream waits on a slow reader: an
+// operator would read a client's slow network as a slow gateway.
 func TestAddedLatencyIsTheGatewaysOwnTime(t *testing.T) {
 	const wait = 800 * time.Millisecond
 	body := bigRequest(t, false)
@@ -119,12 +118,18 @@ func TestAddedLatencyIsTheGatewaysOwnTime(t *testing.T) {
 			if took < float64(wait.Milliseconds()) {
 				t.Fatalf("the request took %v ms; the test needs the client to have made it wait %v", took, wait)
 			}
-			const most = 300 // ms: the gateway's own work, on a busy test machine
+			// The gateway's own time (the catalog's first compile under
+			// -race on a loaded machine can take most of a second) has no
+			// fixed bound; what it can never include is the client's wait.
+			// Counting that wait would make added about took, well over
+			// this bound.
+			const slack = 50 // ms: rounding, and the clock read after the wait
+			most := took - float64(wait.Milliseconds()) + slack
 			if added > most {
-				t.Errorf("added_ms = %v of the request's %v ms; want the gateway's own time, under %d ms", added, took, most)
+				t.Errorf("added_ms = %v of the request's %v ms; want at most %v: the request's time less the client's %v wait", added, took, most, wait)
 			}
 			if sum, n := addedSeconds(t, m); n != 1 || sum*1000 > most {
-				t.Errorf("toolgate_added_latency_seconds sum %v s over %d requests; want one under %d ms", sum, n, most)
+				t.Errorf("toolgate_added_latency_seconds sum %v s over %d requests; want one of at most %v ms: the request's %v ms less the client's %v wait", sum, n, most, took, wait)
 			}
 		})
 	}
