@@ -47,16 +47,52 @@ func writePolicy(t *testing.T, yaml string, files map[string]string) string {
 // it live: edits to the file apply to the running gateway.
 func withLivePolicy(t *testing.T, yaml string, files map[string]string) (func(*Gateway), string) {
 	t.Helper()
-	path := writePolicy(t, yaml, files)
+	opt, path, _ := withWatchedPolicy(t, yaml, files)
+	return opt, path
+}
+
+// withWatchedPolicy is withLivePolicy that also reports the outcome of
+// every reload the watcher attempts, so a test can wait for the reload
+// of an edit instead of guessing how long the watcher takes.
+func withWatchedPolicy(t *testing.T, yaml string, files map[string]string) (opt func(*Gateway), path string, reloads <-chan error) {
+	t.Helper()
+	path = writePolicy(t, yaml, files)
 	live, err := policy.NewLive(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Buffered, and never blocking the watcher (OnReload must not): the
+	// few reloads a test's edits cause fit.
+	outcomes := make(chan error, 16)
+	live.OnReload = func(err error) {
+		select {
+		case outcomes <- err:
+		default:
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = live.Watch(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return func(g *Gateway) { g.Policy = live.Current }, path
+	return func(g *Gateway) { g.Policy = live.Current }, path, outcomes
+}
+
+// awaitFailedReload waits until the watcher has tried to reload and
+// failed. The bound only keeps a watcher that never reloads from hanging
+// the run; the watcher reloads about a second after an edit.
+func awaitFailedReload(t *testing.T, reloads <-chan error) {
+	t.Helper()
+	bound := time.After(30 * time.Second)
+	for {
+		select {
+		case err := <-reloads:
+			if err != nil {
+				return
+			}
+		case <-bound:
+			t.Fatal("the watcher attempted no failing reload of the edited policy within 30s")
+		}
+	}
 }
 
 func firstUpstreamNames(t *testing.T, model *fakellm.Model) []string {
@@ -228,13 +264,13 @@ func TestPolicyShapesWhatTheModelSees(t *testing.T) {
 		}
 	})
 	t.Run("a broken edit keeps the last good policy serving", func(t *testing.T) {
-		opt, path := withLivePolicy(t, "core: [calendar_create_event]\n", nil)
+		opt, path, reloads := withWatchedPolicy(t, "core: [calendar_create_event]\n", nil)
 		model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
 		base := newTestGateway(t, model, opt)
 		if err := os.WriteFile(path, []byte("core: [calendar_create_event\n  bad: ["), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(1500 * time.Millisecond) // past the reload's debounce and settle time, so the broken file was read
+		awaitFailedReload(t, reloads)
 		runAgent(t, base, twoStepTask, testCatalog(30), false, nil)
 		if !slices.Contains(firstUpstreamNames(t, model), "calendar_create_event") {
 			t.Error("the last good policy stopped serving after a broken edit")
