@@ -41,7 +41,7 @@ func TestAToolIsCountedAsTheModelReadsIt(t *testing.T) {
 	t.Run("the bundled catalog counts about a quarter fewer tokens as read than as JSON", func(t *testing.T) {
 		raw, err := os.ReadFile("../testdata/catalog.json")
 		if err != nil {
-			t.Skip("no bundled catalog:", err)
+			t.Fatalf("reading the bundled catalog, which the repository holds: %v", err)
 		}
 		var tools []json.RawMessage
 		if err := json.Unmarshal(raw, &tools); err != nil {
