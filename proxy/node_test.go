@@ -17,20 +17,26 @@ import (
 // TestNodeClientsWorkUnchanged runs agents on the official `openai`,
 // `@anthropic-ai/sdk` and `ai` npm packages (the last with its OpenAI and
 // Anthropic providers; testdata/e2e/agent.mjs) against the gateway,
-// streamed and not. It skips when node or the packages are missing;
-// .ci/run installs them with `npm ci --prefix testdata/e2e`.
+// streamed and not. Without node or the packages it skips on a
+// developer's machine and fails in CI (CI set, as .ci/run sets it), where a
+// skip would hide that the clients were never run; .ci/run installs them
+// with `npm ci --prefix testdata/e2e`.
 func TestNodeClientsWorkUnchanged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("node end-to-end tests are slow; skipped in -short")
 	}
+	missing := t.Skipf
+	if os.Getenv("CI") != "" {
+		missing = t.Fatalf
+	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node not installed")
+		missing("node is not installed (%v): the official npm clients cannot run; install node, then: npm ci --prefix testdata/e2e", err)
 	}
 	dir := filepath.Join("..", "testdata", "e2e")
 	for _, pkg := range []string{"openai", "ai", "@ai-sdk/openai", "@anthropic-ai/sdk", "@ai-sdk/anthropic"} {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg)); err != nil {
-			t.Skip("npm packages not installed; run: npm ci --prefix testdata/e2e")
+			missing("the npm package %s is not installed (%v); run: npm ci --prefix testdata/e2e", pkg, err)
 		}
 	}
 	tasks := loadTasks(t)
