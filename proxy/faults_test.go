@@ -669,11 +669,13 @@ func TestEachRoundHasAnIdempotencyKeyOfItsOwn(t *testing.T) {
 // as it came and no [DONE]. It got a 502 of the gateway's, which kept the
 // upstream's type and code only as text in its message.
 func TestAnErrorEventBeforeAnythingElseGoesOnAsItCame(t *testing.T) {
-	for _, event := range []string{
-		`{"error":"Model unloaded"}`,
-		`{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}`,
+	for _, tc := range []struct{ name, event string }{
+		{"LM Studio's bare error string reaches the client as it came", `{"error":"Model unloaded"}`},
+		{"an OpenAI-shaped error with its type and code reaches the client as it came",
+			`{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}`},
 	} {
-		t.Run(event, func(t *testing.T) {
+		event := tc.event
+		t.Run(tc.name, func(t *testing.T) {
 			var calls atomic.Int32
 			base := newTestGateway(t, sseHandler(&calls, sseData(event)))
 			x := send(t, base, bigRequest(t, true), nil)

@@ -41,7 +41,7 @@ func TestALaterRoundTheUpstreamRefusesEndsTheStreamWithItsError(t *testing.T) {
 		code    string // the error code the client must read, when its API has codes
 		stream  func(t *testing.T, base string) error
 	}{
-		{"Chat Completions", `{"error":{"message":"` + why + `","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+		{"a Chat Completions stream", `{"error":{"message":"` + why + `","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
 			"context_length_exceeded",
 			func(t *testing.T, base string) error {
 				client := sdkClient(base)
@@ -53,7 +53,7 @@ func TestALaterRoundTheUpstreamRefusesEndsTheStreamWithItsError(t *testing.T) {
 				}
 				return s.Err()
 			}},
-		{"the Responses API", `{"error":{"message":"` + why + `","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}`,
+		{"a Responses API stream", `{"error":{"message":"` + why + `","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}`,
 			"context_length_exceeded",
 			func(t *testing.T, base string) error {
 				client := sdkClient(base)
@@ -68,7 +68,7 @@ func TestALaterRoundTheUpstreamRefusesEndsTheStreamWithItsError(t *testing.T) {
 				}
 				return s.Err()
 			}},
-		{"Anthropic's Messages API", `{"type":"error","error":{"type":"invalid_request_error","message":"` + why + `"}}`, "",
+		{"an Anthropic Messages API stream", `{"type":"error","error":{"type":"invalid_request_error","message":"` + why + `"}}`, "",
 			func(t *testing.T, base string) error {
 				client := anthropicClient(base)
 				s := client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{
@@ -83,7 +83,7 @@ func TestALaterRoundTheUpstreamRefusesEndsTheStreamWithItsError(t *testing.T) {
 				return s.Err()
 			}},
 	} {
-		t.Run(tc.name+": the SDK raises the upstream's refusal of a later round", func(t *testing.T) {
+		t.Run(tc.name+" ends with the upstream's refusal of a later round, which the SDK raises", func(t *testing.T) {
 			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Narrate: "Let me look that up. "}
 			up, calls := firstRoundThen(model, func(w http.ResponseWriter) {
 				w.Header().Set("Content-Type", "application/json")

@@ -110,7 +110,10 @@ func writeResponseUsage(w http.ResponseWriter, id, output, usage string, stream 
 // chain.
 func TestAChainFromATurnThatEndedWithTheGatewaysOwnCallContinues(t *testing.T) {
 	for _, stream := range []bool{false, true} {
-		t.Run(map[bool]string{false: "whole", true: "streamed"}[stream], func(t *testing.T) {
+		t.Run(map[bool]string{
+			false: "a chain from a whole answer continues with the gateway's output for its search",
+			true:  "a chain from a streamed answer continues with the gateway's output for its search",
+		}[stream], func(t *testing.T) {
 			up := &mixedUpstream{}
 			client := sdkClient(newTestGateway(t, up))
 			ctx := context.Background()
@@ -158,10 +161,10 @@ func TestAStoreFalseTurnWithAReasoningModelSearches(t *testing.T) {
 		encrypted bool
 		stream    bool
 	}{
-		{"without encrypted reasoning", false, false},
-		{"without encrypted reasoning, streamed", false, true},
-		{"with encrypted reasoning", true, false},
-		{"with encrypted reasoning, streamed", true, true},
+		{"a conversation resent without encrypted reasoning searches and completes the task", false, false},
+		{"a streamed conversation resent without encrypted reasoning searches and completes the task", false, true},
+		{"a conversation resent with encrypted reasoning searches and completes the task", true, false},
+		{"a streamed conversation resent with encrypted reasoning searches and completes the task", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Reasoning: true, Keep: true}

@@ -323,8 +323,8 @@ func TestAnUpstreamThatRefusesStreamOptionsStreamsWithout(t *testing.T) {
 		status int
 		body   string
 	}{
-		{"OpenAI-style 400", http.StatusBadRequest, `{"error":{"message":"Unknown parameter: 'stream_options'.","type":"invalid_request_error","param":"stream_options","code":"unknown_parameter"}}`},
-		{"Mistral's 422", http.StatusUnprocessableEntity, `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","stream_options","include_usage"],"msg":"Extra inputs are not permitted"}]},"type":"invalid_request_message_error"}`},
+		{"an OpenAI-style 400 naming stream_options is read as its refusal", http.StatusBadRequest, `{"error":{"message":"Unknown parameter: 'stream_options'.","type":"invalid_request_error","param":"stream_options","code":"unknown_parameter"}}`},
+		{"Mistral's 422 naming stream_options is read as its refusal", http.StatusUnprocessableEntity, `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","stream_options","include_usage"],"msg":"Extra inputs are not permitted"}]},"type":"invalid_request_message_error"}`},
 	} {
 		t.Run(refusal.name, func(t *testing.T) { testStreamOptionsRefusal(t, refusal.status, refusal.body) })
 	}
@@ -396,7 +396,10 @@ func testStreamOptionsRefusal(t *testing.T, status int, refusal string) {
 func TestAnUpstreamThatRefusesItsModelsMessageExtrasGetsRoundsWithout(t *testing.T) {
 	const search = `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"reasoning":"I need an issue tool.","tool_calls":[{"id":"call_s1","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"create issue\"}"}}]},"finish_reason":"tool_calls"}]}`
 	for _, stream := range []bool{false, true} {
-		t.Run(map[bool]string{false: "whole answers", true: "streams"}[stream], func(t *testing.T) {
+		t.Run(map[bool]string{
+			false: "a refused round of whole answers goes again without the reasoning, and the next turn's without it from the start",
+			true:  "a refused streamed round goes again without the reasoning, and the next turn's without it from the start",
+		}[stream], func(t *testing.T) {
 			var mu sync.Mutex
 			var echoed []bool // whether each re-issued request carried the reasoning
 			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -520,7 +523,10 @@ func TestContentWrittenAsPartsStaysParts(t *testing.T) {
 	const thinking = `{"type":"thinking","thinking":[{"type":"text","text":"I need an issue tool."}]}`
 	searchCall := `"tool_calls":[{"id":"call_s1","type":"function","function":{"name":"tool_search","arguments":"{\"query\":\"create issue\"}"}}]`
 	for _, stream := range []bool{false, true} {
-		t.Run(map[bool]string{false: "a whole answer", true: "a stream"}[stream], func(t *testing.T) {
+		t.Run(map[bool]string{
+			false: "a whole answer's parts go back upstream as parts and reach the client as parts",
+			true:  "a streamed round's parts go back upstream as parts",
+		}[stream], func(t *testing.T) {
 			var mu sync.Mutex
 			var sentBack gjson.Result
 			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -201,7 +201,7 @@ func TestAGuessASearchFindsStaysForTheNextTurn(t *testing.T) {
 // the round must offer every tool it lists, the best ranked among them.
 func TestASearchRoundOffersWhatItListsUnderASmallMaxActive(t *testing.T) {
 	for _, maxActive := range []int{3, 5} {
-		t.Run(fmt.Sprintf("max_active %d", maxActive), func(t *testing.T) {
+		t.Run(fmt.Sprintf("with max_active %d the round offers every tool it lists, and no more than %d", maxActive, maxActive), func(t *testing.T) {
 			up := &scriptedSearch{query: func([]string) string { return "create issue repository" }}
 			pol := fmt.Sprintf("core: [calendar_create_event]\ngateway: {max_active: %d}\n", maxActive)
 			base := newTestGateway(t, up, withPolicy(loadPolicy(t, pol)))

@@ -30,11 +30,11 @@ func TestRoundTokensByPositionMatchCountingTheText(t *testing.T) {
 		name string
 		pos  []int
 	}{
-		{"the first tools in order", []int{0, 1, 2, 3}},
-		{"the last tools out of order", []int{39, 12, 38, 0, 27}},
-		{"tool_search and one tool", []int{-1, 17}},
-		{"tool_search alone", []int{-1}},
-		{"tool_search and indented tools", []int{-1, 3, 6, 9, 30}},
+		{"the first tools in order count as their text does", []int{0, 1, 2, 3}},
+		{"the last tools out of order count as their text does", []int{39, 12, 38, 0, 27}},
+		{"tool_search and one tool count as their text does", []int{-1, 17}},
+		{"tool_search alone counts as its text does", []int{-1}},
+		{"tool_search and indented tools count as their text does", []int{-1, 3, 6, 9, 30}},
 	}
 	for _, enc := range []tokenizer.Encoding{encO200k, encCl100k} {
 		c := newTokenCounter()
@@ -43,7 +43,7 @@ func TestRoundTokensByPositionMatchCountingTheText(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, rd := range rounds {
-			t.Run(string(enc)+": "+rd.name, func(t *testing.T) {
+			t.Run("in "+string(enc)+", "+rd.name, func(t *testing.T) {
 				raws := make([]string, len(rd.pos))
 				want := 0
 				for i, p := range rd.pos {

@@ -167,13 +167,13 @@ func TestAToolChoiceThatNamesToolsIsSentThoseAlone(t *testing.T) {
 	}{
 		{"a Chat Completions choice of a function", "/chat/completions",
 			chat(namedFunction("calendar_create_event")), []string{"calendar_create_event"}},
-		{"Chat Completions allowed_tools", "/chat/completions",
+		{"a Chat Completions allowed_tools choice", "/chat/completions",
 			chat(map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{"mode": "auto",
 				"tools": []any{namedFunction("calendar_create_event"), namedFunction("cms_publish_page")}}}), []string{"calendar_create_event", "cms_publish_page"}},
 		{"a Responses choice of a function", "/responses",
 			body(map[string]any{"model": "m", "input": prompt, "tools": responsesTools,
 				"tool_choice": map[string]any{"type": "function", "name": "calendar_create_event"}}), []string{"calendar_create_event"}},
-		{"Responses allowed_tools", "/responses",
+		{"a Responses allowed_tools choice", "/responses",
 			body(map[string]any{"model": "m", "input": prompt, "tools": responsesTools,
 				"tool_choice": map[string]any{"type": "allowed_tools", "mode": "required", "tools": []any{
 					map[string]any{"type": "function", "name": "calendar_create_event"}, map[string]any{"type": "function", "name": "cms_publish_page"}}}}),

@@ -26,7 +26,7 @@ func TestTheClientsUsageCountsEveryRoundOrTheContextAsThePolicySays(t *testing.T
 		// input runs the turn and returns the input tokens its usage says.
 		input func(t *testing.T, base, model string, stream bool) int64
 	}{
-		{"chat completions", func(t *testing.T, base, model string, stream bool) int64 {
+		{"a Chat Completions turn", func(t *testing.T, base, model string, stream bool) int64 {
 			params := openai.ChatCompletionNewParams{
 				Model: model, Tools: sdkTools(40),
 				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(twoStepTask.Prompt)},
@@ -50,7 +50,7 @@ func TestTheClientsUsageCountsEveryRoundOrTheContextAsThePolicySays(t *testing.T
 			}
 			return acc.Usage.PromptTokens
 		}},
-		{"the Responses API", func(t *testing.T, base, model string, stream bool) int64 {
+		{"a Responses API turn", func(t *testing.T, base, model string, stream bool) int64 {
 			resp, err := sdkResponse(context.Background(), t, sdkClient(base), responses.ResponseNewParams{
 				Model: model, Tools: sdkResponseTools(40),
 				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(twoStepTask.Prompt)},
@@ -60,7 +60,7 @@ func TestTheClientsUsageCountsEveryRoundOrTheContextAsThePolicySays(t *testing.T
 			}
 			return resp.Usage.InputTokens
 		}},
-		{"Anthropic's Messages API", func(t *testing.T, base, model string, stream bool) int64 {
+		{"an Anthropic Messages API turn", func(t *testing.T, base, model string, stream bool) int64 {
 			client := anthropicClient(base)
 			params := anthropic.MessageNewParams{
 				Model: anthropic.Model(model), MaxTokens: 1024, Tools: anthropicTools(40),
@@ -88,8 +88,8 @@ func TestTheClientsUsageCountsEveryRoundOrTheContextAsThePolicySays(t *testing.T
 				{"sums every round's input by default", "m-test", false},
 				{"counts the last round's input under usage: context", "m-context", true},
 			} {
-				mode := map[bool]string{false: "whole", true: "streamed"}[stream]
-				t.Run(api.name+", "+mode+", "+tc.name, func(t *testing.T) {
+				mode := map[bool]string{false: "answered whole", true: "streamed"}[stream]
+				t.Run(api.name+" "+mode+" "+tc.name, func(t *testing.T) {
 					model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
 					base := newTestGateway(t, model, withPolicy(loadPolicy(t, profile)))
 					got := api.input(t, base, tc.model, stream)

@@ -86,11 +86,11 @@ func TestAListenAddressNetListenWouldRefuseIsAUsageError(t *testing.T) {
 		name, addr string
 		ok         bool
 	}{
-		{"host and port", "127.0.0.1:8080", true},
-		{"a wildcard host", ":8080", true},
-		{"a port by service name", "127.0.0.1:http", true},
-		{"no port", "nonsense", false},
-		{"a port out of range", ":99999", false},
+		{"a host and port are accepted", "127.0.0.1:8080", true},
+		{"a wildcard host is accepted", ":8080", true},
+		{"a port by service name is accepted", "127.0.0.1:http", true},
+		{"an address without a port is a usage error", "nonsense", false},
+		{"a port out of range is a usage error", ":99999", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
