@@ -284,12 +284,7 @@ func TestOnlyChatRequestsAreRecorded(t *testing.T) {
 		}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMetrics()
-			var buf syncBuffer
-			base := newTestGateway(t, upstream, func(g *Gateway) {
-				g.Metrics = m
-				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
-			})
+			base, _, buf := observedGateway(t, upstream)
 			if code := tc.request(t, base); code != http.StatusOK {
 				t.Fatalf("status %d", code)
 			}
@@ -337,16 +332,11 @@ func TestEverySearchCallIsInTheRecord(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &searchingUpstream{args: tc.args}
-			m := NewMetrics()
-			var buf syncBuffer
 			pol := searchOnly(t)
 			if tc.policy != "" {
 				pol = withPolicy(loadPolicy(t, tc.policy))
 			}
-			base := newTestGateway(t, up, pol, func(g *Gateway) {
-				g.Metrics = m
-				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
-			})
+			base, _, buf := observedGateway(t, up, pol)
 			if x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(60), false, nil), nil); x.status != http.StatusOK {
 				t.Fatalf("status %d: %s", x.status, x.body)
 			}
@@ -386,12 +376,7 @@ func TestAClientThatLeftHasOneStatusInTheRecordAndTheMetrics(t *testing.T) {
 				got <- struct{}{}
 				waitGone(r)
 			})
-			m := NewMetrics()
-			var buf syncBuffer
-			base := newTestGateway(t, upstream, func(g *Gateway) {
-				g.Metrics = m
-				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
-			})
+			base, _, buf := observedGateway(t, upstream)
 			ctx, cancel := context.WithCancel(context.Background())
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions",
 				bytes.NewReader(chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, tc.tools, false, nil)))
@@ -450,12 +435,7 @@ func TestRefusedSearchCallsAreCountedAndRecorded(t *testing.T) {
 			[]string{"", searchSpent, searchSpent}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMetrics()
-			var buf syncBuffer
-			base := newTestGateway(t, tc.upstream, withPolicy(loadPolicy(t, tc.policy)), func(g *Gateway) {
-				g.Metrics = m
-				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
-			})
+			base, _, buf := observedGateway(t, tc.upstream, withPolicy(loadPolicy(t, tc.policy)))
 			if x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(60), false, nil), nil); x.status != http.StatusOK {
 				t.Fatalf("status %d: %s", x.status, x.body)
 			}

@@ -9,9 +9,12 @@ import (
 	"testing"
 )
 
-// toolRecorder answers every request in text and records the tool names
-// the upstream was offered.
+// toolRecorder records the tool names each request offered the upstream
+// and answers it with the next of replies (the last repeats), or in text
+// when there are none.
 type toolRecorder struct {
+	replies []string
+
 	mu   sync.Mutex
 	seen [][]string
 }
@@ -20,10 +23,15 @@ func (r *toolRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	names := toolNames(body)
 	r.mu.Lock()
+	n := len(r.seen)
 	r.seen = append(r.seen, names)
 	r.mu.Unlock()
+	reply := `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`
+	if len(r.replies) > 0 {
+		reply = r.replies[min(n, len(r.replies)-1)]
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	_, _ = io.WriteString(w, reply)
 }
 
 func (r *toolRecorder) last() []string {

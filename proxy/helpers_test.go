@@ -58,6 +58,29 @@ func testGateway(t *testing.T, upstream http.Handler, opts ...func(*Gateway)) *G
 	return g
 }
 
+// observedGateway is newTestGateway with metrics and a JSON decision log
+// of its own, which it returns for the test to read. opts apply after
+// them.
+func observedGateway(t *testing.T, upstream http.Handler, opts ...func(*Gateway)) (base string, m *Metrics, log *syncBuffer) {
+	t.Helper()
+	g, m, log := observedTestGateway(t, upstream, opts...)
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1", m, log
+}
+
+// observedTestGateway is observedGateway's gateway, for a test that
+// serves it itself.
+func observedTestGateway(t *testing.T, upstream http.Handler, opts ...func(*Gateway)) (*Gateway, *Metrics, *syncBuffer) {
+	t.Helper()
+	m, log := NewMetrics(), &syncBuffer{}
+	observe := func(g *Gateway) {
+		g.Metrics = m
+		g.DecisionLog = slog.New(slog.NewJSONHandler(log, nil))
+	}
+	return testGateway(t, upstream, append([]func(*Gateway){observe}, opts...)...), m, log
+}
+
 // domainTools are realistic tools the tests' catalog is built from.
 var domainTools = []struct{ name, desc string }{
 	{"repo_create_issue", "Create a new issue in a repository with a title and body."},

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -100,12 +99,7 @@ func TestAddedLatencyIsTheGatewaysOwnTime(t *testing.T) {
 				w.Header().Set("Content-Type", "text/event-stream")
 				_, _ = io.WriteString(w, textChunk("Done.")+finishChunk("stop")+doneEvent)
 			})
-			m := NewMetrics()
-			var buf syncBuffer
-			g := testGateway(t, up, func(g *Gateway) {
-				g.Metrics = m
-				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
-			})
+			g, m, buf := observedTestGateway(t, up)
 			if status := tc.serve(t, g.Handler()); status != http.StatusOK {
 				t.Fatalf("status %d", status)
 			}

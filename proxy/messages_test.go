@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -366,11 +365,7 @@ func TestAPassedThroughMessagesStreamIsCounted(t *testing.T) {
 			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":9}}\n\n"+
 			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
 	})
-	var buf syncBuffer
-	base := newTestGateway(t, upstream, func(g *Gateway) {
-		g.Metrics = NewMetrics()
-		g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
-	})
+	base, _, buf := observedGateway(t, upstream)
 	tools, _ := json.Marshal(anthropicTools(40))
 	resp := postPath(t, base+"/messages", []byte(`{"model":"claude","max_tokens":50,"stream":true,"tools":`+string(tools)+`,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Well,"}]}`))
 	_, _ = io.Copy(io.Discard, resp.Body)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -43,12 +42,7 @@ func TestPassedThroughRequestsCountTheirCachedTokens(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],`+usage+`}`)
 			})
-			m := NewMetrics()
-			var buf syncBuffer
-			base := newTestGateway(t, up, func(g *Gateway) {
-				g.Metrics = m
-				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
-			})
+			base, _, buf := observedGateway(t, up)
 			x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "hi"}}, testCatalog(3), tc.stream, nil), nil)
 			if x.status != http.StatusOK || (tc.stream && !strings.Contains(string(x.body), "[DONE]")) {
 				t.Fatalf("status %d: %s", x.status, x.body)
@@ -146,12 +140,7 @@ func TestAPassedThroughResponsesTurnCountsItsInputTokens(t *testing.T) {
 			if n := len(response("completed", output, usage)); n <= 8<<10 {
 				t.Fatalf("response.completed is %d bytes; the test needs it longer than the 8 KiB a stream's end was", n)
 			}
-			m := NewMetrics()
-			var buf syncBuffer
-			base := newTestGateway(t, up, withPolicy(loadPolicy(t, "gateway: {min_tools: 100}\n")), func(g *Gateway) {
-				g.Metrics = m
-				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
-			})
+			base, _, buf := observedGateway(t, up, withPolicy(loadPolicy(t, "gateway: {min_tools: 100}\n")))
 			body := `{"model":"m","input":"hi","stream":` + strconv.FormatBool(tc.stream) + `,"tools":` + echoed + `}`
 			x := sendTo(t, base, "/responses", []byte(body), nil)
 			if x.status != http.StatusOK || !bytes.Contains(x.body, []byte(`"input_tokens":20000`)) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -423,11 +422,7 @@ func TestTurnsOfEachAPIAreRecordedAndCounted(t *testing.T) {
 			name := map[bool]string{false: "a whole " + api.route + " turn is recorded under its route", true: "a streamed " + api.route + " turn is recorded under its route"}[stream]
 			t.Run(name, func(t *testing.T) {
 				model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
-				var buf syncBuffer
-				base := newTestGateway(t, model, func(g *Gateway) {
-					g.Metrics = NewMetrics()
-					g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
-				})
+				base, _, buf := observedGateway(t, model)
 				resp := postPath(t, base+"/"+api.route, api.body(stream))
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()

@@ -15,36 +15,10 @@ import (
 	"github.com/toolgate/toolgate/selector"
 )
 
-// scripted answers each request with the next reply (the last repeats) and
-// keeps the tool names every request offered.
-type scripted struct {
-	mu      sync.Mutex
-	replies []string
-	offered [][]string
-}
-
-func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	names := toolNames(b)
-	s.mu.Lock()
-	n := len(s.offered)
-	s.offered = append(s.offered, names)
-	reply := s.replies[min(n, len(s.replies)-1)]
-	s.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, reply)
-}
-
-func (s *scripted) last() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.offered[len(s.offered)-1]
-}
-
 func TestTenantsSharingASessionIDShareNothing(t *testing.T) {
 	// Search mode: no preselection, so a tool is offered only because the
 	// session discovered it.
-	up := &scripted{replies: []string{searchReply, plainAnswer}}
+	up := &toolRecorder{replies: []string{searchReply, plainAnswer}}
 	base := newTestGateway(t, up, withPolicy(loadPolicy(t, "gateway:\n  mode: search\n")))
 	req := func(prompt string) []byte {
 		return chatRequest(t, []map[string]any{{"role": "user", "content": prompt}}, testCatalog(30), false, nil)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"testing"
 
@@ -70,12 +69,7 @@ func TestAPanickingRequestIsReportedAsThe500TheClientGot(t *testing.T) {
 			func(g *Gateway) { g.Transport = panickingTransport{} }, routePassthrough},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMetrics()
-			var buf syncBuffer
-			base := newTestGateway(t, textAnswer, tc.opt, func(g *Gateway) {
-				g.Metrics = m
-				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
-			})
+			base, m, buf := observedGateway(t, textAnswer, tc.opt)
 			x := sendTo(t, base, tc.path, tc.body, nil)
 			wantError(t, x, http.StatusInternalServerError, "internal_error")
 			if tc.route != routePassthrough {
@@ -119,12 +113,7 @@ func TestEveryRequestIsCountedUnderAMode(t *testing.T) {
 			routeResponses, "search", http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMetrics()
-			var buf syncBuffer
-			base := newTestGateway(t, textAnswer, withPolicy(loadPolicy(t, pol)), func(g *Gateway) {
-				g.Metrics = m
-				g.DecisionLog = slog.New(slog.NewJSONHandler(&buf, nil))
-			})
+			base, m, buf := observedGateway(t, textAnswer, withPolicy(loadPolicy(t, pol)))
 			req, _ := http.NewRequest(tc.method, base+tc.path, bytes.NewReader(tc.body))
 			req.Header.Set("Authorization", "Bearer sk-test")
 			resp, err := http.DefaultClient.Do(req)
