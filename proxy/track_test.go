@@ -130,6 +130,9 @@ func TestEveryRequestIsCountedUnderAMode(t *testing.T) {
 					t.Errorf("want one record of mode %q:\n%s", tc.mode, buf.String())
 				}
 			}
+			// A request is counted when its handler returns, which can be
+			// after the client has read the whole answer.
+			waitFor(t, func() bool { return len(requestsBy(t, m, "mode", map[string]string{"route": tc.route})) > 0 })
 			if got := requestsBy(t, m, "mode", map[string]string{"route": tc.route}); got[tc.mode] != 1 || len(got) != 1 {
 				t.Errorf("toolgate_requests_total{route=%q} by mode = %v, want %s: 1", tc.route, got, tc.mode)
 			}
