@@ -40,6 +40,9 @@ type tracker struct {
 	writeTimeout time.Duration
 	conn         writeDeadliner
 	looked       bool
+	// unarmed counts the bytes written since the last arm: Write arms
+	// again before they could fill the server's buffer (rearmAfter).
+	unarmed int
 }
 
 // writeDeadliner is the server's ResponseWriter, which sets its
@@ -96,11 +99,13 @@ func (tr *tracker) WriteHeader(code int) {
 // write forever, and with it the handler, which holds its request's
 // in-flight bytes and its upstream stream: a few dozen such connections
 // filled --max-inflight-mb and turned every other client away. Armed at
-// the response's head, before each flush and before each write large
-// enough to block; a short write lands in the server's buffer, which the
-// next flush (the relay flushes before each upstream read, the
-// passthrough after each write) sends under a fresh deadline.
+// the response's head, before each flush, and within every rearmAfter
+// bytes written: the server sends buffered bytes to the socket when its
+// buffer fills as well as on a flush, and a deadline armed at the flush
+// before a long upstream wait (a model thinking for minutes, within
+// first_byte) has passed by the time the answer's burst fills it.
 func (tr *tracker) arm(now time.Time) {
+	tr.unarmed = 0
 	if tr.writeTimeout <= 0 {
 		return
 	}
@@ -125,12 +130,12 @@ func (tr *tracker) Write(b []byte) (int, error) {
 	if tr.status == 0 {
 		tr.status = http.StatusOK
 	}
-	if len(b) < timedWrite {
+	if tr.unarmed += len(b); tr.unarmed < rearmAfter {
 		return tr.ResponseWriter.Write(b)
 	}
 	start := time.Now()
 	tr.arm(start)
-	if tr.turn == nil {
+	if tr.turn == nil || len(b) < timedWrite {
 		return tr.ResponseWriter.Write(b)
 	}
 	n, err := tr.ResponseWriter.Write(b)
@@ -141,6 +146,13 @@ func (tr *tracker) Write(b []byte) (int, error) {
 // timedWrite is the shortest write to the client that is timed: the
 // server's response buffer holds 4 KiB.
 const timedWrite = 4 << 10
+
+// rearmAfter is how many bytes may be written under one arm: under the
+// 2 KiB a response buffers before it writes to the connection's own
+// buffer, so no socket write happens under a deadline armed before the
+// wait that preceded it. A clock read per 1 KiB costs nothing against
+// the writes; one per event cost a passed-through stream's whole budget.
+const rearmAfter = 1 << 10
 
 // Flush lets code that type-asserts http.Flusher flush through the
 // tracker; http.ResponseController finds it too.
