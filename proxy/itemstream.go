@@ -49,7 +49,7 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 		t.noteUpstreamID(res.id)
 		identify(res.calls, round)
 		internal, real := t.split(res.calls)
-		more := len(internal) > 0 && len(real) == 0 && !res.awaits && t.canContinue(round) && !res.cut && t.outputRoom()
+		more := t.another(round, len(internal), len(real), res.awaits, res.cut)
 		if more {
 			s.flush() // the gateway searches and waits on the upstream next
 		}

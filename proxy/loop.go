@@ -66,8 +66,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		identify(out.Calls, round)
 		internal, real := t.split(out.Calls)
 		results := t.answer(ctx, out.Calls, round)
-		last := len(internal) == 0 || len(real) > 0 || out.Awaits || !t.canContinue(round) || rewrite.CutShort(out.FinishReason) || !t.outputRoom()
-		if !last {
+		if t.another(round, len(internal), len(real), out.Awaits, rewrite.CutShort(out.FinishReason)) {
 			t.rounds = append(t.rounds, rewrite.Round{Content: out.Content, ContentParts: out.ContentParts, Extra: out.Extra, Calls: internal, Results: results, Logprobs: out.Logprobs, Annotations: out.Annotations})
 			continue
 		}
@@ -135,6 +134,25 @@ func (t *turn) chosenOnly() bool { return t.req.ToolChoice != "" || len(t.req.Al
 // chosen reports whether tool_choice names the tool name.
 func (t *turn) chosen(name string) bool {
 	return name == t.req.ToolChoice || slices.Contains(t.req.Allowed, name)
+}
+
+// another decides whether the gateway answers round's calls itself and
+// asks the upstream again: the round called only the gateway's tools
+// (mayContinue), no item of it waits for the client (awaits), it was not
+// cut short (cut), and the output cap leaves room (reserveOutput). Call
+// it once per round, after the round's response: it caps the next
+// round's output, or marks the turn capped, so reserveOutput goes last,
+// reached only when every other condition holds.
+func (t *turn) another(round, internal, real int, awaits, cut bool) bool {
+	return t.mayContinue(round, internal, real) && !awaits && !cut && t.reserveOutput()
+}
+
+// mayContinue reports whether round's calls (internal of the gateway's,
+// real of the client's) leave the gateway to answer them and the bound
+// lets it ask again (canContinue). It has no effect: a stream's relay asks
+// it at the round's finish, before the round has ended.
+func (t *turn) mayContinue(round, internal, real int) bool {
+	return internal > 0 && real == 0 && t.canContinue(round)
 }
 
 // canContinue reports whether the gateway may answer round i's internal

@@ -48,7 +48,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		identify(res.calls, round)
 		internal, real := t.split(res.calls)
 		g.logger().Debug("stream round", "round", round, "calls", len(res.calls), "internal", len(internal), "real", len(real))
-		more := len(internal) > 0 && len(real) == 0 && t.canContinue(round) && !res.cut && t.outputRoom()
+		more := t.another(round, len(internal), len(real), false, res.cut)
 		if more {
 			s.flush() // the gateway searches and waits on the upstream next
 		}
@@ -403,7 +403,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 			case realN > 0, res.cut:
 				// A round cut short ends the turn with its own finish.
 				emitFinish = true
-			case internalN > 0 && t.canContinue(round):
+			case t.mayContinue(round, internalN, realN):
 				edit.Finish = "null"
 			case internalN > 0:
 				edit.Finish, emitFinish = "stop", true

@@ -79,7 +79,7 @@ type turn struct {
 	// which no round followed (rememberThread keeps them).
 	pending []rewrite.ToolResult
 	// capped is set when the rounds spent the output cap the client set
-	// for its request (outputRoom): the turn ends as a response the API
+	// for its request (reserveOutput): the turn ends as a response the API
 	// cut at that cap.
 	capped bool
 	// promptFilter is the first round's prompt_filter_results (Azure):
@@ -283,14 +283,14 @@ func (t *turn) addUsage(u gjson.Result) {
 	}
 }
 
-// outputRoom reports whether the turn may ask the upstream for another
+// reserveOutput reports whether the turn may ask the upstream for another
 // round within the output cap the client set for its request, and caps
 // that round at what the rounds so far left of it
 // (rewrite.Request.OutputLeft): the API caps the one response the client
 // gets, which the gateway's rounds are, so their output counts against
 // one cap. When too little is left the turn is capped: it ends there, as
 // the API ends a response cut at its cap, and asks no more.
-func (t *turn) outputRoom() bool {
+func (t *turn) reserveOutput() bool {
 	_, used := rewrite.UsageTokens(gjson.ParseBytes(t.usage))
 	left, ok := t.req.OutputRoom(used)
 	t.req.OutputLeft, t.capped = left, !ok
