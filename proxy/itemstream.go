@@ -26,12 +26,7 @@ import (
 // it is sent on from the last round's, which holds the turn (threads.go).
 func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest string, t *turn, iw rewrite.ItemEventWriter) {
 	ctx := r.Context()
-	saved := false
-	defer func() {
-		if !saved {
-			t.save(context.WithoutCancel(ctx))
-		}
-	}()
+	defer t.save(ctx) // a turn that fails saves too: it may have searched
 	s := &itemRelay{relay: &relay{w: w, rc: http.NewResponseController(w), t: t}, iw: iw}
 	for round := 0; ; round++ {
 		resp, rctx, cancel, err := g.openRound(ctx, r, rest, t, round)
@@ -70,8 +65,7 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 		// read the end (a client that sends its next turn at once must
 		// find them), and the client has the end before the gateway
 		// waits for the upstream stream's.
-		t.save(context.WithoutCancel(ctx))
-		saved = true
+		t.save(ctx)
 		t.rememberThread(context.WithoutCancel(ctx), t.id, res.id, real)
 		if s.started {
 			setToolgateFields(s.w.Header(), t, true) // the declared trailers, final
@@ -404,18 +398,13 @@ func (s *itemRelay) end(res itemRound) error {
 // fail reports err: before the stream started, as a real status; after,
 // as the dialect's error event, which ends its stream.
 func (s *itemRelay) fail(g *Gateway, r *http.Request, err error) {
+	s.failWith(g, r, err, s.errorEvent)
+}
+
+// errorEvent writes the dialect's error event for err: an upstream's
+// error event renumbered, else the dialect's event of streamError's error.
+func (s *itemRelay) errorEvent(err error) {
 	var ib *inBandError
-	if !s.started && !s.pending && !errors.As(err, &ib) {
-		s.relay.fail(g, r, err)
-		return
-	}
-	if errors.Is(r.Context().Err(), context.Canceled) {
-		if _, cut := shutdownCause(r, err); !cut {
-			return
-		}
-	}
-	g.logger().Warn("stream failed after start", "err", err)
-	defer s.flushFailed()
 	if errors.As(err, &ib) {
 		if out, e := s.iw.EditItemEvent(ib.data, s.seq, -1); e == nil {
 			// A later round's response.failed names that round's
@@ -429,13 +418,7 @@ func (s *itemRelay) fail(g *Gateway, r *http.Request, err error) {
 			return
 		}
 	}
-	var e apiError
-	var se *statusError
-	if errors.As(err, &se) {
-		e = upstreamStatusError(se)
-	} else {
-		_, e = classify(err)
-	}
+	e := streamError(err)
 	ev := s.iw.ErrorEvent(e.Type, e.Code, e.Message, string(e.Param), s.seq)
 	_ = s.writeNamed(ev.Name, ev.Data)
 }

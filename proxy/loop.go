@@ -23,12 +23,7 @@ const maxResponseBody = 64 << 20
 // and the usage of every round.
 func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest string, t *turn) {
 	ctx := r.Context()
-	saved := false
-	defer func() {
-		if !saved {
-			t.save(context.WithoutCancel(ctx))
-		}
-	}()
+	defer t.save(ctx) // a turn that fails saves too: it may have searched
 	g.knownRefusals(t.req)
 	for round := 0; ; round++ {
 		tools := t.roundTools(round)
@@ -95,8 +90,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 		// is flushed before the handler returns: the metrics and the
 		// decision log are written after the client has what it asked
 		// for, not before.
-		t.save(context.WithoutCancel(ctx))
-		saved = true
+		t.save(ctx)
 		t.rememberThread(context.WithoutCancel(ctx), out.ID, out.ID, real)
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(final)

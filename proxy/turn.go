@@ -117,6 +117,7 @@ type turn struct {
 	// tenant's habits, held until then.
 	accepted bool
 	lesson   func(*selector.Habits)
+	saved    bool // the session is saved (save)
 }
 
 // newTurn starts a turn of dialect d; chained is what the gateway
@@ -314,10 +315,17 @@ func (t *turn) clientUsage() []byte {
 // 2xx (a refused key, a malformed request, an unreachable upstream) leaves
 // the session as it was: what the turn made of the client's request has
 // not been accepted by anyone.
+//
+// A turn saves once, past its request's cancellation: the loops save
+// before the client can read the turn's end (a client that sends its next
+// turn at once must find this one's state) and defer save for a turn that
+// ends any other way.
 func (t *turn) save(ctx context.Context) {
-	if !t.accepted {
+	if t.saved || !t.accepted {
 		return
 	}
+	t.saved = true
+	ctx = context.WithoutCancel(ctx)
 	t.st.Updated = time.Now().UTC()
 	// A session outlives catalogs: names the client no longer sends go
 	// first when it holds more than it may keep.
