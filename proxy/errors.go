@@ -259,3 +259,14 @@ func upstreamStatusError(se *statusError) apiError {
 	}
 	return e
 }
+
+// fail writes err to the client: an upstream status verbatim, anything else
+// through writeError.
+func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var se *statusError
+	if errors.As(err, &se) {
+		relayStatus(w, se)
+		return
+	}
+	g.writeError(w, r, err)
+}

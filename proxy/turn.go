@@ -201,6 +201,25 @@ func credential(r *http.Request) string {
 	return r.Header.Get("X-Api-Key")
 }
 
+// keyLabel returns a label of a credential that profiles can match and logs
+// may show, never the credential: its first dash-separated prefix when that
+// is at most 8 characters, and its last four characters ("sk-...wxyz");
+// "" for a credential under 12 characters. The format is documented for
+// match.key (policy.Request.Key, README.md, tools.yaml): keep them in step.
+func keyLabel(cred string) string {
+	cred = strings.TrimSpace(strings.TrimPrefix(cred, "Bearer "))
+	if len(cred) < 12 {
+		return ""
+	}
+	prefix, _, ok := strings.Cut(cred, "-")
+	if !ok || len(prefix) > 8 {
+		prefix = ""
+	} else {
+		prefix += "-"
+	}
+	return prefix + "..." + cred[len(cred)-4:]
+}
+
 // isVisible applies the policy (deny, allow, risk gating) to one of the
 // client's tools; names the client did not send are never visible.
 func (t *turn) isVisible(name string) bool { return t.policy.Visible(name) }

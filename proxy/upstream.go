@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // maxErrorBody bounds how much of an upstream error body is read to relay.
@@ -174,4 +176,17 @@ func relayStatus(w http.ResponseWriter, e *statusError) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(e.body)))
 	w.WriteHeader(e.resp.StatusCode)
 	_, _ = w.Write(e.body)
+}
+
+// retries is how many times round's call is sent again after a 5xx.
+// The first round is sent once, as a reverse proxy sends a request: the
+// client's SDK retries a 5xx itself (the openai SDKs twice, with backoff
+// and the upstream's Retry-After), and a retry here too would double its
+// attempts on an upstream already failing. A later round's failure would
+// throw away the rounds before it, which no client retry can keep.
+func (g *Gateway) retries(snap *policy.Snapshot, round int) int {
+	if round == 0 {
+		return 0
+	}
+	return max(snap.Gateway.Retries, 0)
 }

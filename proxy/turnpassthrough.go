@@ -2,124 +2,15 @@ package proxy
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
-	"github.com/toolgate/toolgate/selector"
 )
-
-// serveTurn handles a turn of dialect d (POST .../chat/completions,
-// .../responses, .../messages): the requests worth rewriting go through
-// the search loop, the rest upstream unchanged (minus denied tools).
-func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string, d rewrite.Dialect, route string) {
-	tr := g.track(w, route)
-	defer tr.done()
-	w = tr
-	base := g.policy()
-	// A request refused before anything is decided (a body too large or
-	// not JSON, no room in flight) is counted under the mode it would
-	// have had: the policy's now, its profile's once the model is known.
-	tr.rep.mode = string(base.Gateway.Mode)
-	buf, held, err := g.readBody(w, tr.timedUpload(r), base.Gateway.BodyLimit)
-	if err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	defer g.inflight.release(held)
-	// The route's dialect reads the tools array: its parse, and the key
-	// of the array's shape, catalog and tables, are that dialect's.
-	parsed := g.parsed.space(route)
-	req, err := d.ParseRequest(buf.b, parsed)
-	if err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	if req.ToolsKey == 0 && req.ToolsRaw.Exists() {
-		req.ToolsKey = parsed.keyOf(req.ToolsRaw.Raw)
-	}
-	if req.Detached() {
-		g.bodies.put(buf) // nothing holds the body any more
-	}
-	th := g.resolveThread(r.Context(), r, req)
-	tr.rep.hiddenBefore = th.HiddenTokens
-	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
-	tr.rep.mode = string(snap.Gateway.Mode)
-	// A whole answer is bounded as a whole, as the SDKs bound it; a stream
-	// is bounded by its silences (first_byte, then idle), as the SDKs
-	// bound each read: an answer still streaming after the request timeout
-	// (a long output, a slow reasoning model) is healthy, and was cut.
-	if d := snap.Gateway.RequestTimeout; d > 0 && !req.Stream {
-		ctx, cancel := context.WithTimeout(r.Context(), d)
-		defer cancel()
-		r = r.WithContext(ctx)
-	}
-	if err := checkChoice(snap, req); err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	if why := g.passthroughReason(snap, req, d); why != "" {
-		tr.passthrough(why)
-		g.forward(tr, r, rest, snap, req, d, why)
-		return
-	}
-	t, err := g.newTurn(r.Context(), r, snap, req, d, th)
-	if errors.Is(err, selector.ErrEmptyCatalog) {
-		// The policy hides every tool of the request: there is nothing
-		// to search, and the upstream gets the request without them.
-		const why = "policy hides every tool"
-		tr.passthrough(why)
-		g.forward(tr, r, rest, snap, req, d, why)
-		return
-	}
-	if err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	tr.attach(t)
-	// passthroughReason sent on every stream of a dialect that relays
-	// neither kind.
-	iw, items := d.(rewrite.ItemEventWriter)
-	ew, chunks := d.(rewrite.EventWriter)
-	switch {
-	case req.Stream && items:
-		g.streamItemsTurn(w, r, rest, t, iw)
-	case req.Stream && chunks:
-		g.streamTurn(w, r, rest, t, ew)
-	default:
-		g.completeTurn(w, r, rest, t)
-	}
-}
-
-// checkChoice refuses a tool_choice that names a tool the policy hides
-// from this message: the tool never goes upstream, so the upstream would
-// refuse a choice of a tool it was not sent, with a message that makes no
-// sense to a client that did send it.
-func checkChoice(snap *policy.Snapshot, req *rewrite.Request) error {
-	if len(req.Tools) == 0 || (req.ToolChoice == "" && len(req.Allowed) == 0) {
-		return nil
-	}
-	decide := snap.Decider(req.LastUser)
-	for _, name := range append([]string{req.ToolChoice}, req.Allowed...) {
-		if name == "" {
-			continue
-		}
-		if d := decide(name); !d.Visible {
-			// Clipped: the error is logged and answered, and the name is
-			// the client's, as long as a body may be (1 MB made a 1 MB
-			// log line).
-			return rewrite.WithParam("tool_choice", fmt.Errorf("%w: tool_choice names %q, which the gateway's policy hides from the model (%s)", rewrite.ErrBadRequest, clipMarked(name, maxToolName), d.Rule))
-		}
-	}
-	return nil
-}
 
 // passthroughReason says why a request of dialect d goes upstream without
 // the search loop, or "" when the loop pays.
@@ -372,47 +263,4 @@ func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy
 			return
 		}
 	}
-}
-
-// fail writes err to the client: an upstream status verbatim, anything else
-// through writeError.
-func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var se *statusError
-	if errors.As(err, &se) {
-		relayStatus(w, se)
-		return
-	}
-	g.writeError(w, r, err)
-}
-
-// retries is how many times round's call is sent again after a 5xx.
-// The first round is sent once, as a reverse proxy sends a request: the
-// client's SDK retries a 5xx itself (the openai SDKs twice, with backoff
-// and the upstream's Retry-After), and a retry here too would double its
-// attempts on an upstream already failing. A later round's failure would
-// throw away the rounds before it, which no client retry can keep.
-func (g *Gateway) retries(snap *policy.Snapshot, round int) int {
-	if round == 0 {
-		return 0
-	}
-	return max(snap.Gateway.Retries, 0)
-}
-
-// keyLabel returns a label of a credential that profiles can match and logs
-// may show, never the credential: its first dash-separated prefix when that
-// is at most 8 characters, and its last four characters ("sk-...wxyz");
-// "" for a credential under 12 characters. The format is documented for
-// match.key (policy.Request.Key, README.md, tools.yaml): keep them in step.
-func keyLabel(cred string) string {
-	cred = strings.TrimSpace(strings.TrimPrefix(cred, "Bearer "))
-	if len(cred) < 12 {
-		return ""
-	}
-	prefix, _, ok := strings.Cut(cred, "-")
-	if !ok || len(prefix) > 8 {
-		prefix = ""
-	} else {
-		prefix += "-"
-	}
-	return prefix + "..." + cred[len(cred)-4:]
 }
