@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
 )
 
@@ -206,4 +207,36 @@ func (t *turn) activeNames() []string {
 		}
 	}
 	return out
+}
+
+// roundTools returns the tools array of the turn's next upstream call and
+// notes its size and tokens (noteRound). A round that offers no
+// tool_search and would offer no tool at all, while the conversation holds
+// the gateway's calls and their results, keeps tool_search's definition
+// and forbids every call (rewrite.Request.NoCalls): an upstream refuses
+// tool calls and results in a request without tools (Anthropic's 400 "must
+// define tools"). A model that calls tool_search there anyway is answered
+// as in any round without it (searches spent), and the round after that
+// answer, the last the turn may take, forbids every call too: a model that
+// searched where no search was offered searches again, and that call, the
+// gateway's, would leave the client an empty message.
+func (t *turn) roundTools(round int) []string {
+	search := t.withSearch(round)
+	tools, pos := t.tools(search)
+	none := len(tools) == 0 && len(t.req.Pinned) == 0
+	t.req.NoCalls = !search && none && (len(t.rounds) > 0 || len(t.req.PendingOutputs) > 0) ||
+		round > t.maxRounds() && t.searchedIn(len(t.rounds)-1)
+	if t.req.NoCalls && none {
+		tools, pos = t.tools(true)
+	}
+	t.noteRound(tools, pos)
+	return tools
+}
+
+// searchedIn reports whether the gateway's round i called the search tool.
+func (t *turn) searchedIn(i int) bool {
+	if i < 0 || i >= len(t.rounds) {
+		return false
+	}
+	return slices.ContainsFunc(t.rounds[i].Calls, func(c rewrite.Call) bool { return c.Name == t.searchName })
 }

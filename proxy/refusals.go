@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -113,38 +112,4 @@ func (g *Gateway) knownRefusals(req *rewrite.Request) {
 		req.NoUsageRequest = true
 	}
 	req.NoMessageExtras = g.noExtras.Contains(req.Model)
-}
-
-// sendRound makes a round's upstream call with o, and sends it again,
-// built anew with tools, without what the gateway added that the upstream
-// refuses. Each refusal flips a flag of t.req once: at most two resends.
-// The round counts as one call, as a round retried after a 5xx does: the
-// upstream answered its refused attempts at once and billed none. What
-// the upstream refused is remembered for the model, for every tenant's
-// later turns, only once a resend without it is answered: a refusal that
-// the resend gets too was about something else.
-func (t *turn) sendRound(ctx context.Context, in *http.Request, o sendOptions, tools []string) (*http.Response, error) {
-	if t.rep != nil {
-		t.rep.calls++
-	}
-	noUsage, noExtras := t.req.NoUsageRequest, t.req.NoMessageExtras
-	resp, err := t.send(ctx, in, o)
-	for err != nil && (t.g.refusedUsageRequest(t.req, err) || t.g.refusedMessageExtras(t.d, t.req, t.rounds, err)) {
-		if o.body, err = t.d.Build(t.req, tools, t.rounds); err == nil {
-			resp, err = t.send(ctx, in, o)
-		}
-	}
-	if err == nil {
-		t.accept()
-		model := clipMarked(t.req.Model, modelLogged)
-		if !noUsage && t.req.NoUsageRequest {
-			t.g.noUsage.Add(strings.Clone(t.req.Model), struct{}{}) // req.Model aliases the body
-			t.g.logger().Warn("the upstream refuses stream_options; streaming without usage for this model", "model", model)
-		}
-		if !noExtras && t.req.NoMessageExtras {
-			t.g.noExtras.Add(strings.Clone(t.req.Model), struct{}{})
-			t.g.logger().Warn("the upstream refuses the members its model added to its messages; sending the gateway's rounds without them for this model", "model", model)
-		}
-	}
-	return resp, err
 }

@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"context"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -114,43 +112,17 @@ func (rep *report) countClient(g *Gateway, req *rewrite.Request, key string) {
 	}
 }
 
-// roundTools returns the tools array of the turn's next upstream call and
-// notes its size and tokens. A round that offers no tool_search and would
-// offer no tool at all, while the conversation holds the gateway's calls
-// and their results, keeps tool_search's definition and forbids every
-// call (rewrite.Request.NoCalls): an upstream refuses tool calls and
-// results in a request without tools (Anthropic's 400 "must define
-// tools"). A model that calls tool_search there anyway is answered as in
-// any round without it (searches spent), and the round after that answer,
-// the last the turn may take, forbids every call too: a model that
-// searched where no search was offered searches again, and that call, the
-// gateway's, would leave the client an empty message.
-func (t *turn) roundTools(round int) []string {
-	search := t.withSearch(round)
-	tools, pos := t.tools(search)
-	none := len(tools) == 0 && len(t.req.Pinned) == 0
-	t.req.NoCalls = !search && none && (len(t.rounds) > 0 || len(t.req.PendingOutputs) > 0) ||
-		round > t.maxRounds() && t.searchedIn(len(t.rounds)-1)
-	if t.req.NoCalls && none {
-		tools, pos = t.tools(true)
-	}
+// noteRound notes the size and tokens of a round's tools array, tools as
+// turn.tools gives them with their catalog positions pos.
+func (t *turn) noteRound(tools []string, pos []int) {
 	if t.rep == nil {
-		return tools
+		return
 	}
 	n := roundNote{tools: len(tools), promptBefore: promptTokens(t.usage)}
 	if t.rep.tokErr == nil {
 		n.tokens, t.rep.tokErr = t.g.tokens.round(t.rep.enc, t.rep.catTok, tools, pos)
 	}
 	t.rep.rounds = append(t.rep.rounds, n)
-	return tools
-}
-
-// searchedIn reports whether the gateway's round i called the search tool.
-func (t *turn) searchedIn(i int) bool {
-	if i < 0 || i >= len(t.rounds) {
-		return false
-	}
-	return slices.ContainsFunc(t.rounds[i].Calls, func(c rewrite.Call) bool { return c.Name == t.searchName })
 }
 
 // noteHidden counts an item the gateway answered one of its own calls
@@ -171,26 +143,6 @@ func (t *turn) noteHidden(c rewrite.Call, output string) {
 		return
 	}
 	rep.hidden += int64(n)
-}
-
-// send is g.send for the turn's upstream calls; it adds the time spent
-// waiting on the upstream (the round trip, retries, and every read of the
-// response body) to the report, so gateway-added latency can exclude it.
-func (t *turn) send(ctx context.Context, in *http.Request, o sendOptions) (*http.Response, error) {
-	start := time.Now()
-	resp, err := t.g.send(ctx, in, o)
-	if err != nil {
-		err = t.g.explainLostThread(in, t.req, err)
-	}
-	if t.rep == nil {
-		return resp, err
-	}
-	t.rep.upstream += time.Since(start)
-	if err != nil {
-		return resp, err
-	}
-	resp.Body = &timedBody{ReadCloser: resp.Body, acc: &t.rep.upstream}
-	return resp, nil
 }
 
 // added is what of a request's total time the gateway added itself: not

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/policy"
@@ -189,4 +190,58 @@ func (g *Gateway) retries(snap *policy.Snapshot, round int) int {
 		return 0
 	}
 	return max(snap.Gateway.Retries, 0)
+}
+
+// send is g.send for the turn's upstream calls; it adds the time spent
+// waiting on the upstream (the round trip, retries, and every read of the
+// response body) to the report, so gateway-added latency can exclude it.
+func (t *turn) send(ctx context.Context, in *http.Request, o sendOptions) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.g.send(ctx, in, o)
+	if err != nil {
+		err = t.g.explainLostThread(in, t.req, err)
+	}
+	if t.rep == nil {
+		return resp, err
+	}
+	t.rep.upstream += time.Since(start)
+	if err != nil {
+		return resp, err
+	}
+	resp.Body = &timedBody{ReadCloser: resp.Body, acc: &t.rep.upstream}
+	return resp, nil
+}
+
+// sendRound makes a round's upstream call with o, and sends it again,
+// built anew with tools, without what the gateway added that the upstream
+// refuses. Each refusal flips a flag of t.req once: at most two resends.
+// The round counts as one call, as a round retried after a 5xx does: the
+// upstream answered its refused attempts at once and billed none. What
+// the upstream refused is remembered for the model, for every tenant's
+// later turns, only once a resend without it is answered: a refusal that
+// the resend gets too was about something else.
+func (t *turn) sendRound(ctx context.Context, in *http.Request, o sendOptions, tools []string) (*http.Response, error) {
+	if t.rep != nil {
+		t.rep.calls++
+	}
+	noUsage, noExtras := t.req.NoUsageRequest, t.req.NoMessageExtras
+	resp, err := t.send(ctx, in, o)
+	for err != nil && (t.g.refusedUsageRequest(t.req, err) || t.g.refusedMessageExtras(t.d, t.req, t.rounds, err)) {
+		if o.body, err = t.d.Build(t.req, tools, t.rounds); err == nil {
+			resp, err = t.send(ctx, in, o)
+		}
+	}
+	if err == nil {
+		t.accept()
+		model := clipMarked(t.req.Model, modelLogged)
+		if !noUsage && t.req.NoUsageRequest {
+			t.g.noUsage.Add(strings.Clone(t.req.Model), struct{}{}) // req.Model aliases the body
+			t.g.logger().Warn("the upstream refuses stream_options; streaming without usage for this model", "model", model)
+		}
+		if !noExtras && t.req.NoMessageExtras {
+			t.g.noExtras.Add(strings.Clone(t.req.Model), struct{}{})
+			t.g.logger().Warn("the upstream refuses the members its model added to its messages; sending the gateway's rounds without them for this model", "model", model)
+		}
+	}
+	return resp, err
 }
