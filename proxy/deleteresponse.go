@@ -109,7 +109,7 @@ func (g *Gateway) responseCall(ctx context.Context, in *http.Request, method, id
 	if err != nil {
 		return nil, fmt.Errorf("building the upstream %s of %s: %w", method, id, err)
 	}
-	copyEndToEnd(req.Header, in.Header, requestSkip...)
+	copyEndToEnd(req.Header, in.Header, requestSkip)
 	setAuth(req.Header, in, key)
 	resp, err := g.transport().RoundTrip(req)
 	if err != nil {

@@ -111,9 +111,6 @@ type Gateway struct {
 	shapes     *lru.Cache[uint64, arrayShape]     // what passthrough asks of a tools array, by its key
 	noUsage    *lru.Cache[string, struct{}]       // models whose upstream refused stream_options
 	noExtras   *lru.Cache[string, struct{}]       // models whose upstream refused its messages' extras
-	chat       rewrite.Dialect                    // the dialect of /chat/completions
-	responses  rewrite.Dialect                    // the dialect of /responses
-	messages   rewrite.Dialect                    // the dialect of /messages (Anthropic's)
 	threads    *lru.Cache[string, session.Thread] // what the response ids clients were given lead to
 	dlogFails  writeFailures                      // paces the warnings about decision-log writes
 	inflight   inflight                           // request bytes held, against MaxInflightBytes
@@ -130,7 +127,6 @@ func (g *Gateway) init() {
 		g.shapes, _ = lru.New[uint64, arrayShape](256)
 		g.noUsage, _ = lru.New[string, struct{}](256)
 		g.noExtras, _ = lru.New[string, struct{}](256)
-		g.chat, g.responses, g.messages = rewrite.Chat{}, rewrite.Responses{}, rewrite.Messages{}
 		g.threads, _ = lru.New[string, session.Thread](threadsCacheSize)
 		g.inflight.max = cmp.Or(g.MaxInflightBytes, DefaultMaxInflightBytes)
 		g.Metrics.bind(g)
@@ -138,7 +134,10 @@ func (g *Gateway) init() {
 	})
 }
 
-// Handler returns the gateway's HTTP handler.
+// Handler returns the gateway's HTTP handler. It is a gin router, built
+// in the mode gin is in: gin's mode is process-wide, so the program sets
+// it, and in its default debug mode gin prints every route and a warning
+// to stdout (cmd/gateway runs it in release mode).
 func (g *Gateway) Handler() http.Handler {
 	g.init()
 	return g.handler
@@ -175,7 +174,6 @@ func (g *Gateway) transport() http.RoundTripper {
 // routes wires the gin router: health, chat completions under /v1 and under
 // the upstream's own prefix, and a plain reverse proxy for the rest of /v1.
 func (g *Gateway) routes() http.Handler {
-	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(g.recoverPanics)
 	health := func(c *gin.Context) {
@@ -245,15 +243,15 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodPost && isChatPath(rest) {
-		g.serveTurn(w, r, rest, g.chat, routeChat)
+		g.serveTurn(w, r, rest, rewrite.Chat{}, routeChat)
 		return
 	}
 	if r.Method == http.MethodPost && rest == "/responses" {
-		g.serveTurn(w, r, rest, g.responses, routeResponses)
+		g.serveTurn(w, r, rest, rewrite.Responses{}, routeResponses)
 		return
 	}
 	if r.Method == http.MethodPost && rest == "/messages" {
-		g.serveTurn(w, r, rest, g.messages, routeMessages)
+		g.serveTurn(w, r, rest, rewrite.Messages{}, routeMessages)
 		return
 	}
 	tr := g.track(w, routePassthrough)

@@ -56,7 +56,7 @@ func (g *Gateway) serveRetrieved(w http.ResponseWriter, in *http.Request, id str
 		g.logger().Warn("retrieving a turn's last round", "response_id", id, "round_id", round, "err", err)
 		return false
 	}
-	copyEndToEnd(w.Header(), header, responseSkip...)
+	copyEndToEnd(w.Header(), header, responseSkip)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)

@@ -3,15 +3,19 @@ package proxy
 import (
 	"net/http"
 	"net/textproto"
-	"slices"
 	"strings"
 )
 
-// hopHeaders are meaningful only for one connection (RFC 9110 7.6.1); they
-// are never forwarded in either direction.
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+// isHop reports whether k (canonical form) is a header meaningful only
+// for one connection (RFC 9110 7.6.1): never forwarded in either
+// direction.
+func isHop(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
 }
 
 // gatewayPrefix starts the headers that are the gateway's own (the admin
@@ -29,12 +33,11 @@ func dropGatewayHeaders(h http.Header) {
 }
 
 // copyEndToEnd copies src into dst without hop-by-hop headers, the headers
-// named by Connection, the gateway's own, or the names in skip (canonical
-// form).
-func copyEndToEnd(dst, src http.Header, skip ...string) {
+// named by Connection, the gateway's own, or those skip reports (nil: none).
+func copyEndToEnd(dst, src http.Header, skip func(canonical string) bool) {
 	conn := connectionTokens(src)
 	for k, vv := range src {
-		if isHop(k) || conn[k] || slices.Contains(skip, k) || strings.HasPrefix(k, gatewayPrefix) {
+		if isHop(k) || conn[k] || skip != nil && skip(k) || strings.HasPrefix(k, gatewayPrefix) {
 			continue
 		}
 		dst[k] = append(dst[k][:0:0], vv...)
@@ -56,19 +59,24 @@ func connectionTokens(h http.Header) map[string]bool {
 	return m
 }
 
-func isHop(k string) bool { return slices.Contains(hopHeaders, k) }
+// requestSkip reports whether a client header is one the gateway sets
+// itself: the body changes (length) and goes upstream unencoded (readBody
+// decodes a compressed one), the transport negotiates compression so
+// responses stay readable. The forwarding headers go, as the
+// passthrough's reverse proxy drops them: a client's claim about where a
+// request came from is not passed on. Expect goes too: these bodies are
+// in memory, and the transport waits for an upstream's 100 Continue
+// (ExpectContinueTimeout, a second) before it sends one, for each round,
+// from an upstream that never sends it.
+func requestSkip(k string) bool {
+	switch k {
+	case "Content-Length", "Content-Encoding", "Accept-Encoding", "Host",
+		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded", "Expect":
+		return true
+	}
+	return false
+}
 
-// requestSkip are client headers the gateway sets itself: the body changes
-// (length) and goes upstream unencoded (readBody decodes a compressed one),
-// the transport negotiates compression so responses stay readable. The
-// forwarding headers go, as the passthrough's reverse proxy drops them: a
-// client's claim about where a request came from is not passed on. Expect
-// goes too: these bodies are in memory, and the transport waits for an
-// upstream's 100 Continue (ExpectContinueTimeout, a second) before it
-// sends one, for each round, from an upstream that never sends it.
-var requestSkip = []string{"Content-Length", "Content-Encoding", "Accept-Encoding", "Host",
-	"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded", "Expect"}
-
-// responseSkip are upstream headers that stop being true once the gateway
-// has read and rewritten the body.
-var responseSkip = []string{"Content-Length", "Content-Encoding"}
+// responseSkip reports whether an upstream header stops being true once
+// the gateway has read and rewritten the body.
+func responseSkip(k string) bool { return k == "Content-Length" || k == "Content-Encoding" }

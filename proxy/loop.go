@@ -80,7 +80,7 @@ func (g *Gateway) completeTurn(w http.ResponseWriter, r *http.Request, rest stri
 			g.failTurn(w, r, t, err)
 			return
 		}
-		copyEndToEnd(w.Header(), resp.Header, responseSkip...)
+		copyEndToEnd(w.Header(), resp.Header, responseSkip)
 		setToolgateHeaders(w.Header(), t)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(final)))

@@ -236,7 +236,7 @@ func (s *relay) put(b []byte) error {
 func (s *relay) commit(final bool) {
 	h := s.w.Header()
 	if s.resp != nil {
-		copyEndToEnd(h, s.resp.Header, responseSkip...)
+		copyEndToEnd(h, s.resp.Header, responseSkip)
 	}
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")

@@ -53,7 +53,7 @@ func TestTheSessionNeverKeepsAStringOfARequestOrResponseBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := httptest.NewRequest("POST", "/v1/chat/completions", nil)
-	turn, err := g.newTurn(context.Background(), in, g.policy(), req, g.chat, session.Thread{})
+	turn, err := g.newTurn(context.Background(), in, g.policy(), req, rewrite.Chat{}, session.Thread{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -242,7 +242,7 @@ func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy
 	defer resp.Body.Close()
 	// The body goes back as it came, so its length and encoding stay true
 	// (a body the transport decoded has neither header left).
-	copyEndToEnd(w.Header(), resp.Header)
+	copyEndToEnd(w.Header(), resp.Header, nil)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	usage := newUsageTap(req, resp)

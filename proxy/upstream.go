@@ -68,7 +68,7 @@ func (g *Gateway) sendOnce(ctx context.Context, in *http.Request, o sendOptions)
 	if err != nil {
 		return nil, fmt.Errorf("building upstream request: %w", err)
 	}
-	copyEndToEnd(req.Header, in.Header, requestSkip...)
+	copyEndToEnd(req.Header, in.Header, requestSkip)
 	if k := req.Header.Get("Idempotency-Key"); k != "" && o.round > 0 {
 		req.Header.Set("Idempotency-Key", roundKey(k, o.round))
 	}
@@ -173,7 +173,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // relayStatus writes an upstream non-2xx answer to the client unchanged:
 // status, headers (Retry-After, rate limits, request id) and body.
 func relayStatus(w http.ResponseWriter, e *statusError) {
-	copyEndToEnd(w.Header(), e.resp.Header, responseSkip...)
+	copyEndToEnd(w.Header(), e.resp.Header, responseSkip)
 	w.Header().Set("Content-Length", strconv.Itoa(len(e.body)))
 	w.WriteHeader(e.resp.StatusCode)
 	_, _ = w.Write(e.body)

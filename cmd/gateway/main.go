@@ -14,10 +14,19 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/gin-gonic/gin"
 )
 
 // errUsage marks a command-line mistake: exit code 2 instead of 1.
 var errUsage = errors.New("usage error")
+
+// The gateway's handler is a gin router, and gin's mode is process-wide:
+// the program, not the proxy package, chooses it. Release mode keeps
+// gin's debug lines (every route, a warning) out of stdout, where serve's
+// output and the subcommands' reports go. An init, so the package's tests
+// run the router as the program does.
+func init() { gin.SetMode(gin.ReleaseMode) }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
