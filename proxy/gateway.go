@@ -276,7 +276,7 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 // /deployments/{deployment}/chat/completions, which its SDKs (openai's
 // AzureOpenAI, openai-go's azure package) send under an endpoint's
 // /openai. With the upstream at a resource's /openai, every deployment's
-// turns are rewritten; before, they all passed through unchanged.
+// turns are rewritten, as /chat/completions' are.
 func isChatPath(rest string) bool {
 	if rest == "/chat/completions" {
 		return true
@@ -334,8 +334,8 @@ func (g *Gateway) upstreamURL(rest string, in *url.URL) *url.URL {
 
 // joinQueries is the base URL's query followed by the client's, without
 // the base's parameters the client sets itself: the AzureOpenAI SDK always
-// sends ?api-version=, and the upstream got two of them (two different
-// versions when they differed). The client's query goes as it came.
+// sends ?api-version=, and the upstream would get two of them (two
+// different versions when they differ). The client's query goes as it came.
 func joinQueries(base, client string) string {
 	switch {
 	case base == "":

@@ -154,7 +154,7 @@ func (t *turn) mayContinue(round, internal, real int) bool {
 // round max_rounds, once. It offers no tool_search, but a model may call
 // it there anyway (its earlier searches are in the conversation), or call
 // a denied tool: answered "spent" or "blocked", it gets one round more to
-// finish with. Ending the turn there instead gave the client an empty
+// finish with: ending the turn there would give the client an empty
 // message, on which an agent loop stops.
 func (t *turn) canContinue(round int) bool { return round <= t.maxRounds() }
 

@@ -82,8 +82,8 @@ func (g *Gateway) refusedUsageRequest(req *rewrite.Request, err error) bool {
 // Only Chat Completions rounds hold such members: a Responses or Messages
 // round's Extra is its output items or content blocks, the round itself,
 // which Build always sends, and whose keys ("type", "id") every error body
-// names. Read as members, they made any refusal of a later round go twice
-// and marked the model to lose its reasoning on the Chat route too.
+// names. Read as members, they would make any refusal of a later round go
+// twice and mark the model to lose its reasoning on the Chat route too.
 func (g *Gateway) refusedMessageExtras(d rewrite.Dialect, req *rewrite.Request, rounds []rewrite.Round, err error) bool {
 	if _, chat := d.(rewrite.Chat); !chat || req.NoMessageExtras {
 		return false

@@ -46,10 +46,10 @@ type relay struct {
 	// thoughts are the round's reasoning events (rewrite.Event.Thought),
 	// framed, held until the round shows the client something, which
 	// they go before (emit), or dropped when the round turns out to be
-	// the gateway's (dropThoughts): a search round's reasoning reached
-	// the client under the same reasoning_details indexes as the
-	// answer's, which an accumulator merges into one ("SIG0SIG1"), and a
-	// whole answer has the last round's alone. thoughtRole is whether
+	// the gateway's (dropThoughts): passed on, a search round's
+	// reasoning would reach the client under the same reasoning_details
+	// indexes as the answer's, which an accumulator merges into one
+	// ("SIG0SIG1"), and a whole answer has the last round's alone. thoughtRole is whether
 	// the first of them has a role.
 	// With an answer that must be JSON (Request.JSONOutput) the round's
 	// text is held with them: thoughtText is whether some is, and a
@@ -352,8 +352,8 @@ func (s *relay) failWith(g *Gateway, r *http.Request, err error, event func(erro
 // errorEvent writes a Chat stream's error event for err. An upstream's
 // error event goes on as it came, even as the stream's first (a context
 // too long, a rate limit): the client gets what it would direct, with the
-// upstream's type and code. It got a 502 of the gateway's, which the SDKs
-// retry.
+// upstream's type and code, not a 502 of the gateway's, which the SDKs
+// would retry.
 func (s *relay) errorEvent(err error) {
 	var ib *inBandError
 	if errors.As(err, &ib) {
@@ -376,8 +376,8 @@ func streamError(err error) apiError {
 
 // flushFailed sends a failed stream's error event and sets its declared
 // trailers to what the turn did until it failed (setToolgateFields), as
-// end does for a turn that succeeds: left as they were, they repeated the
-// numbers of the headers, sent before the later rounds.
+// end does for a turn that succeeds: left as they are, they would repeat
+// the numbers of the headers, sent before the later rounds.
 func (s *relay) flushFailed() {
 	s.flush()
 	setToolgateFields(s.w.Header(), s.t, true)

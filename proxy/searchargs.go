@@ -36,8 +36,9 @@ func parseSearchArgs(raw string) searchArgs {
 }
 
 // firstJSON returns the JSON in s: all of s, or the object s starts with
-// when text follows it. Read whole, such arguments were the query as JSON
-// text, and its words ("query", "limit") matched tools named after them.
+// when text follows it. Read whole, such arguments would be the query as
+// JSON text, and its words ("query", "limit") would match tools named
+// after them.
 // Only an object is read out of a longer text: "null pointer" or
 // "404 page" is a query that starts like JSON.
 func firstJSON(s string) (gjson.Result, bool) {
@@ -65,8 +66,8 @@ const querySep = "; "
 // argsOf reads the search arguments in v: an object's query and limit; a
 // string's text, or the object it encodes; a list's parts, each read the
 // same way, joined into one query; a number's text. A model that sends
-// a list asked for all of it in one search: answering with an error cost
-// it a round.
+// a list asks for all of it in one search: answering with an error would
+// cost it a round.
 func argsOf(v gjson.Result, depth int) searchArgs {
 	var a searchArgs
 	if depth > maxArgsDepth {
@@ -77,7 +78,7 @@ func argsOf(v gjson.Result, depth int) searchArgs {
 		q := v.Get("query")
 		if !q.Exists() && depth == 0 {
 			// The arguments themselves only: an object in a list of
-			// queries is read by its query, as before.
+			// queries is read by its query alone.
 			q = onlyText(v)
 		}
 		// An object for the query is none: which of its fields is the
@@ -115,9 +116,9 @@ func argsOf(v gjson.Result, depth int) searchArgs {
 // onlyText returns the one member of the object v, limit aside, that is
 // text (a string, or a list of strings), or nothing when there is no such
 // member or more than one. Small models rename parameters ({"q": ...},
-// {"keywords": ...}, {"search_query": ...}, {"queries": [...]}); the
-// error that answered them cost a round, and an object with a single text
-// leaves no doubt which is the query.
+// {"keywords": ...}, {"search_query": ...}, {"queries": [...]}); an
+// error answering them would cost a round, and an object with a single
+// text leaves no doubt which is the query.
 func onlyText(v gjson.Result) gjson.Result {
 	var text gjson.Result
 	n := 0

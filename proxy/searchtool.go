@@ -21,7 +21,8 @@ const SearchToolName = "tool_search"
 // client shows the model a tool of its own named tool_search: the gateway
 // never shadows a client's tool (the upstream would get two tools of one
 // name, which providers refuse, and the client would never get its calls),
-// and passing such a request through unchanged gave up every saving.
+// and passing such a request through unchanged would give up every
+// saving.
 const AltSearchToolName = "toolgate_search"
 
 // maxSearchLimit bounds the limit a model may ask of one search.

@@ -50,7 +50,7 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 	// A whole answer is bounded as a whole, as the SDKs bound it; a stream
 	// is bounded by its silences (first_byte, then idle), as the SDKs
 	// bound each read: an answer still streaming after the request timeout
-	// (a long output, a slow reasoning model) is healthy, and was cut.
+	// (a long output, a slow reasoning model) is healthy, and is not cut.
 	if d := snap.Gateway.RequestTimeout; d > 0 && !req.Stream {
 		ctx, cancel := context.WithTimeout(r.Context(), d)
 		defer cancel()
@@ -108,8 +108,8 @@ func checkChoice(snap *policy.Snapshot, req *rewrite.Request) error {
 		}
 		if d := decide(name); !d.Visible {
 			// Clipped: the error is logged and answered, and the name is
-			// the client's, as long as a body may be (1 MB made a 1 MB
-			// log line).
+			// the client's, as long as a body may be (a 1 MB name
+			// would make a 1 MB log line).
 			return rewrite.WithParam("tool_choice", fmt.Errorf("%w: tool_choice names %q, which the gateway's policy hides from the model (%s)", rewrite.ErrBadRequest, clipMarked(name, maxToolName), d.Rule))
 		}
 	}

@@ -36,9 +36,9 @@ func (g *Gateway) openRound(ctx context.Context, r *http.Request, rest string, t
 // jsonRefusal returns the refusal a 2xx answer to a streamed request
 // holds when it came as JSON, not as a stream: OpenRouter reports a
 // failure after it has started on a request as a 200 whose body is
-// {"error":{...}}, which read as a stream ended early and reached the
+// {"error":{...}}, which would read as a stream ended early and reach the
 // client as the gateway's own 502 (see errorAnswer). Any other JSON body
-// is left to the relay to refuse, as before; the body is read back in.
+// is left to the relay to refuse; the body is read back in.
 func jsonRefusal(resp *http.Response) error {
 	// The media type read by hand, case and parameters aside, where
 	// mime.ParseMediaType would allocate its parameters' map on every

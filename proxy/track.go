@@ -217,8 +217,8 @@ func (tr *tracker) passthrough(why string) {
 // unwinds through it before recoverPanics answers the client: it is
 // reported as the 500 that answer is (unless a status went out already,
 // or the panic is the abort that cuts an answer), then goes on to that
-// recovery. Reported as it stood, the request read as status 0, a client
-// that left.
+// recovery. Reported as it stands, the request would read as status 0, a
+// client that left.
 func (tr *tracker) done() {
 	rec := recover()
 	if rec != nil && tr.status == 0 && !aborts(rec) {

@@ -371,7 +371,7 @@ func storeOpDoing(op string) string {
 // sessionStoreFailed counts a failed session store operation and logs it,
 // unless the store was unavailable: such a store logs once when it becomes
 // unavailable and once when it answers again, where a warning per request
-// flooded the log while it was down.
+// would flood the log while it is down.
 // The warning names the store key (a session's, as the decision log
 // does, or a thread's), so an unreadable value can be found and inspected.
 func (g *Gateway) sessionStoreFailed(ctx context.Context, op, key string, err error) {
