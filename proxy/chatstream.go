@@ -108,30 +108,23 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		content strings.Builder
 		parts   contentParts // the content's parts, when the model writes parts
 		extra   rewrite.Members
-		order   []*callState         // every call, in the order they began
-		states  map[int64]*callState // the call each upstream index is on; made at the first fragment
-		ended   bool                 // this round's upstream sent its finish
-		sent    bool                 // this round sent the client an event
-		usage   []byte               // this stream's: its last usage chunk stands for the earlier ones
-		before  = s.said             // the characters earlier rounds relayed
-		behind  = s.details          // the reasoning details earlier rounds relayed
+		calls   callAssembler
+		ended   bool        // this round's upstream sent its finish
+		sent    bool        // this round sent the client an event
+		usage   []byte      // this stream's: its last usage chunk stands for the earlier ones
+		before  = s.said    // the characters earlier rounds relayed
+		behind  = s.details // the reasoning details earlier rounds relayed
 	)
 	defer func() { t.addUsage(gjson.ParseBytes(usage)) }()
 	for {
 		data, comment, err := sse.Next()
 		if err != nil {
-			if body.expired() {
-				return res, fmt.Errorf("%w: %s", ErrUpstreamTimeout, body.silence())
-			}
 			// Some servers omit [DONE]: a stream that ends cleanly after
 			// its finish chunk is complete.
-			if errors.Is(err, io.EOF) && ended {
+			if errors.Is(err, io.EOF) && ended && !body.expired() {
 				break
 			}
-			if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ErrShuttingDown)) {
-				return res, err // the client left, or the server cut the turn: not the upstream's fault
-			}
-			return res, fmt.Errorf("%w: stream ended early: %w", ErrUpstreamBadResponse, err)
+			return res, readErr(ctx, body, err, "stream ended early")
 		}
 		if comment {
 			if err := s.keepAlive(resp, data); err != nil {
@@ -148,19 +141,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		if ev.Error.Exists() {
 			return res, &inBandError{data: append([]byte(nil), data...)}
 		}
-		// ev aliases the reader's buffer: clone what outlives this event.
-		if t.id == "" {
-			t.id, t.created = strings.Clone(ev.ID), ev.Created
-		}
-		if s.model == "" {
-			s.model = strings.Clone(ev.Model)
-		}
-		if ev.SystemFingerprint != "" && ev.SystemFingerprint != s.fingerprint {
-			s.fingerprint = strings.Clone(ev.SystemFingerprint)
-		}
-		if ev.ServiceTier != "" && ev.ServiceTier != s.tier {
-			s.tier = strings.Clone(ev.ServiceTier)
-		}
+		s.noteHead(ev)
 		if ev.Usage.IsObject() {
 			usage = rewrite.LatestUsage(usage, ev.Usage)
 		}
@@ -193,85 +174,12 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		// chunk direct too (OpenAI's), and removing it cost a copy an event.
 		drop := ev.Usage.Exists() && (ev.Usage.Type != gjson.Null || !t.req.IncludeUsage)
 		edit := rewrite.EventEdit{ID: t.id, Created: t.created, DropUsage: drop, ShiftAnnotations: before}
-		var calls []string
-		for _, cd := range ev.Calls {
-			st := states[cd.Index]
-			if st != nil && (cd.ID != "" && st.id != "" && cd.ID != st.id || cd.Index < 0 && cd.Name != "" && st.name != "") {
-				// Another call at an index in use: some servers number
-				// every call 0, or send no index at all (Gemini), with
-				// each call whole. OpenAI sends a call's id once; without
-				// an index, a fragment that names a function again begins
-				// the next call, with or without an id.
-				st = nil
-			}
-			if st == nil {
-				if states == nil {
-					states = map[int64]*callState{}
-				}
-				st = &callState{}
-				states[cd.Index] = st
-				order = append(order, st)
-			}
-			if cd.ID != "" && st.id == "" {
-				st.id = strings.Clone(cd.ID)
-			}
-			st.args.WriteString(cd.Args)
-			if cd.Extra {
-				cd.AddExtra(&st.extra)
-			}
-			if st.name == "" && cd.Name != "" {
-				st.name = strings.Clone(cd.Name)
-				st.internal = t.internal(rewrite.Call{Name: cd.Name})
-				if !st.internal {
-					st.client = s.next
-					s.next++
-				}
-			}
-			switch {
-			case st.name == "":
-				st.held = true
-				edit.SetCalls = true
-			case st.internal:
-				edit.SetCalls = true
-			case st.held && !st.sent:
-				calls = append(calls, s.ew.CallDelta("", st.client, st.id, st.name, st.args.String()))
-				edit.SetCalls = true
-			default:
-				raw := cd.Raw
-				if first := order[0]; !st.sent && st.client == 0 && first != st && first.internal && !cd.Extra {
-					// The step's members (Gemini's thought signature) rode
-					// on the gateway's call: rewrite.FirstCallMembers.
-					raw = rewrite.FirstCallMembers(raw, "", first.extra.String())
-				}
-				if int64(st.client) != cd.Index || raw != cd.Raw {
-					edit.SetCalls = true
-				}
-				calls = append(calls, s.ew.CallDelta(raw, st.client, "", "", ""))
-			}
-			if st.name != "" && !st.internal {
-				st.sent = true
-			}
-		}
-		edit.Calls = calls
+		edit.Calls = calls.add(s, ev.Calls, &edit)
 		emitFinish := false
 		if ev.Finish != "" {
 			ended = true
-			internalN, realN := count(order)
 			res.cut = rewrite.CutShort(ev.Finish)
-			switch {
-			case realN > 0, res.cut:
-				// A round cut short ends the turn with its own finish.
-				emitFinish = true
-			case t.mayContinue(round, internalN, realN):
-				edit.Finish = "null"
-			case internalN > 0:
-				edit.Finish, emitFinish = "stop", true
-			default:
-				emitFinish = true
-			}
-			if s.finished { // an upstream that finishes twice: the client gets one
-				edit.Finish, emitFinish = "null", false
-			}
+			emitFinish = s.finishEdit(round, calls.order, res.cut, &edit)
 		}
 		hasRole := ev.Role
 		if hasRole && s.roleGone() {
@@ -280,70 +188,205 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		if ev.Details > 0 {
 			edit.ShiftDetails = behind
 		}
-		// An answer that must be JSON holds the round's text too: a
-		// search round's words ("Let me look that up.") would lead the
-		// JSON, and the SDKs parse the whole content (openai's
-		// finalChatCompletion throws). The round's end shows whether it
-		// is the answer.
-		if (ev.Thought || t.req.JSONOutput && ev.Text) && len(calls) == 0 && !emitFinish {
-			s.thoughtDetails = max(s.thoughtDetails, behind+ev.Details)
-			if !ev.Thought {
-				s.thoughtSaid += utf8.RuneCountInString(ev.Content)
-				s.thoughtText = true
-			}
-			if err := s.hold(data, edit, hasRole); err != nil {
-				return res, err
-			}
-			continue
-		}
-		if !ev.Text && len(calls) == 0 && !emitFinish && !hasRole && (sent || s.thoughtText) && ev.Annotation() {
-			// A verdict on text this round sent (Azure's asynchronous
-			// content filter): the client acts on it, so it goes on, or
-			// waits with the text it judges. One on a round that sent
-			// nothing judges a tool_search call the client never sees.
-			if s.thoughtText {
-				err = s.hold(data, edit, false)
-			} else {
-				err = s.passOn(data, edit)
-			}
-			if err != nil {
-				return res, err
-			}
-			continue
-		}
-		if !ev.Text && len(calls) == 0 && !emitFinish {
-			// Nothing for the client, but the role: OpenAI sends it in
-			// the first chunk, with the first call's start when the
-			// model calls tool_search first. The first chunk that has it
-			// (its internal calls cut) is held and goes out before the
-			// first event that is sent, unless that event has a role of
-			// its own; later rounds' roles are dropped, so the client
-			// sees one.
-			if !s.sentRole && s.role == nil && hasRole {
-				s.role, _ = s.ew.EditEvent(append([]byte(nil), data...), edit)
-			}
-			continue
-		}
-		out, err := s.ew.EditEvent(data, edit)
-		if err != nil {
-			return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
-		}
-		if err := s.emit(resp, out, hasRole); err != nil {
+		if err := s.route(resp, data, ev, &edit, emitFinish, hasRole, behind, &sent); err != nil {
 			return res, err
-		}
-		s.said += utf8.RuneCountInString(ev.Content)
-		s.details = max(s.details, behind+ev.Details)
-		sent = true
-		if emitFinish {
-			s.finished = true
 		}
 	}
 	res.content, res.extra, res.parts = content.String(), extra.String(), parts.array()
 	res.drained = body.sawEOF
-	for _, st := range order {
+	for _, st := range calls.order {
 		res.calls = append(res.calls, rewrite.Call{ID: st.id, Name: st.name, Arguments: st.args.String(), Extra: st.extra.String()})
 	}
 	return res, nil
+}
+
+// readErr is the error a round's read of its upstream stream failed with
+// (err): the upstream's silence, the request's end (the client left, or
+// the server cut the turn: not the upstream's fault, so err as it is), or
+// else a stream that ended before it should (early says how).
+func readErr(ctx context.Context, body *idleReader, err error, early string) error {
+	if body.expired() {
+		return fmt.Errorf("%w: %s", ErrUpstreamTimeout, body.silence())
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ErrShuttingDown)) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUpstreamBadResponse, early, err)
+}
+
+// noteHead keeps what the turn and the gateway's own chunks need of an
+// event's head: the first id and model, the latest fingerprint and tier.
+// ev aliases the reader's buffer: what outlives the event is cloned.
+func (s *relay) noteHead(ev *rewrite.Event) {
+	t := s.t
+	if t.id == "" {
+		t.id, t.created = strings.Clone(ev.ID), ev.Created
+	}
+	if s.model == "" {
+		s.model = strings.Clone(ev.Model)
+	}
+	if ev.SystemFingerprint != "" && ev.SystemFingerprint != s.fingerprint {
+		s.fingerprint = strings.Clone(ev.SystemFingerprint)
+	}
+	if ev.ServiceTier != "" && ev.ServiceTier != s.tier {
+		s.tier = strings.Clone(ev.ServiceTier)
+	}
+}
+
+// callAssembler follows a round's upstream tool calls through their
+// fragments.
+type callAssembler struct {
+	order  []*callState         // every call, in the order they began
+	states map[int64]*callState // the call each upstream index is on; made at the first fragment
+}
+
+// add takes an event's call fragments (cds) and returns the call deltas
+// the client gets for them: none of the gateway's calls, a client call's
+// fragments held until its name is known, the client's calls numbered
+// from 0 across rounds. It sets edit.SetCalls when the event's calls
+// must be rewritten.
+func (a *callAssembler) add(s *relay, cds []rewrite.CallDelta, edit *rewrite.EventEdit) []string {
+	var calls []string
+	for _, cd := range cds {
+		st := a.states[cd.Index]
+		if st != nil && (cd.ID != "" && st.id != "" && cd.ID != st.id || cd.Index < 0 && cd.Name != "" && st.name != "") {
+			// Another call at an index in use: some servers number
+			// every call 0, or send no index at all (Gemini), with
+			// each call whole. OpenAI sends a call's id once; without
+			// an index, a fragment that names a function again begins
+			// the next call, with or without an id.
+			st = nil
+		}
+		if st == nil {
+			if a.states == nil {
+				a.states = map[int64]*callState{}
+			}
+			st = &callState{}
+			a.states[cd.Index] = st
+			a.order = append(a.order, st)
+		}
+		if cd.ID != "" && st.id == "" {
+			st.id = strings.Clone(cd.ID)
+		}
+		st.args.WriteString(cd.Args)
+		if cd.Extra {
+			cd.AddExtra(&st.extra)
+		}
+		if st.name == "" && cd.Name != "" {
+			st.name = strings.Clone(cd.Name)
+			st.internal = s.t.internal(rewrite.Call{Name: cd.Name})
+			if !st.internal {
+				st.client = s.next
+				s.next++
+			}
+		}
+		switch {
+		case st.name == "":
+			st.held = true
+			edit.SetCalls = true
+		case st.internal:
+			edit.SetCalls = true
+		case st.held && !st.sent:
+			calls = append(calls, s.ew.CallDelta("", st.client, st.id, st.name, st.args.String()))
+			edit.SetCalls = true
+		default:
+			raw := cd.Raw
+			if first := a.order[0]; !st.sent && st.client == 0 && first != st && first.internal && !cd.Extra {
+				// The step's members (Gemini's thought signature) rode
+				// on the gateway's call: rewrite.FirstCallMembers.
+				raw = rewrite.FirstCallMembers(raw, "", first.extra.String())
+			}
+			if int64(st.client) != cd.Index || raw != cd.Raw {
+				edit.SetCalls = true
+			}
+			calls = append(calls, s.ew.CallDelta(raw, st.client, "", "", ""))
+		}
+		if st.name != "" && !st.internal {
+			st.sent = true
+		}
+	}
+	return calls
+}
+
+// finishEdit decides what the client sees of a round's finish, given the
+// round's calls so far (order) and whether it was cut short, and reports
+// whether the finish goes out (emitFinish): a round that leads to another
+// hides its finish, and the client gets one finish in all.
+func (s *relay) finishEdit(round int, order []*callState, cut bool, edit *rewrite.EventEdit) (emitFinish bool) {
+	internalN, realN := count(order)
+	switch {
+	case realN > 0, cut:
+		// A round cut short ends the turn with its own finish.
+		emitFinish = true
+	case s.t.mayContinue(round, internalN, realN):
+		edit.Finish = "null"
+	case internalN > 0:
+		edit.Finish, emitFinish = "stop", true
+	default:
+		emitFinish = true
+	}
+	if s.finished { // an upstream that finishes twice: the client gets one
+		edit.Finish, emitFinish = "null", false
+	}
+	return emitFinish
+}
+
+// route sends an event (data, with edit applied) where it goes: held with
+// the round's reasoning, passed on as a provider's verdict, kept as the
+// role chunk, dropped, or emitted; sent is set once the round sent the
+// client an event.
+func (s *relay) route(resp *http.Response, data []byte, ev *rewrite.Event, edit *rewrite.EventEdit, emitFinish, hasRole bool, behind int64, sent *bool) error {
+	calls := len(edit.Calls)
+	// An answer that must be JSON holds the round's text too: a
+	// search round's words ("Let me look that up.") would lead the
+	// JSON, and the SDKs parse the whole content (openai's
+	// finalChatCompletion throws). The round's end shows whether it
+	// is the answer.
+	if (ev.Thought || s.t.req.JSONOutput && ev.Text) && calls == 0 && !emitFinish {
+		s.thoughtDetails = max(s.thoughtDetails, behind+ev.Details)
+		if !ev.Thought {
+			s.thoughtSaid += utf8.RuneCountInString(ev.Content)
+			s.thoughtText = true
+		}
+		return s.hold(data, *edit, hasRole)
+	}
+	if !ev.Text && calls == 0 && !emitFinish && !hasRole && (*sent || s.thoughtText) && ev.Annotation() {
+		// A verdict on text this round sent (Azure's asynchronous
+		// content filter): the client acts on it, so it goes on, or
+		// waits with the text it judges. One on a round that sent
+		// nothing judges a tool_search call the client never sees.
+		if s.thoughtText {
+			return s.hold(data, *edit, false)
+		}
+		return s.passOn(data, *edit)
+	}
+	if !ev.Text && calls == 0 && !emitFinish {
+		// Nothing for the client, but the role: OpenAI sends it in
+		// the first chunk, with the first call's start when the
+		// model calls tool_search first. The first chunk that has it
+		// (its internal calls cut) is held and goes out before the
+		// first event that is sent, unless that event has a role of
+		// its own; later rounds' roles are dropped, so the client
+		// sees one.
+		if !s.sentRole && s.role == nil && hasRole {
+			s.role, _ = s.ew.EditEvent(append([]byte(nil), data...), *edit)
+		}
+		return nil
+	}
+	out, err := s.ew.EditEvent(data, *edit)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
+	}
+	if err := s.emit(resp, out, hasRole); err != nil {
+		return err
+	}
+	s.said += utf8.RuneCountInString(ev.Content)
+	s.details = max(s.details, behind+ev.Details)
+	*sent = true
+	if emitFinish {
+		s.finished = true
+	}
+	return nil
 }
 
 // annotate handles a chunk without a choice or usage: a provider's

@@ -140,13 +140,7 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 	for {
 		data, comment, err := sse.Next()
 		if err != nil {
-			if body.expired() {
-				return res, fmt.Errorf("%w: %s", ErrUpstreamTimeout, body.silence())
-			}
-			if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ErrShuttingDown)) {
-				return res, err
-			}
-			return res, fmt.Errorf("%w: stream ended before the response did: %w", ErrUpstreamBadResponse, err)
+			return res, readErr(ctx, body, err, "stream ended before the response did")
 		}
 		if comment {
 			if err := s.keepAlive(resp, data); err != nil {
