@@ -49,10 +49,11 @@ const MaxValueBytes = 1 << 20
 type Redis struct {
 	client *redis.Client
 	ttl    time.Duration
-	// opTimeout bounds one operation, every attempt, the wait for a
-	// pooled connection and any dial included: the read timeout alone
-	// bounds one attempt, and a request did a Get and a Put of up to
-	// 2.8 s each behind a Redis slow to answer.
+	// opTimeout bounds one operation (of a merge, one round trip: see
+	// update), every attempt, the wait for a pooled connection and any
+	// dial included: the read timeout alone bounds one attempt, and a
+	// request did a Get and a Put of up to 2.8 s each behind a Redis slow
+	// to answer.
 	opTimeout time.Duration
 	breaker   *breaker
 }
@@ -61,7 +62,8 @@ type Redis struct {
 // options such as db, dial_timeout, read_timeout, pool_size apply; timeouts
 // not given default to 1 s dial, 250 ms read and write, one retry, and a
 // wait for a pooled connection as long as the read timeout). Each
-// operation, all its attempts included, is bounded by the read timeout.
+// operation, all its attempts included, is bounded by the read timeout;
+// a merged save (update), each of its round trips.
 // logger (nil: none) hears when the store becomes unavailable and when it
 // answers again. Close it when done.
 // Errors never repeat the URL, which may carry a password.
@@ -84,13 +86,21 @@ func NewRedis(rawURL string, ttl time.Duration, logger *slog.Logger) (*Redis, er
 // opTimeout, and its outcome feeds the breaker. redis.Nil is an answer.
 // A failure wraps ErrUnavailable, what says what was being done.
 func (r *Redis) do(ctx context.Context, what string, fn func(context.Context) error) error {
+	return r.guard(ctx, what, func(ctx context.Context) error {
+		octx, cancel := r.op(ctx)
+		defer cancel()
+		return fn(octx)
+	})
+}
+
+// guard runs fn unless the breaker is open, and feeds the breaker its
+// outcome, as do does, leaving fn to bound its round trips itself.
+func (r *Redis) guard(ctx context.Context, what string, fn func(context.Context) error) error {
 	probe, err := r.breaker.allow()
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	octx, cancel := r.op(ctx)
-	defer cancel()
-	err = fn(octx)
+	err = fn(ctx)
 	switch {
 	case err == nil, errors.Is(err, redis.Nil), redis.HasErrorPrefix(err, "WRONGTYPE"):
 		// Answers: the server is there, whatever it holds.
@@ -226,9 +236,9 @@ func (r *Redis) Put(ctx context.Context, key string, s State) error {
 	})
 }
 
-// updateAttempts bounds how many times update reads and merges a session
-// that other writes keep changing under it; the last attempt writes
-// without watching.
+// updateAttempts bounds how many optimistic transactions update tries on
+// a session that other writes keep changing under it, before it writes
+// its last merge without watching.
 const updateAttempts = 4
 
 // PutMerged stores s merged into the session under key (Merge) and
@@ -242,42 +252,68 @@ func (r *Redis) PutMerged(ctx context.Context, key string, base, s State, maxAct
 // renews its expiry. The read and the write are one optimistic
 // transaction (WATCH, read, MULTI SET EXEC: three round trips, where Put
 // is one); another replica's write in between makes it read again, so fn
-// may be called more than once, and after updateAttempts tries the last
-// merge is written regardless, as Put writes. The whole is one operation,
-// bounded by the read timeout.
+// may be called more than once. Each round trip, not the whole, is
+// bounded by the read timeout, so a Redis slow enough that three round
+// trips overrun it, which still serves Put, serves update too. A
+// transaction that another write voided is tried again only while the
+// read timeout has not passed since update began, and at most
+// updateAttempts times; then the last merge is written with a plain SET,
+// as Put writes, so a busy or slow key costs one more round trip, not
+// another transaction of three. A save thus waits at most about three
+// read timeouts when no other write comes between, five when one does.
 func (r *Redis) update(ctx context.Context, key string, fn func(cur State) State) error {
 	k := redisPrefix + key
-	return r.do(ctx, "merging session into redis", func(ctx context.Context) error {
-		write := func(ctx context.Context, c redis.Cmdable, set func(b []byte) error) error {
-			size, b, err := fetch(ctx, c, k, MaxValueBytes)
-			if err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
-				return err
+	return r.guard(ctx, "merging session into redis", func(ctx context.Context) error {
+		start := time.Now()
+		var merged []byte
+		for attempt := 0; attempt < updateAttempts; attempt++ {
+			if attempt > 0 && r.opTimeout > 0 && time.Since(start) >= r.opTimeout {
+				break
 			}
-			var cur State
-			if decode("session", k, MaxValueBytes, size, b, err, &cur) != nil {
-				cur = State{}
-			}
-			out, err := json.Marshal(fn(cur))
-			if err != nil {
-				return fmt.Errorf("encoding session: %w", err)
-			}
-			return set(out)
-		}
-		for range updateAttempts - 1 {
-			err := r.client.Watch(ctx, func(tx *redis.Tx) error {
-				return write(ctx, tx, func(b []byte) error {
-					_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-						return p.Set(ctx, k, b, r.ttl).Err()
-					})
-					return err
-				})
-			}, k)
+			err := r.watched(ctx, k, fn, &merged)
 			if !errors.Is(err, redis.TxFailedErr) {
 				return err
 			}
 		}
-		return write(ctx, r.client, func(b []byte) error { return r.client.Set(ctx, k, b, r.ttl).Err() })
+		octx, cancel := r.op(ctx)
+		defer cancel()
+		return r.client.Set(octx, k, merged, r.ttl).Err()
 	})
+}
+
+// watched runs one optimistic transaction of update's: WATCH k, read it,
+// and SET what fn makes of it (kept in merged) in MULTI EXEC, each round
+// trip bounded by opTimeout. It returns redis.TxFailedErr when another
+// write changed k after the WATCH. A round trip that times out leaves
+// its connection to go-redis, which closes it rather than pool it with a
+// reply still due.
+func (r *Redis) watched(ctx context.Context, k string, fn func(cur State) State, merged *[]byte) error {
+	// The WATCH's deadline also bounds the UNWATCH go-redis sends when the
+	// transaction ends before its EXEC: a late one fails, and its
+	// connection is closed, which ends the WATCH as well.
+	wctx, cancel := r.op(ctx)
+	defer cancel()
+	return r.client.Watch(wctx, func(tx *redis.Tx) error {
+		rctx, cancel := r.op(ctx)
+		size, b, err := fetch(rctx, tx, k, MaxValueBytes)
+		cancel()
+		if err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return err
+		}
+		var cur State
+		if decode("session", k, MaxValueBytes, size, b, err, &cur) != nil {
+			cur = State{}
+		}
+		if *merged, err = json.Marshal(fn(cur)); err != nil {
+			return fmt.Errorf("encoding session: %w", err)
+		}
+		ectx, cancel := r.op(ctx)
+		defer cancel()
+		_, err = tx.TxPipelined(ectx, func(p redis.Pipeliner) error {
+			return p.Set(ectx, k, *merged, r.ttl).Err()
+		})
+		return err
+	}, k)
 }
 
 // GetThread returns the thread under key, or ErrNotFound; a value that

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,10 +12,11 @@ import (
 )
 
 // TestASlowRedisCostsACallAtMostItsTimeout plays a Redis that answers
-// every command 3 s late: each store call, however many run at once and
-// however small the pool, gives up within about the read timeout. Before,
-// go-redis waited ReadTimeout+1s for a pooled connection on top of the
-// read, and 300 concurrent calls took up to 2.8 s.
+// every command 3 s late: each store call (a get, a put, a merged save),
+// however many run at once and however small the pool, gives up within
+// about the read timeout. Before, go-redis waited ReadTimeout+1s for a
+// pooled connection on top of the read, and 300 concurrent calls took up
+// to 2.8 s.
 func TestASlowRedisCostsACallAtMostItsTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -40,10 +42,13 @@ func TestASlowRedisCostsACallAtMostItsTimeout(t *testing.T) {
 				wg.Go(func() {
 					start := time.Now()
 					var err error
-					if i%2 == 0 {
+					switch st := (State{Active: []string{"fs_read_file"}}); i % 3 {
+					case 0:
 						_, err = r.Get(context.Background(), "conv")
-					} else {
-						err = r.Put(context.Background(), "conv", State{Active: []string{"fs_read_file"}})
+					case 1:
+						err = r.Put(context.Background(), "conv", st)
+					default: // a merged save gives up at its first round trip
+						err = Save(context.Background(), r, "conv", State{}, st, 32)
 					}
 					if d := time.Since(start); d > bound {
 						t.Errorf("call %d took %v, want at most %v", i, d, bound)
@@ -56,4 +61,100 @@ func TestASlowRedisCostsACallAtMostItsTimeout(t *testing.T) {
 			wg.Wait()
 		})
 	}
+}
+
+// TestAMergedSaveServesWhereAPutDoes plays a Redis 90 ms away behind a
+// 250 ms read timeout: a Put (one round trip) is served, and a merged
+// save (three) must be too, each of its round trips bounded by the read
+// timeout rather than the whole.
+func TestAMergedSaveServesWhereAPutDoes(t *testing.T) {
+	ctx := context.Background()
+	// slowRedis returns a store behind a proxy that delays every reply by
+	// delay, its connections already dialled (a dial and go-redis's
+	// handshake cost two more round trips; pipelines have a pool of their
+	// own), and a client that reaches the same server directly.
+	slowRedis := func(t *testing.T, delay time.Duration) (*Redis, *slowProxy, *Redis) {
+		t.Helper()
+		srv := miniredis.RunT(t)
+		p := newSlowProxy(t, srv.Addr(), 0)
+		r, err := NewRedis("redis://"+p.Addr()+"?read_timeout=250ms", time.Minute, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Close() })
+		if err := r.Put(ctx, "warm", State{}); err != nil {
+			t.Fatalf("warming the connections: %v", err)
+		}
+		if _, err := r.Get(ctx, "warm"); err != nil {
+			t.Fatalf("warming the connections: %v", err)
+		}
+		p.setDelay(delay)
+		return r, p, newTestRedis(t, srv, time.Minute)
+	}
+
+	t.Run("a save merges and the put after it is served, where three round trips overrun the read timeout", func(t *testing.T) {
+		r, _, _ := slowRedis(t, 90*time.Millisecond)
+		if err := r.Put(ctx, "k", State{Active: []string{"a", "b"}}); err != nil {
+			t.Fatalf("put: %v", err)
+		}
+		base, err := r.Get(ctx, "k")
+		if err != nil {
+			t.Fatalf("get: %v", err)
+		}
+		s := base.Base()
+		s.Join("c")
+		if err := Save(ctx, r, "k", base, s, 32); err != nil {
+			t.Fatalf("save: %v", err)
+		}
+		if err := r.Put(ctx, "other", State{Active: []string{"x"}}); err != nil {
+			t.Errorf("the put after the save: %v", err)
+		}
+		got, err := r.Get(ctx, "k")
+		if want := []string{"a", "b", "c"}; err != nil || !slices.Equal(got.Active, want) {
+			t.Errorf("active %v (%v), want %v", got.Active, err, want)
+		}
+	})
+
+	t.Run("a transaction another write voids once the read timeout has passed is not tried again: its merge is written with a plain SET", func(t *testing.T) {
+		r, _, other := slowRedis(t, 90*time.Millisecond)
+		if err := other.Put(ctx, "k", State{Active: []string{"start"}}); err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		err := r.update(ctx, "k", func(cur State) State {
+			calls++
+			if err := other.Put(ctx, "k", State{Active: []string{"meanwhile"}}); err != nil {
+				t.Fatal(err)
+			}
+			cur.Active = append(slices.Clone(cur.Active), "mine")
+			return cur
+		})
+		got, _ := other.Get(ctx, "k")
+		if want := []string{"start", "mine"}; err != nil || calls != 1 || !slices.Equal(got.Active, want) {
+			t.Errorf("err %v after %d reads, active %v; want 1 read and %v", err, calls, got.Active, want)
+		}
+	})
+
+	t.Run("a transaction whose EXEC times out pools no connection with a reply still due: the next put and get answer right", func(t *testing.T) {
+		r, p, _ := slowRedis(t, 0)
+		err := r.update(ctx, "k", func(cur State) State {
+			p.setDelay(400 * time.Millisecond) // the EXEC's reply comes after the read timeout
+			return State{Active: []string{"late"}}
+		})
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("update: %v, want it unavailable", err)
+		}
+		p.setDelay(0)
+		dialled, _ := p.traffic()
+		if err := r.Put(ctx, "k", State{Active: []string{"after"}}); err != nil {
+			t.Fatalf("the put after the timeout: %v", err)
+		}
+		if conns, _ := p.traffic(); conns != dialled+1 {
+			t.Errorf("the put after the timeout dialled %d connections, want 1: the timed-out one must be closed, not pooled", conns-dialled)
+		}
+		got, err := r.Get(ctx, "k")
+		if want := []string{"after"}; err != nil || !slices.Equal(got.Active, want) {
+			t.Errorf("active %v (%v), want %v", got.Active, err, want)
+		}
+	})
 }
