@@ -8,10 +8,10 @@ import (
 // Merger is implemented by a store that can merge a request's state into
 // what it holds, with no other write in between.
 type Merger interface {
-	// PutMerged stores Merge(cur, base, s, maxActive) under key, cur
+	// PutMerged stores Merge(cur, base, s) under key, cur
 	// being what the store holds (the zero State when there is none, or
 	// it is unreadable), and renews its expiry.
-	PutMerged(ctx context.Context, key string, base, s State, maxActive int) error
+	PutMerged(ctx context.Context, key string, base, s State) error
 }
 
 // Save stores s, the state a request made of base (what Get gave it when
@@ -21,9 +21,9 @@ type Merger interface {
 // a retried stream's) each saved a state made of what was stored before
 // either began, and the later write dropped the tools the earlier one
 // had found. Any other store is written over.
-func Save(ctx context.Context, st Store, key string, base, s State, maxActive int) error {
+func Save(ctx context.Context, st Store, key string, base, s State) error {
 	if m, ok := st.(Merger); ok {
-		return m.PutMerged(ctx, key, base, s, maxActive)
+		return m.PutMerged(ctx, key, base, s)
 	}
 	return st.Put(ctx, key, s)
 }
@@ -44,10 +44,17 @@ func (s State) Base() State {
 // without those s dropped from base (guesses a new user turn let go,
 // tools max_active evicted) and with those s added after them; the
 // guesses likewise; the recent tools are cur's with s's after them; each
-// other field is s's where s changed it from base, else cur's. At most
-// maxActive (> 0) tools stay active: those not called recently go first,
-// oldest first, then the oldest.
-func Merge(cur, base, s State, maxActive int) State {
+// other field is s's where s changed it from base, else cur's.
+//
+// Merge evicts nothing for max_active: what each request's own bound
+// evicted it dropped from base, and only a request knows which names are
+// its catalog's and which it pins (core tools, the tool_choice, its
+// history's calls). So two requests of one session with different
+// catalogs (an agent and its subagent) keep the tools they keep saved one
+// after the other, and two of one catalog whose finds together exceed
+// max_active are bounded by the next request's own bound, before its
+// first round.
+func Merge(cur, base, s State) State {
 	if cur.Updated.Equal(base.Updated) && slices.Equal(cur.Active, base.Active) {
 		return s
 	}
@@ -76,17 +83,6 @@ func Merge(cur, base, s State, maxActive int) State {
 	}
 	if s.Observed == base.Observed {
 		out.Observed = cur.Observed
-	}
-	if over := len(out.Active) - maxActive; maxActive > 0 && over > 0 {
-		var gone []string
-		for _, stale := range []bool{true, false} {
-			for _, n := range out.Active {
-				if len(gone) < over && !slices.Contains(gone, n) && (!stale || !slices.Contains(out.Recent, n)) {
-					gone = append(gone, n)
-				}
-			}
-		}
-		out.Remove(gone)
 	}
 	out.Guesses = slices.DeleteFunc(out.Guesses, func(n string) bool { return !slices.Contains(out.Active, n) })
 	out.Bound(nil)

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -17,57 +18,65 @@ func TestMergeKeepsWhatEachRequestChanged(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		cur, base, s State
-		max          int
 		want         State
 	}{
 		{"with nothing saved since the load the request's state is stored as it is",
 			State{Active: []string{"a"}, Last: "a", Updated: loaded},
 			State{Active: []string{"a"}, Last: "a", Updated: loaded},
-			State{Active: []string{"b"}, Last: "b", Updated: saved}, 32,
+			State{Active: []string{"b"}, Last: "b", Updated: saved},
 			State{Active: []string{"b"}, Last: "b", Updated: saved}},
 		{"a tool another request found meanwhile stays, before the tools this one found",
 			State{Active: []string{"a", "b"}, Updated: since},
 			State{Active: []string{"a"}, Updated: loaded},
-			State{Active: []string{"a", "c"}, Updated: saved}, 32,
+			State{Active: []string{"a", "c"}, Updated: saved},
 			State{Active: []string{"a", "b", "c"}, Updated: saved}},
 		{"a guess the request dropped stays dropped, another request's guess stays a guess",
 			State{Active: []string{"a", "g", "h"}, Guesses: []string{"g", "h"}, Updated: since},
 			State{Active: []string{"a", "g"}, Guesses: []string{"g"}, Updated: loaded},
-			State{Active: []string{"a", "x"}, Guesses: []string{"x"}, Updated: saved}, 32,
+			State{Active: []string{"a", "x"}, Guesses: []string{"x"}, Updated: saved},
 			State{Active: []string{"a", "h", "x"}, Guesses: []string{"h", "x"}, Updated: saved}},
 		{"a tool another request evicted stays evicted",
 			State{Active: []string{"a"}, Updated: since},
 			State{Active: []string{"a", "b"}, Updated: loaded},
-			State{Active: []string{"a", "b", "c"}, Updated: saved}, 32,
+			State{Active: []string{"a", "b", "c"}, Updated: saved},
 			State{Active: []string{"a", "c"}, Updated: saved}},
 		{"a tool another request called is no guess of this one's",
 			State{Active: []string{"a"}, Recent: []string{"a"}, Last: "a", Updated: since},
 			State{Updated: loaded},
-			State{Active: []string{"a"}, Guesses: []string{"a"}, Updated: saved}, 32,
+			State{Active: []string{"a"}, Guesses: []string{"a"}, Updated: saved},
 			State{Active: []string{"a"}, Recent: []string{"a"}, Last: "a", Updated: saved}},
 		{"the fields the request left as it loaded them are the store's",
 			State{Active: []string{"a"}, Recent: []string{"a"}, Last: "a", Focus: "ticket", Turn: "t2", Preselected: []string{"a"}, Observed: "o2", Updated: since},
 			State{Updated: loaded},
-			State{Active: []string{"b"}, Updated: saved}, 32,
+			State{Active: []string{"b"}, Updated: saved},
 			State{Active: []string{"a", "b"}, Recent: []string{"a"}, Last: "a", Focus: "ticket", Turn: "t2", Preselected: []string{"a"}, Observed: "o2", Updated: saved}},
 		{"the fields the request changed are its own, the newest",
 			State{Active: []string{"a"}, Recent: []string{"a"}, Last: "a", Focus: "ticket", Turn: "t2", Preselected: []string{"a"}, Updated: since},
 			State{Updated: loaded},
-			State{Active: []string{"b"}, Recent: []string{"b"}, Last: "b", Focus: "invoice", Turn: "t3", Preselected: []string{"b"}, Updated: saved}, 32,
+			State{Active: []string{"b"}, Recent: []string{"b"}, Last: "b", Focus: "invoice", Turn: "t3", Preselected: []string{"b"}, Updated: saved},
 			State{Active: []string{"a", "b"}, Recent: []string{"a", "b"}, Last: "b", Focus: "invoice", Turn: "t3", Preselected: []string{"b"}, Updated: saved}},
-		{"at most max_active tools stay, those not called recently going first",
-			State{Active: []string{"a", "b", "c"}, Recent: []string{"a"}, Updated: since},
-			State{Updated: loaded},
-			State{Active: []string{"d", "e"}, Guesses: []string{"e"}, Updated: saved}, 3,
-			State{Active: []string{"a", "d", "e"}, Recent: []string{"a"}, Guesses: []string{"e"}, Updated: saved}},
+		{"an agent's and its subagent's tools all stay, as they do saved one after the other, whatever max_active",
+			State{Active: append(names("a", 30), "a31"), Recent: []string{"a30"}, Updated: since},
+			State{Active: names("a", 30), Recent: []string{"a30"}, Updated: loaded},
+			State{Active: append(names("a", 30), names("b", 10)...), Recent: []string{"a30"}, Updated: saved},
+			State{Active: append(append(names("a", 30), "a31"), names("b", 10)...), Recent: []string{"a30"}, Updated: saved}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Merge(tc.cur, tc.base, tc.s, tc.max)
+			got := Merge(tc.cur, tc.base, tc.s)
 			if !reflect.DeepEqual(norm(got), norm(tc.want)) {
 				t.Errorf("Merge = %+v\nwant    %+v", got, tc.want)
 			}
 		})
 	}
+}
+
+// names returns prefix01 to prefix<n>.
+func names(prefix string, n int) []string {
+	out := make([]string, 0, n)
+	for i := 1; i <= n; i++ {
+		out = append(out, fmt.Sprintf("%s%02d", prefix, i))
+	}
+	return out
 }
 
 // norm makes empty lists nil, for a comparison.
@@ -98,10 +107,10 @@ func TestASaveKeepsWhatAnotherRequestSavedSinceTheLoad(t *testing.T) {
 			sa.Updated = start.Updated.Add(time.Second)
 			sb.Join("dashboard_list")
 			sb.Updated = start.Updated.Add(2 * time.Second)
-			if err := Save(ctx, s, "k", a, sa, 32); err != nil {
+			if err := Save(ctx, s, "k", a, sa); err != nil {
 				t.Fatal(err)
 			}
-			if err := Save(ctx, s, "k", b, sb, 32); err != nil {
+			if err := Save(ctx, s, "k", b, sb); err != nil {
 				t.Fatal(err)
 			}
 			got, err := s.Get(ctx, "k")
@@ -161,7 +170,7 @@ func TestASaveKeepsWhatAnotherRequestSavedSinceTheLoad(t *testing.T) {
 		if err := srv.Set(redisPrefix+"k", "not json"); err != nil {
 			t.Fatal(err)
 		}
-		err := Save(ctx, r, "k", State{}, State{Active: []string{"a"}}, 32)
+		err := Save(ctx, r, "k", State{}, State{Active: []string{"a"}})
 		got, gerr := r.Get(ctx, "k")
 		if err != nil || gerr != nil || !slices.Equal(got.Active, []string{"a"}) {
 			t.Errorf("save: %v; read back %v, %v; want [a]", err, got.Active, gerr)
