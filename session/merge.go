@@ -39,7 +39,8 @@ func (s State) Base() State {
 
 // Merge returns what to store when s, the state a request made of base,
 // is saved over cur, which another request of the session may have saved
-// since base was read. When nothing was saved in between, that is s.
+// since base was read. When nothing was saved in between, or the store
+// holds nothing any more, that is s.
 // Otherwise each request's changes count: the active tools are cur's,
 // without those s dropped from base (guesses a new user turn let go,
 // tools max_active evicted) and with those s added after them; the
@@ -56,6 +57,12 @@ func (s State) Base() State {
 // first round.
 func Merge(cur, base, s State) State {
 	if cur.Updated.Equal(base.Updated) && slices.Equal(cur.Active, base.Active) {
+		return s
+	}
+	// The store lost the session since the load (evicted, expired, or
+	// unreadable): there is no other request's change to keep, and
+	// applying s's changes to nothing would keep only what s added.
+	if cur.empty() {
 		return s
 	}
 	out := s
@@ -105,4 +112,12 @@ func changed(cur, base, s []string) []string {
 		}
 	}
 	return out
+}
+
+// empty reports whether s is the zero State, what a store merges into
+// when it holds no session under the key.
+func (s State) empty() bool {
+	return len(s.Active) == 0 && len(s.Recent) == 0 && s.Last == "" && s.Focus == "" &&
+		s.Turn == "" && len(s.Preselected) == 0 && s.Explored == "" && len(s.Guesses) == 0 &&
+		s.Observed == "" && s.Updated.IsZero()
 }

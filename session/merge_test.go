@@ -25,6 +25,11 @@ func TestMergeKeepsWhatEachRequestChanged(t *testing.T) {
 			State{Active: []string{"a"}, Last: "a", Updated: loaded},
 			State{Active: []string{"b"}, Last: "b", Updated: saved},
 			State{Active: []string{"b"}, Last: "b", Updated: saved}},
+		{"with nothing stored any more (evicted, expired, unreadable) the request's state is stored whole",
+			State{},
+			State{Active: []string{"a", "b"}, Recent: []string{"b"}, Last: "b", Focus: "repo", Updated: loaded},
+			State{Active: []string{"a", "b", "c"}, Recent: []string{"b"}, Last: "b", Focus: "repo", Updated: saved},
+			State{Active: []string{"a", "b", "c"}, Recent: []string{"b"}, Last: "b", Focus: "repo", Updated: saved}},
 		{"a tool another request found meanwhile stays, before the tools this one found",
 			State{Active: []string{"a", "b"}, Updated: since},
 			State{Active: []string{"a"}, Updated: loaded},
@@ -120,6 +125,31 @@ func TestASaveKeepsWhatAnotherRequestSavedSinceTheLoad(t *testing.T) {
 		})
 	}
 
+	for name, st := range stores(t) {
+		t.Run(name+" stores the request's whole state when the session was evicted since the load", func(t *testing.T) {
+			if err := st.Put(ctx, "k", State{Active: []string{"a", "b"}, Last: "b", Focus: "repo", Updated: time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)}); err != nil {
+				t.Fatal(err)
+			}
+			base, err := st.Get(ctx, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := base.Base()
+			s.Join("c")
+			s.Updated = base.Updated.Add(time.Second)
+			if err := st.Delete(ctx, "k"); err != nil { // evicted, or expired, while the turn ran
+				t.Fatal(err)
+			}
+			if err := Save(ctx, st, "k", base, s); err != nil {
+				t.Fatal(err)
+			}
+			got, err := st.Get(ctx, "k")
+			if err != nil || !reflect.DeepEqual(norm(got), norm(s)) {
+				t.Errorf("stored %+v (%v)\nwant   %+v", got, err, s)
+			}
+		})
+	}
+
 	t.Run("redis reads again when another replica writes between its read and its write", func(t *testing.T) {
 		srv := miniredis.RunT(t)
 		r, other := newTestRedis(t, srv, time.Minute), newTestRedis(t, srv, time.Minute)
@@ -170,10 +200,10 @@ func TestASaveKeepsWhatAnotherRequestSavedSinceTheLoad(t *testing.T) {
 		if err := srv.Set(redisPrefix+"k", "not json"); err != nil {
 			t.Fatal(err)
 		}
-		err := Save(ctx, r, "k", State{}, State{Active: []string{"a"}})
+		err := Save(ctx, r, "k", State{Active: []string{"z"}, Updated: time.Unix(1, 0)}, State{Active: []string{"z", "a"}, Updated: time.Unix(2, 0)})
 		got, gerr := r.Get(ctx, "k")
-		if err != nil || gerr != nil || !slices.Equal(got.Active, []string{"a"}) {
-			t.Errorf("save: %v; read back %v, %v; want [a]", err, got.Active, gerr)
+		if err != nil || gerr != nil || !slices.Equal(got.Active, []string{"z", "a"}) {
+			t.Errorf("save: %v; read back %v, %v; want the request's [z a]", err, got.Active, gerr)
 		}
 	})
 }
