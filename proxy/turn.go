@@ -349,7 +349,7 @@ func (t *turn) save(ctx context.Context) {
 	// A session outlives catalogs: names the client no longer sends go
 	// first when it holds more than it may keep.
 	t.st.Bound(func(name string) bool { _, ok := t.policy.Position(name); return ok })
-	if err := session.Save(ctx, t.g.Sessions, t.key, t.loaded, t.st); err != nil {
+	if err := session.Save(ctx, t.g.Sessions, t.key, t.loaded, t.st, recentKeep); err != nil {
 		t.g.sessionStoreFailed(ctx, "put", t.key, err)
 	}
 }

@@ -54,11 +54,11 @@ func (m *Memory) Put(_ context.Context, key string, s State) error {
 
 // PutMerged stores a copy of s merged into the state under key (Merge),
 // with no other write in between.
-func (m *Memory) PutMerged(_ context.Context, key string, base, s State) error {
+func (m *Memory) PutMerged(_ context.Context, key string, base, s State, keep int) error {
 	m.writes.Lock()
 	defer m.writes.Unlock()
 	cur, _ := m.lru.Peek(key)
-	m.lru.Add(key, Merge(cur, base, s).Clone())
+	m.lru.Add(key, Merge(cur, base, s, keep).Clone())
 	return nil
 }
 

@@ -50,6 +50,21 @@ func TestMergeKeepsWhatEachRequestChanged(t *testing.T) {
 			State{Updated: loaded},
 			State{Active: []string{"a"}, Guesses: []string{"a"}, Updated: saved},
 			State{Active: []string{"a"}, Recent: []string{"a"}, Last: "a", Updated: saved}},
+		{"a request that called nothing leaves the recent tools and the last tool another request called meanwhile",
+			State{Active: []string{"a", "b", "c"}, Recent: []string{"a", "b", "c"}, Last: "c", Updated: since},
+			State{Active: []string{"a", "b", "c"}, Recent: []string{"a", "b"}, Last: "b", Updated: loaded},
+			State{Active: []string{"a", "b", "c"}, Recent: []string{"a", "b"}, Last: "b", Updated: saved},
+			State{Active: []string{"a", "b", "c"}, Recent: []string{"a", "b", "c"}, Last: "c", Updated: saved}},
+		{"a request's calls follow those another request made meanwhile, the tools neither called keeping their order",
+			State{Active: []string{"a", "b", "c", "d"}, Recent: []string{"a", "b", "c", "d"}, Last: "d", Updated: since},
+			State{Active: []string{"a", "b", "c"}, Recent: []string{"a", "b", "c"}, Last: "c", Updated: loaded},
+			State{Active: []string{"a", "b", "c"}, Recent: []string{"b", "c", "a"}, Last: "a", Updated: saved},
+			State{Active: []string{"a", "b", "c", "d"}, Recent: []string{"b", "c", "d", "a"}, Last: "a", Updated: saved}},
+		{"at most keep recent tools stay, the oldest going",
+			State{Active: []string{"a", "b", "c", "d", "e"}, Recent: []string{"a", "b", "c", "d"}, Last: "d", Updated: since},
+			State{Active: []string{"a", "b", "c", "d", "e"}, Recent: []string{"a", "b", "c"}, Last: "c", Updated: loaded},
+			State{Active: []string{"a", "b", "c", "d", "e"}, Recent: []string{"a", "b", "c", "e"}, Last: "e", Updated: saved},
+			State{Active: []string{"a", "b", "c", "d", "e"}, Recent: []string{"b", "c", "d", "e"}, Last: "e", Updated: saved}},
 		{"the fields the request left as it loaded them are the store's",
 			State{Active: []string{"a"}, Recent: []string{"a"}, Last: "a", Focus: "ticket", Turn: "t2", Preselected: []string{"a"}, Observed: "o2", Updated: since},
 			State{Updated: loaded},
@@ -67,7 +82,7 @@ func TestMergeKeepsWhatEachRequestChanged(t *testing.T) {
 			State{Active: append(append(names("a", 30), "a31"), names("b", 10)...), Recent: []string{"a30"}, Updated: saved}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Merge(tc.cur, tc.base, tc.s)
+			got := Merge(tc.cur, tc.base, tc.s, 4) // each request keeps 4 recent tools
 			if !reflect.DeepEqual(norm(got), norm(tc.want)) {
 				t.Errorf("Merge = %+v\nwant    %+v", got, tc.want)
 			}
@@ -112,10 +127,10 @@ func TestASaveKeepsWhatAnotherRequestSavedSinceTheLoad(t *testing.T) {
 			sa.Updated = start.Updated.Add(time.Second)
 			sb.Join("dashboard_list")
 			sb.Updated = start.Updated.Add(2 * time.Second)
-			if err := Save(ctx, s, "k", a, sa); err != nil {
+			if err := Save(ctx, s, "k", a, sa, 8); err != nil {
 				t.Fatal(err)
 			}
-			if err := Save(ctx, s, "k", b, sb); err != nil {
+			if err := Save(ctx, s, "k", b, sb, 8); err != nil {
 				t.Fatal(err)
 			}
 			got, err := s.Get(ctx, "k")
@@ -140,7 +155,7 @@ func TestASaveKeepsWhatAnotherRequestSavedSinceTheLoad(t *testing.T) {
 			if err := st.Delete(ctx, "k"); err != nil { // evicted, or expired, while the turn ran
 				t.Fatal(err)
 			}
-			if err := Save(ctx, st, "k", base, s); err != nil {
+			if err := Save(ctx, st, "k", base, s, 8); err != nil {
 				t.Fatal(err)
 			}
 			got, err := st.Get(ctx, "k")
@@ -200,7 +215,7 @@ func TestASaveKeepsWhatAnotherRequestSavedSinceTheLoad(t *testing.T) {
 		if err := srv.Set(redisPrefix+"k", "not json"); err != nil {
 			t.Fatal(err)
 		}
-		err := Save(ctx, r, "k", State{Active: []string{"z"}, Updated: time.Unix(1, 0)}, State{Active: []string{"z", "a"}, Updated: time.Unix(2, 0)})
+		err := Save(ctx, r, "k", State{Active: []string{"z"}, Updated: time.Unix(1, 0)}, State{Active: []string{"z", "a"}, Updated: time.Unix(2, 0)}, 8)
 		got, gerr := r.Get(ctx, "k")
 		if err != nil || gerr != nil || !slices.Equal(got.Active, []string{"z", "a"}) {
 			t.Errorf("save: %v; read back %v, %v; want the request's [z a]", err, got.Active, gerr)

@@ -243,8 +243,8 @@ const updateAttempts = 4
 
 // PutMerged stores s merged into the session under key (Merge) and
 // renews its expiry; see update.
-func (r *Redis) PutMerged(ctx context.Context, key string, base, s State) error {
-	return r.update(ctx, key, func(cur State) State { return Merge(cur, base, s) })
+func (r *Redis) PutMerged(ctx context.Context, key string, base, s State, keep int) error {
+	return r.update(ctx, key, func(cur State) State { return Merge(cur, base, s, keep) })
 }
 
 // update stores what fn makes of the session under key (the zero State

@@ -48,7 +48,7 @@ func TestASlowRedisCostsACallAtMostItsTimeout(t *testing.T) {
 					case 1:
 						err = r.Put(context.Background(), "conv", st)
 					default: // a merged save gives up at its first round trip
-						err = Save(context.Background(), r, "conv", State{}, st)
+						err = Save(context.Background(), r, "conv", State{}, st, 8)
 					}
 					if d := time.Since(start); d > bound {
 						t.Errorf("call %d took %v, want at most %v", i, d, bound)
@@ -103,7 +103,7 @@ func TestAMergedSaveServesWhereAPutDoes(t *testing.T) {
 		}
 		s := base.Base()
 		s.Join("c")
-		if err := Save(ctx, r, "k", base, s); err != nil {
+		if err := Save(ctx, r, "k", base, s, 8); err != nil {
 			t.Fatalf("save: %v", err)
 		}
 		if err := r.Put(ctx, "other", State{Active: []string{"x"}}); err != nil {
