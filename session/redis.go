@@ -257,10 +257,12 @@ func (r *Redis) PutMerged(ctx context.Context, key string, base, s State, keep i
 // trips overrun it, which still serves Put, serves update too. A
 // transaction that another write voided is tried again only while the
 // read timeout has not passed since update began, and at most
-// updateAttempts times; then the last merge is written with a plain SET,
-// as Put writes, so a busy or slow key costs one more round trip, not
-// another transaction of three. A save thus waits at most about three
-// read timeouts when no other write comes between, five when one does.
+// updateAttempts times; then the key is read once more and what fn
+// makes of it written with a plain SET, unwatched, so a busy or slow key
+// costs two more round trips, not another transaction of three, and the
+// write that voided the transaction is merged, not overwritten. A save
+// thus waits at most about three read timeouts when no other write comes
+// between, six when one does.
 func (r *Redis) update(ctx context.Context, key string, fn func(cur State) State) error {
 	k := redisPrefix + key
 	return r.guard(ctx, "merging session into redis", func(ctx context.Context) error {
@@ -274,6 +276,22 @@ func (r *Redis) update(ctx context.Context, key string, fn func(cur State) State
 			if !errors.Is(err, redis.TxFailedErr) {
 				return err
 			}
+		}
+		// The last merge was made of a read that another write has since
+		// replaced: writing it would drop that write. Read once more and
+		// write what fn makes of it, unwatched (two round trips).
+		rctx, cancel := r.op(ctx)
+		size, b, err := fetch(rctx, r.client, k, MaxValueBytes)
+		cancel()
+		if err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return err
+		}
+		var cur State
+		if decode("session", k, MaxValueBytes, size, b, err, &cur) != nil {
+			cur = State{}
+		}
+		if merged, err = json.Marshal(fn(cur)); err != nil {
+			return fmt.Errorf("encoding session: %w", err)
 		}
 		octx, cancel := r.op(ctx)
 		defer cancel()
