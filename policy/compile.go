@@ -67,6 +67,9 @@ func compile(doc Document, env compileEnv) (*Snapshot, error) {
 				URL:      strings.TrimRight(doc.Search.Embeddings.URL, "/"),
 				Model:    doc.Search.Embeddings.Model,
 				Key:      expandEnv(doc.Search.Embeddings.Key),
+				// Normalised here so that a reload from 0 to the default
+				// is not reported as a change a restart would apply.
+				CacheMaxMB: cmp.Or(max(doc.Search.Embeddings.CacheMaxMB, 0), selector.DefaultDiskCacheMB),
 
 				QueryTimeout: doc.Search.Embeddings.QueryTimeout,
 			},

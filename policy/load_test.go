@@ -167,6 +167,16 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 			},
 		},
 		{
+			name: "a profile cannot set the embeddings disk cache bound",
+			src:  "profiles:\n  - match: {model: x}\n    search:\n      embeddings: {cache_max_mb: 64}\n",
+			want: []string{"4:34: profiles[0].search.embeddings.cache_max_mb: cannot be set per profile: the embeddings client is built at start-up"},
+		},
+		{
+			name: "an embeddings disk cache bound written in bytes is an error",
+			src:  "search:\n  embeddings:\n    cache_max_mb: 1073741824\n",
+			want: []string{"3:19: search.embeddings.cache_max_mb: must be at most 1048576 (1 TiB); the value is in MiB"},
+		},
+		{
 			name: "an embeddings query timeout of 0s is an error",
 			src:  "search:\n  embeddings: {query_timeout: 0s}\n",
 			want: []string{"2:31: search.embeddings.query_timeout: must be a duration above 0 and at most 1m"},
@@ -449,6 +459,22 @@ func TestDefaults(t *testing.T) {
 	t.Run("an unset environment reference is no error while the provider is offline", func(t *testing.T) {
 		mustLoad(t, "search:\n  embeddings: {provider: offline, key: $TOOLGATE_TEST_UNSET_KEY}\n", nil)
 	})
+	for _, tc := range []struct {
+		name, src string
+		want      int
+	}{
+		{"an unset embeddings disk cache bound is 1024 MiB", "{}\n", 1024},
+		{"an embeddings disk cache bound of 0 means the default", "search:\n  embeddings: {cache_max_mb: 0}\n", 1024},
+		{"a negative embeddings disk cache bound means the default", "search:\n  embeddings: {cache_max_mb: -5}\n", 1024},
+		{"an embeddings disk cache bound is kept as written", "search:\n  embeddings: {cache_max_mb: 64}\n", 64},
+		{"the largest embeddings disk cache bound is accepted", "search:\n  embeddings: {cache_max_mb: 1048576}\n", 1 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := mustLoad(t, tc.src, nil).Search.Embeddings.CacheMaxMB; got != tc.want {
+				t.Errorf("cache_max_mb = %d, want %d", got, tc.want)
+			}
+		})
+	}
 	t.Run("anchors without a boost get boost 1", func(t *testing.T) {
 		s := mustLoad(t, "anchors:\n  - {pattern: x, tools: [a]}\n  - {pattern: y, tools: [a], boost: 2.5}\n", nil)
 		if s.anchors[0].boost != 1 || s.anchors[1].boost != 2.5 {

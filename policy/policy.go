@@ -103,6 +103,8 @@ type Embeddings struct {
 	Model    string
 	Key      string // environment references already expanded
 	CacheDir string // absolute, or "" for the default
+	// CacheMaxMB bounds the on-disk cache in MiB, always above 0.
+	CacheMaxMB int
 	// QueryTimeout bounds a request's waits for its queries' vectors,
 	// all of them together.
 	QueryTimeout time.Duration

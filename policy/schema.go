@@ -56,7 +56,7 @@ type Document struct {
 	// settings read at start-up or from the base policy, which would take
 	// no effect there: gateway.upstream, upstream_key, body_limit,
 	// timeouts.connect and timeouts.first_byte, and search.embeddings
-	// url, model, key, cache_dir and query_timeout (provider openai works
+	// url, model, key, cache_dir, cache_max_mb and query_timeout (provider openai works
 	// only where the base had it at start-up).
 	Profiles []ProfileSpec `yaml:"profiles"`
 }
@@ -215,8 +215,8 @@ type WeightsSpec struct {
 type EmbeddingsSpec struct {
 	// Provider is offline (default; bundled word vectors, no network), openai
 	// (any OpenAI-compatible /v1/embeddings endpoint) or off. The openai
-	// client is built at start-up from url, model, key, cache_dir and
-	// query_timeout; a reload that switches to openai does not create one
+	// client is built at start-up from url, model, key, cache_dir,
+	// cache_max_mb and query_timeout; a reload that switches to openai does not create one
 	// (ranking stays on the word vectors until a restart).
 	Provider string `yaml:"provider"`
 	// URL is the embeddings base URL ending in /v1. Default: the upstream.
@@ -231,6 +231,11 @@ type EmbeddingsSpec struct {
 	// CacheDir holds embeddings on disk, relative to this file if not
 	// absolute. Default empty: the user cache dir (toolgate/embeddings).
 	CacheDir string `yaml:"cache_dir"`
+	// CacheMaxMB bounds the vector files in cache_dir, in MiB: past it the
+	// least recently written or read are removed until 90 % of it is
+	// used. Default 1024 (some 170,000 vectors of 1536 dimensions); 0 or
+	// less means the default; at most 1048576 (1 TiB).
+	CacheMaxMB int `yaml:"cache_max_mb"`
 	// QueryTimeout is how long a request waits for its queries' vectors,
 	// all of them together (its preselection and every search), before
 	// it ranks with the word vectors, at most 1m. Default 2s: a
@@ -387,7 +392,7 @@ func defaultDocument() Document {
 			Limit: 4,
 			// The selector's defaults are the ones measured on the dev sets.
 			Weights:    WeightsSpec(selector.DefaultWeights()),
-			Embeddings: EmbeddingsSpec{Provider: "offline", Model: "text-embedding-3-small", QueryTimeout: selector.DefaultQueryTimeout},
+			Embeddings: EmbeddingsSpec{Provider: "offline", Model: "text-embedding-3-small", CacheMaxMB: selector.DefaultDiskCacheMB, QueryTimeout: selector.DefaultQueryTimeout},
 		},
 		Sessions: SessionsSpec{TTL: time.Hour, MaxEntries: 10000, Store: "memory"},
 		Risk:     RiskSpec{Gate: RiskDestructive, WriteIntent: defaultWriteIntent},

@@ -27,6 +27,7 @@ func startupChanges(prev, next *Snapshot) []string {
 		{"search.embeddings.model", pe.Model != ne.Model},
 		{"search.embeddings.key", pe.Key != ne.Key},
 		{"search.embeddings.cache_dir", pe.CacheDir != ne.CacheDir},
+		{"search.embeddings.cache_max_mb", pe.CacheMaxMB != ne.CacheMaxMB},
 		{"search.embeddings.query_timeout", pe.QueryTimeout != ne.QueryTimeout},
 		{"sessions.store", ps.Store != ns.Store},
 		{"sessions.ttl", ps.TTL != ns.TTL},

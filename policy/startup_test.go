@@ -22,6 +22,8 @@ func TestStartupChangesNamesWhatOnlyARestartApplies(t *testing.T) {
 		{"settings that reload live name nothing", "gateway: {listen: '127.0.0.1:8080', mode: search, max_rounds: 2}\nsessions: {ttl: 1h}\ndeny: [x]\n", nil},
 		{"another listen address is named", "gateway: {listen: '127.0.0.1:9090'}\nsessions: {ttl: 1h}\n", []string{"gateway.listen"}},
 		{"session settings are named", "gateway: {listen: '127.0.0.1:8080'}\nsessions: {ttl: 2h, max_entries: 5}\n", []string{"sessions.ttl", "sessions.max_entries"}},
+		{"another embeddings disk cache bound is named", base + "search:\n  embeddings: {cache_max_mb: 64}\n", []string{"search.embeddings.cache_max_mb"}},
+		{"writing out the default embeddings disk cache bound names nothing", base + "search:\n  embeddings: {cache_max_mb: 0}\n", nil},
 		{"switching embeddings to openai is named", base + "search:\n  embeddings: {provider: openai, query_timeout: 5s}\n", []string{"search.embeddings.provider", "search.embeddings.query_timeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

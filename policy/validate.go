@@ -105,6 +105,10 @@ func (v *validator) document(doc *Document, prefix string, bundles map[string]bo
 	// without (the word vectors rank meanwhile).
 	v.check(p("search.embeddings.query_timeout"), e.QueryTimeout > 0 && e.QueryTimeout <= time.Minute,
 		"must be a duration above 0 and at most 1m, such as 2s")
+	// The bound is in MiB: a value this large is bytes written by mistake,
+	// which would leave the cache unbounded in practice.
+	v.check(p("search.embeddings.cache_max_mb"), e.CacheMaxMB <= maxCacheMB,
+		"must be at most %d (1 TiB); the value is in MiB", maxCacheMB)
 	// An unset variable would send embeddings requests without a key,
 	// every one refused, while validate said ok.
 	if name, ok := envName(e.Key); ok && e.Provider == "openai" && os.Getenv(name) == "" {
@@ -179,6 +183,9 @@ func (v *validator) document(doc *Document, prefix string, bundles map[string]bo
 	}
 }
 
+// maxCacheMB is the largest search.embeddings.cache_max_mb accepted.
+const maxCacheMB = 1 << 20
+
 // profile validates profiles[i] as decoded on its own (zero values mean not
 // overridden); bundles are the names of the base and the profile's bundles.
 func (v *validator) profile(i int, ps *ProfileSpec, bundles map[string]bool) {
@@ -201,6 +208,7 @@ func (v *validator) profile(i int, ps *ProfileSpec, bundles map[string]bool) {
 		{"search.embeddings.model", "the embeddings client is built at start-up"},
 		{"search.embeddings.key", "the embeddings client is built at start-up"},
 		{"search.embeddings.cache_dir", "the embeddings client is built at start-up"},
+		{"search.embeddings.cache_max_mb", "the embeddings client is built at start-up"},
 		{"search.embeddings.query_timeout", "the embeddings client is built at start-up"},
 	} {
 		v.check(prefix+"."+s.path, false, "cannot be set per profile: %s", s.why)

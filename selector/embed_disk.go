@@ -1,12 +1,32 @@
 package selector
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 )
+
+// DefaultDiskCacheMB is the default bound of the on-disk vector cache, in
+// MiB: some 170,000 vectors of 1536 dimensions.
+const DefaultDiskCacheMB = 1024
+
+// diskBound keeps the vector files of a cache dir under max bytes. bytes
+// is an estimate: what a sweep last measured plus what this process wrote
+// since (another gateway sharing the directory is seen at the next sweep).
+type diskBound struct {
+	max      int64
+	bytes    atomic.Int64
+	sweeping atomic.Bool    // one sweep at a time: a write over the bound while one runs starts none
+	sweeps   sync.WaitGroup // the sweep running, for tests
+}
 
 // diskMagic starts every cache file; the vector's length follows it, so a
 // truncated or torn file is told from a vector of another length.
@@ -33,6 +53,10 @@ func (e *OpenAIEmbedder) readDisk(k string) ([]float32, bool) {
 		_ = os.Remove(path)
 		return nil, false
 	}
+	// Sweeps remove the least recently modified files, so a vector still
+	// in use must look recent. A disk hit happens once per process and key
+	// (the memory cache answers after it), so the syscall is rare.
+	_ = os.Chtimes(path, time.Time{}, time.Now())
 	return v, true
 }
 
@@ -72,7 +96,82 @@ func (e *OpenAIEmbedder) writeDisk(k string, v []float32) {
 	_, werr := f.Write(b)
 	if cerr := f.Close(); werr != nil || cerr != nil || os.Rename(f.Name(), filepath.Join(e.cacheDir, k+".f32")) != nil {
 		_ = os.Remove(f.Name())
+		return
 	}
+	// A rewritten key is counted twice; the next sweep measures it right.
+	e.disk.bytes.Add(int64(len(b)))
+	e.startSweep(false)
+}
+
+// startSweep starts a sweep of the cache dir in the background when the
+// estimate is over the bound (or always, with force) and none is running.
+func (e *OpenAIEmbedder) startSweep(force bool) {
+	if !force && e.disk.bytes.Load() <= e.disk.max {
+		return
+	}
+	if !e.disk.sweeping.CompareAndSwap(false, true) {
+		return
+	}
+	e.disk.sweeps.Add(1)
+	go func() {
+		defer e.disk.sweeps.Done()
+		for {
+			ok := e.sweepDisk()
+			e.disk.sweeping.Store(false)
+			// Writes that found this sweep running started none; one that
+			// could not get under the bound is not retried until the
+			// next write.
+			if !ok || e.disk.bytes.Load() <= e.disk.max || !e.disk.sweeping.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}()
+}
+
+// sweepDisk measures the vector files of the cache dir and, when they
+// exceed the bound, removes the least recently modified until they fill
+// at most 90 % of it, so that the next sweep is some writes away. It
+// reports whether the files are within the bound afterwards.
+func (e *OpenAIEmbedder) sweepDisk() bool {
+	counted := e.disk.bytes.Load()
+	entries, err := os.ReadDir(e.cacheDir)
+	if err != nil {
+		return false
+	}
+	type file struct {
+		name string
+		size int64
+		mod  time.Time
+	}
+	var files []file
+	var total int64
+	for _, d := range entries {
+		if !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), ".f32") {
+			continue
+		}
+		info, err := d.Info()
+		if err != nil {
+			continue // removed meanwhile, by another gateway's sweep
+		}
+		files = append(files, file{d.Name(), info.Size(), info.ModTime()})
+		total += info.Size()
+	}
+	if total > e.disk.max {
+		slices.SortFunc(files, func(a, b file) int { return cmp.Or(a.mod.Compare(b.mod), strings.Compare(a.name, b.name)) })
+		target := e.disk.max / 10 * 9
+		for _, f := range files {
+			if total <= target {
+				break
+			}
+			if err := os.Remove(filepath.Join(e.cacheDir, f.name)); err == nil || os.IsNotExist(err) {
+				total -= f.size
+			}
+		}
+	}
+	// Replace what was counted before the listing with what it found;
+	// writes since then stay counted.
+	e.disk.bytes.Add(total - counted)
+	return total <= e.disk.max
 }
 
 // prepareCacheDir creates dir, readable by its owner only (vectors of the

@@ -38,6 +38,7 @@ type OpenAIEmbedder struct {
 	key      func() string
 	client   *http.Client
 	cacheDir string
+	disk     diskBound
 	mem      *lru.Cache[string, []float32]
 	batch    int
 	// batchBytes bounds a batch's texts in bytes.
@@ -73,6 +74,10 @@ type OpenAIEmbedderOptions struct {
 	CacheDir string       // "" disables the on-disk cache; one that cannot be written is logged and left unused
 	MemSize  int          // in-memory cached vectors; <= 0 means 20,000
 	Batch    int          // texts per request; <= 0 means 128
+	// CacheMaxBytes bounds the vector files in CacheDir, the least
+	// recently written or read removed first; <= 0 means
+	// DefaultDiskCacheMB MiB.
+	CacheMaxBytes int64
 	// BatchBytes bounds a request's texts in bytes (a longer text goes
 	// alone); <= 0 means 128 KiB, some 32k tokens.
 	BatchBytes int
@@ -115,6 +120,9 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 	if opts.QueryTimeout <= 0 {
 		opts.QueryTimeout = DefaultQueryTimeout
 	}
+	if opts.CacheMaxBytes <= 0 {
+		opts.CacheMaxBytes = DefaultDiskCacheMB << 20
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -139,13 +147,21 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 			opts.CacheDir = ""
 		}
 	}
-	return &OpenAIEmbedder{
+	e := &OpenAIEmbedder{
 		baseURL: strings.TrimRight(opts.BaseURL, "/"), model: opts.Model, key: opts.APIKeyFunc,
 		client: opts.Client, cacheDir: opts.CacheDir, mem: mem, batch: opts.Batch, batchBytes: opts.BatchBytes,
 		attempts: 3, retryWait: time.Second, batchTimeout: 30 * time.Second,
 		queryTimeout: opts.QueryTimeout, failed: failed, now: time.Now,
 		health: &health{now: time.Now, logger: opts.Logger}, observer: opts.Observer,
-	}, nil
+	}
+	e.disk.max = opts.CacheMaxBytes
+	if e.cacheDir != "" {
+		// The directory's size is measured in the background: listing a
+		// large cache must not delay serving. Writes meanwhile are counted
+		// on top of what the listing finds.
+		e.startSweep(true)
+	}
+	return e, nil
 }
 
 // maxRetryWait caps the wait before retrying a catalog batch, whatever
@@ -159,6 +175,10 @@ func (e *OpenAIEmbedder) Model() string { return e.model }
 // QueryTimeout returns how long a query may wait for its vector
 // (OpenAIEmbedderOptions.QueryTimeout).
 func (e *OpenAIEmbedder) QueryTimeout() time.Duration { return e.queryTimeout }
+
+// CacheMaxBytes returns the bound of the on-disk cache
+// (OpenAIEmbedderOptions.CacheMaxBytes).
+func (e *OpenAIEmbedder) CacheMaxBytes() int64 { return e.disk.max }
 
 // Embed returns one vector per text of a catalog, from the caches where it
 // can, else from the endpoint in batches, each tried up to three times

@@ -154,6 +154,35 @@ func TestTheEmbeddingsQueryTimeoutIsThePolicys(t *testing.T) {
 	}
 }
 
+// TestTheEmbeddingsDiskCacheBoundIsThePolicys: search.embeddings.cache_max_mb
+// reaches the embeddings client in bytes.
+func TestTheEmbeddingsDiskCacheBoundIsThePolicys(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		setting string
+		want    int64
+	}{
+		{"the default bounds the cache at 1 GiB", "", 1 << 30},
+		{"a policy's 64 bounds it at 64 MiB", "    cache_max_mb: 64\n", 64 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := writeFile(t, "tools.yaml", "search:\n  embeddings:\n    provider: openai\n    url: http://127.0.0.1:1/v1\n    cache_dir: "+t.TempDir()+"\n"+tc.setting)
+			snap, err := policy.Load(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up, _ := url.Parse("http://127.0.0.1:1/v1")
+			emb, err := newEmbedder(func() *policy.Snapshot { return snap }, up, http.DefaultTransport, slog.New(slog.DiscardHandler), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := emb.(*selector.OpenAIEmbedder).CacheMaxBytes(); got != tc.want {
+				t.Errorf("disk cache bound = %d bytes, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestTheEmbeddingsClientFollowsARotatedUpstreamKey: without a key of its
 // own, the embeddings client borrows gateway.upstream_key, and a reload
 // that rotates it must reach the client as it reaches the upstream calls.

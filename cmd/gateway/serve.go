@@ -341,8 +341,9 @@ func newEmbedder(current func() *policy.Snapshot, up *url.URL, rt http.RoundTrip
 		Logger:   logger.With("component", "embeddings"),
 		Observer: obs,
 
-		APIKeyFunc:   upstreamKey,
-		QueryTimeout: e.QueryTimeout,
+		APIKeyFunc:    upstreamKey,
+		QueryTimeout:  e.QueryTimeout,
+		CacheMaxBytes: int64(e.CacheMaxMB) << 20,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configuring embeddings: %w", err)
