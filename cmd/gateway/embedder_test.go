@@ -136,16 +136,7 @@ func TestTheEmbeddingsQueryTimeoutIsThePolicys(t *testing.T) {
 		{"a policy's 100ms gives up before the answer", "    query_timeout: 100ms\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := writeFile(t, "tools.yaml", "search:\n  embeddings:\n    provider: openai\n    url: "+srv.URL+"\n    cache_dir: "+t.TempDir()+"\n"+tc.setting)
-			snap, err := policy.Load(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			up, _ := url.Parse("http://127.0.0.1:1/v1")
-			emb, err := newEmbedder(func() *policy.Snapshot { return snap }, up, http.DefaultTransport, slog.New(slog.DiscardHandler), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			emb := openAIEmbedder(t, srv.URL, tc.setting)
 			v, err := emb.(selector.QueryEmbedder).EmbedQuery(context.Background(), "read a file "+tc.name)
 			if got := err == nil && len(v) == 3; got != tc.waits {
 				t.Errorf("query got its vector: %v (err %v), want %v", got, err, tc.waits)
@@ -166,16 +157,7 @@ func TestTheEmbeddingsDiskCacheBoundIsThePolicys(t *testing.T) {
 		{"a policy's 64 bounds it at 64 MiB", "    cache_max_mb: 64\n", 64 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := writeFile(t, "tools.yaml", "search:\n  embeddings:\n    provider: openai\n    url: http://127.0.0.1:1/v1\n    cache_dir: "+t.TempDir()+"\n"+tc.setting)
-			snap, err := policy.Load(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			up, _ := url.Parse("http://127.0.0.1:1/v1")
-			emb, err := newEmbedder(func() *policy.Snapshot { return snap }, up, http.DefaultTransport, slog.New(slog.DiscardHandler), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			emb := openAIEmbedder(t, "http://127.0.0.1:1/v1", tc.setting)
 			if got := emb.(*selector.OpenAIEmbedder).CacheMaxBytes(); got != tc.want {
 				t.Errorf("disk cache bound = %d bytes, want %d", got, tc.want)
 			}
@@ -242,4 +224,22 @@ func TestTheEmbeddingsClientFollowsARotatedUpstreamKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openAIEmbedder builds the embeddings client serve would for a policy of
+// provider openai at endpoint, a cache dir of the test's own, and the
+// embeddings keys in setting (indented under search.embeddings).
+func openAIEmbedder(t *testing.T, endpoint, setting string) selector.Embedder {
+	t.Helper()
+	cfg := writeFile(t, "tools.yaml", "search:\n  embeddings:\n    provider: openai\n    url: "+endpoint+"\n    cache_dir: "+t.TempDir()+"\n"+setting)
+	snap, err := policy.Load(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _ := url.Parse("http://127.0.0.1:1/v1")
+	emb, err := newEmbedder(func() *policy.Snapshot { return snap }, up, http.DefaultTransport, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return emb
 }
