@@ -267,12 +267,11 @@ func (r *Redis) update(ctx context.Context, key string, fn func(cur State) State
 	k := redisPrefix + key
 	return r.guard(ctx, "merging session into redis", func(ctx context.Context) error {
 		start := time.Now()
-		var merged []byte
 		for attempt := 0; attempt < updateAttempts; attempt++ {
 			if attempt > 0 && r.opTimeout > 0 && time.Since(start) >= r.opTimeout {
 				break
 			}
-			err := r.watched(ctx, k, fn, &merged)
+			err := r.watched(ctx, k, fn)
 			if !errors.Is(err, redis.TxFailedErr) {
 				return err
 			}
@@ -280,18 +279,9 @@ func (r *Redis) update(ctx context.Context, key string, fn func(cur State) State
 		// The last merge was made of a read that another write has since
 		// replaced: writing it would drop that write. Read once more and
 		// write what fn makes of it, unwatched (two round trips).
-		rctx, cancel := r.op(ctx)
-		size, b, err := fetch(rctx, r.client, k, MaxValueBytes)
-		cancel()
-		if err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		merged, err := r.mergeRead(ctx, r.client, k, fn)
+		if err != nil {
 			return err
-		}
-		var cur State
-		if decode("session", k, MaxValueBytes, size, b, err, &cur) != nil {
-			cur = State{}
-		}
-		if merged, err = json.Marshal(fn(cur)); err != nil {
-			return fmt.Errorf("encoding session: %w", err)
 		}
 		octx, cancel := r.op(ctx)
 		defer cancel()
@@ -300,38 +290,49 @@ func (r *Redis) update(ctx context.Context, key string, fn func(cur State) State
 }
 
 // watched runs one optimistic transaction of update's: WATCH k, read it,
-// and SET what fn makes of it (kept in merged) in MULTI EXEC, each round
-// trip bounded by opTimeout. It returns redis.TxFailedErr when another
-// write changed k after the WATCH. A round trip that times out leaves
-// its connection to go-redis, which closes it rather than pool it with a
-// reply still due.
-func (r *Redis) watched(ctx context.Context, k string, fn func(cur State) State, merged *[]byte) error {
+// and SET what fn makes of it in MULTI EXEC, each round trip bounded by
+// opTimeout. It returns redis.TxFailedErr when another write changed k
+// after the WATCH. A round trip that times out leaves its connection to
+// go-redis, which closes it rather than pool it with a reply still due.
+func (r *Redis) watched(ctx context.Context, k string, fn func(cur State) State) error {
 	// The WATCH's deadline also bounds the UNWATCH go-redis sends when the
 	// transaction ends before its EXEC: a late one fails, and its
 	// connection is closed, which ends the WATCH as well.
 	wctx, cancel := r.op(ctx)
 	defer cancel()
 	return r.client.Watch(wctx, func(tx *redis.Tx) error {
-		rctx, cancel := r.op(ctx)
-		size, b, err := fetch(rctx, tx, k, MaxValueBytes)
-		cancel()
-		if err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		merged, err := r.mergeRead(ctx, tx, k, fn)
+		if err != nil {
 			return err
-		}
-		var cur State
-		if decode("session", k, MaxValueBytes, size, b, err, &cur) != nil {
-			cur = State{}
-		}
-		if *merged, err = json.Marshal(fn(cur)); err != nil {
-			return fmt.Errorf("encoding session: %w", err)
 		}
 		ectx, cancel := r.op(ctx)
 		defer cancel()
 		_, err = tx.TxPipelined(ectx, func(p redis.Pipeliner) error {
-			return p.Set(ectx, k, *merged, r.ttl).Err()
+			return p.Set(ectx, k, merged, r.ttl).Err()
 		})
 		return err
 	}, k)
+}
+
+// mergeRead reads k through c, in one round trip bounded by opTimeout,
+// and returns the encoding of what fn makes of it: of the zero State when
+// k holds nothing or nothing readable, which the write replaces.
+func (r *Redis) mergeRead(ctx context.Context, c redis.Cmdable, k string, fn func(cur State) State) ([]byte, error) {
+	rctx, cancel := r.op(ctx)
+	size, b, err := fetch(rctx, c, k, MaxValueBytes)
+	cancel()
+	if err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return nil, err
+	}
+	var cur State
+	if decode("session", k, MaxValueBytes, size, b, err, &cur) != nil {
+		cur = State{}
+	}
+	merged, err := json.Marshal(fn(cur))
+	if err != nil {
+		return nil, fmt.Errorf("encoding session: %w", err)
+	}
+	return merged, nil
 }
 
 // GetThread returns the thread under key, or ErrNotFound; a value that
