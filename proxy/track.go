@@ -159,12 +159,10 @@ const rearmAfter = 1 << 10
 func (tr *tracker) Flush() {
 	start := time.Now()
 	tr.arm(start)
-	if tr.turn == nil {
-		_ = http.NewResponseController(tr.ResponseWriter).Flush()
-		return
-	}
 	_ = http.NewResponseController(tr.ResponseWriter).Flush()
-	tr.rep.client += time.Since(start)
+	if tr.turn != nil {
+		tr.rep.client += time.Since(start)
+	}
 }
 
 // Unwrap gives http.ResponseController the real writer.
