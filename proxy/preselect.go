@@ -37,11 +37,14 @@ func (t *turn) seedActive(ctx context.Context) {
 	}
 	for _, n := range t.req.Called {
 		t.join(n, reasonHistory)
-		t.touch(n)
+		if s, ok := t.policy.Own(n); ok {
+			t.st.Unguess(s) // a tool the model called is no guess
+		}
 	}
-	// Again in the order of their latest calls, so the session's recent
-	// tools (which max_active evicts last) are the ones the agent keeps
-	// using, and its last tool the one it called last.
+	// Recency in the order of the latest calls (LastCalled holds every
+	// called name while there are at most as many as the session keeps),
+	// so the session's recent tools (which max_active evicts last) are the
+	// ones the agent keeps using, and its last tool the one it called last.
 	for _, n := range t.req.LastCalled {
 		t.touch(n)
 	}
