@@ -241,6 +241,32 @@ func TestToolCacheReturnsOnlyTheSameCatalog(t *testing.T) {
 	}
 }
 
+// TestToolCacheKeepsEveryUserOfOneAgent: the users of one agent send its
+// built-in tools first and their own after, so their arrays share a start;
+// each must find its own, not parse it again every turn.
+func TestToolCacheKeepsEveryUserOfOneAgent(t *testing.T) {
+	head := `[{"type":"function","function":{"name":"a","description":"` + strings.Repeat("x", headLen) + `"}}`
+	for _, users := range []int{9, 20, maxPerHead} {
+		t.Run(strconv.Itoa(users)+" users sharing the agent's first tools all hit", func(t *testing.T) {
+			c := newToolCache(256).space(routeChat)
+			var raws []string
+			for i := range users {
+				raw := head + `,{"type":"function","function":{"name":"b` + strconv.Itoa(i) + `"}}]`
+				raws = append(raws, raw)
+				c.Add(raw, []rewrite.Tool{{Name: "a"}, {Name: "b" + strconv.Itoa(i)}})
+			}
+			for round := range 2 {
+				for i, raw := range raws {
+					got, ok := c.Lookup(raw + `,"stream":true}`)
+					if !ok || got.Tools[1].Name != "b"+strconv.Itoa(i) {
+						t.Fatalf("round %d, user %d: hit = %v, tools %+v", round, i, ok, got.Tools)
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestToolCacheBoundsCatalogsThatShareTheirStart(t *testing.T) {
 	cache := newToolCache(64)
 	c := cache.space(routeChat)

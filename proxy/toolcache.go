@@ -53,10 +53,19 @@ const (
 	// headLen is how much of an array's text indexes it; shorter arrays
 	// (a few tools, quick to parse) are not kept.
 	headLen = 512
-	// maxPerHead bounds the arrays that share their first headLen bytes
-	// (catalogs that start with the same tools), and so the compares one
-	// lookup can cost; the oldest of them makes way.
-	maxPerHead = 8
+	// maxPerHead bounds the arrays that share their first headLen bytes,
+	// and so the candidates one lookup walks; the oldest of them makes
+	// way. Sharing a start is the rule, not the exception: every user of
+	// one agent sends its built-in tools first and their own MCP tools
+	// after, so the bound is as many such users as one gateway serves at
+	// once, not a handful (at 8, the ninth user's every turn parsed its
+	// array again and evicted a neighbour's). A candidate that is not the
+	// array costs a length and a 64-byte compare.
+	maxPerHead = 64
+	// maxMatches bounds the candidates that pass those checks and are
+	// compared whole, outside the lock: arrays that share their first
+	// and last bytes and fit in the text.
+	maxMatches = 4
 	// tailCheck is how much of a candidate's end is compared before the
 	// whole: arrays that share a head mostly differ by their last tools.
 	tailCheck = 64
@@ -100,14 +109,22 @@ func (s toolSpace) Lookup(str string) (rewrite.KnownTools, bool) {
 		return rewrite.KnownTools{}, false
 	}
 	c := s.c
-	var cands [maxPerHead]*toolEntry
+	var cands [maxMatches]*toolEntry
+	n := 0
 	head := maphash.String(c.seed, str[:headLen]) ^ s.mix
 	c.mu.Lock()
-	n := copy(cands[:], c.byHead[head])
+	same := c.byHead[head]
+	for i := len(same) - 1; i >= 0 && n < len(cands); i-- { // the newest is the likeliest
+		k := same[i].known
+		if same[i].space == s.mix && len(k.Raw) <= len(str) && str[len(k.Raw)-tailCheck:len(k.Raw)] == k.Raw[len(k.Raw)-tailCheck:] {
+			cands[n] = same[i]
+			n++
+		}
+	}
 	c.mu.Unlock()
-	for i := n - 1; i >= 0; i-- { // the newest is the likeliest
-		k := cands[i].known
-		if cands[i].space != s.mix || len(k.Raw) > len(str) || str[len(k.Raw)-tailCheck:len(k.Raw)] != k.Raw[len(k.Raw)-tailCheck:] || str[:len(k.Raw)] != k.Raw {
+	for _, e := range cands[:n] {
+		k := e.known
+		if str[:len(k.Raw)] != k.Raw {
 			continue
 		}
 		c.mu.Lock()
