@@ -75,9 +75,11 @@ func (g *Gateway) servePprof(w http.ResponseWriter, r *http.Request) {
 // constant time); without or with a wrong one it gets 401.
 //
 // Sessions are namespaced by tenant, so {id} is read two ways:
-//   - a store key, as the decision log prints it ("<tenant>:id:<X-Session-ID>",
-//     "<tenant>:ih:<hash>" for an id longer than session.MaxReadableID, or
-//     "<tenant>:fp:<hash>"): looked up as is, no credential needed;
+//   - a store key of any kind, as the decision log prints it
+//     ("<tenant>:id:<X-Session-ID>", "<tenant>:ih:<hash>" for an id longer
+//     than session.MaxReadableID, "<tenant>:fp:<hash>" for a conversation's
+//     opening, "<tenant>:fc:<hash>" for one with a prompt_cache_key; see
+//     session.IsKey): looked up as is, no credential needed;
 //   - otherwise an X-Session-ID, namespaced by the tenant of the debug
 //     request's own Authorization (or Api-Key, or X-Api-Key) header, exactly as a chat
 //     request from that client with that X-Session-ID would be.
@@ -95,7 +97,7 @@ func (g *Gateway) serveDebugSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := id
-	if !isStoreKey(id) {
+	if !session.IsKey(id) {
 		key = session.Key(session.Tenant(credential(r)), id, "", "", "")
 	}
 	st, err := g.Sessions.Get(r.Context(), key)
@@ -125,19 +127,4 @@ func (g *Gateway) serveDebugSession(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(append(body, '\n'))
-}
-
-// isStoreKey reports whether id has the shape session.Key produces: a
-// 16-hex-digit tenant, then ":id:", ":ih:" or ":fp:".
-func isStoreKey(id string) bool {
-	tenant, rest, ok := strings.Cut(id, ":")
-	if !ok || len(tenant) != 16 {
-		return false
-	}
-	for _, c := range tenant {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return strings.HasPrefix(rest, "id:") || strings.HasPrefix(rest, "ih:") || strings.HasPrefix(rest, "fp:")
 }

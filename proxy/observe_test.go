@@ -437,7 +437,7 @@ func TestDecisionLogSaysWhyEachToolIsActive(t *testing.T) {
 			return lines[0].Get("searches.#").Int()+lines[1].Get("searches.#").Int() > 0
 		}},
 		{"the session is the tenant-namespaced store key", func() bool {
-			return isStoreKey(lines[0].Get("session").String()) && strings.HasSuffix(lines[0].Get("session").String(), ":id:s-42")
+			return session.IsKey(lines[0].Get("session").String()) && strings.HasSuffix(lines[0].Get("session").String(), ":id:s-42")
 		}},
 		{"tokens and upstream calls are recorded", func() bool {
 			return lines[0].Get("tool_tokens_client").Int() > 0 && lines[0].Get("upstream_calls").Int() >= 1 &&

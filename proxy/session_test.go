@@ -117,13 +117,54 @@ func TestALongSessionIDIsHeldUnderAShortKey(t *testing.T) {
 		ok   bool
 	}{
 		{"the store holds one session, under a short key", len(mem.Keys()) == 1 && len(mem.Keys()[0]) <= 100},
-		{"the decision record names the session by that key", mem.Len() == 1 && key == mem.Keys()[0] && isStoreKey(key)},
+		{"the decision record names the session by that key", mem.Len() == 1 && key == mem.Keys()[0] && session.IsKey(key)},
 		{"the debug route finds the session by the long id", status == http.StatusOK && strings.Contains(body, key)},
 		{"the debug route finds the session by the key the record names", byKey == http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !tc.ok {
 				t.Errorf("keys %.300q, record's %.300q, debug %d %.300s", mem.Keys(), key, status, body)
+			}
+		})
+	}
+}
+
+// TestTheDebugRouteFindsASessionByAnyKeyTheDecisionLogPrints: the debug
+// route reads an id as a store key only of the kinds it knew, so the key
+// of a session derived from a prompt_cache_key, copied from the decision
+// log, was looked up as an X-Session-ID and answered 404.
+func TestTheDebugRouteFindsASessionByAnyKeyTheDecisionLogPrints(t *testing.T) {
+	msgs := []map[string]any{{"role": "system", "content": "agent"}, {"role": "user", "content": twoStepTask.Prompt}}
+	for _, tc := range []struct {
+		name  string
+		hdr   map[string]string
+		extra map[string]any
+		kind  string // in the key the record prints
+	}{
+		{"a session named by X-Session-ID is found by its key", map[string]string{"X-Session-ID": "s-1"}, nil, ":id:"},
+		{"a session derived from the conversation's opening is found by its key", nil, nil, ":fp:"},
+		{"a session derived from prompt_cache_key is found by its key", nil, map[string]any{"prompt_cache_key": "conv-a"}, ":fc:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+			var log syncBuffer
+			base := newTestGateway(t, model, func(g *Gateway) {
+				g.AdminToken = "adm"
+				g.DecisionLog = slog.New(slog.NewJSONHandler(&log, nil))
+			})
+			mustRead(t, post(t, base, chatRequest(t, msgs, testCatalog(30), false, tc.extra), tc.hdr))
+			recs := log.waitLines(t, 1)
+			if len(recs) != 1 {
+				t.Fatalf("%d decision records, want 1", len(recs))
+			}
+			key := recs[0].Get("session").String()
+			if !strings.Contains(key, tc.kind) {
+				t.Fatalf("the record names the session %q, want a key of kind %q", key, tc.kind)
+			}
+			// The admin token alone: a store key needs no tenant's credential.
+			status, body := getWithHeaders(t, strings.TrimSuffix(base, "/v1")+"/debug/sessions/"+key, map[string]string{AdminTokenHeader: "adm"})
+			if status != http.StatusOK || gjson.Get(body, "key").String() != key {
+				t.Errorf("GET /debug/sessions/%s: %d %.300s, want 200 with the session", key, status, body)
 			}
 		})
 	}

@@ -185,8 +185,11 @@ func (s *State) Bound(current func(name string) bool) {
 // who asks without ever storing the credential itself.
 func Tenant(credential string) string {
 	sum := sha256.Sum256([]byte("toolgate-tenant\x00" + credential))
-	return hex.EncodeToString(sum[:8])
+	return hex.EncodeToString(sum[:tenantLen/2])
 }
+
+// tenantLen is the length of a label Tenant returns, in hex digits.
+const tenantLen = 16
 
 // MaxReadableID is the longest X-Session-ID a store key holds as sent, so
 // an operator reads it in the decision log. A longer id is hashed into the
@@ -210,18 +213,18 @@ func InTenant(key, tenant string) bool { return strings.HasPrefix(key, tenant+":
 func Key(tenant, explicit, conversation, system, firstUser string) string {
 	if explicit != "" {
 		if len(explicit) <= MaxReadableID {
-			return tenant + ":id:" + explicit
+			return tenant + kindID + explicit
 		}
 		// A kind of its own: no short id can spell a hashed one's key.
 		sum := sha256.Sum256([]byte(explicit))
-		return tenant + ":ih:" + hex.EncodeToString(sum[:16])
+		return tenant + kindIDHash + hex.EncodeToString(sum[:16])
 	}
 	h := sha256.New()
-	kind := ":fp:"
+	kind := kindOpening
 	if conversation != "" {
 		// A kind of its own, and the id's length first: no opening
 		// without an id can hash to the same key.
-		kind = ":fc:"
+		kind = kindConversation
 		h.Write(strconv.AppendInt(nil, int64(len(conversation)), 10))
 		h.Write([]byte{0})
 		h.Write([]byte(conversation))
@@ -230,4 +233,34 @@ func Key(tenant, explicit, conversation, system, firstUser string) string {
 	h.Write([]byte{0})
 	h.Write([]byte(firstUser))
 	return tenant + kind + hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// The kinds of key Key returns, each between the tenant and the rest.
+// IsKey knows them all: a key the decision log prints must read as a key
+// wherever an operator pastes it.
+const (
+	kindID           = ":id:" // an X-Session-ID, as sent
+	kindIDHash       = ":ih:" // an X-Session-ID longer than MaxReadableID, hashed
+	kindOpening      = ":fp:" // a conversation's opening, hashed
+	kindConversation = ":fc:" // an opening and the client's conversation id, hashed
+)
+
+// IsKey reports whether id has the shape of a key Key returns, of any
+// kind: a tenant label as Tenant returns it, then a kind. It does not say
+// that a session is stored under id, and an X-Session-ID a client chose
+// to spell like a key reads as one.
+func IsKey(id string) bool {
+	if len(id) < tenantLen+len(kindID) {
+		return false
+	}
+	for _, c := range id[:tenantLen] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	switch id[tenantLen : tenantLen+len(kindID)] {
+	case kindID, kindIDHash, kindOpening, kindConversation:
+		return true
+	}
+	return false
 }

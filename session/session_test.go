@@ -173,6 +173,34 @@ func TestKeysStayShortWhateverTheSessionID(t *testing.T) {
 	}
 }
 
+// TestIsKeyKnowsEveryKindOfKey: the debug route reads an id as a store
+// key when IsKey says so, and an id it misreads is looked up as an
+// X-Session-ID and not found.
+func TestIsKeyKnowsEveryKindOfKey(t *testing.T) {
+	tenant := Tenant("Bearer sk-test")
+	for _, tc := range []struct {
+		name string
+		id   string
+		want bool
+	}{
+		{"a key of an X-Session-ID is a key", Key(tenant, "conv-42", "", "", ""), true},
+		{"a key of a hashed long X-Session-ID is a key", Key(tenant, strings.Repeat("x", MaxReadableID+1), "", "", ""), true},
+		{"a key of a conversation's opening is a key", Key(tenant, "", "", "sys", "hi"), true},
+		{"a key of an opening with a prompt_cache_key is a key", Key(tenant, "", "conv-a", "sys", "hi"), true},
+		{"a bare X-Session-ID is not a key", "conv-42", false},
+		{"a tenant of the wrong length is not a key", tenant[1:] + ":id:conv-42", false},
+		{"a tenant in upper-case hex is not a key", strings.ToUpper(tenant) + ":id:conv-42", false},
+		{"a kind Key never makes is not a key", tenant + ":xx:conv-42", false},
+		{"a tenant alone is not a key", tenant + ":", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := IsKey(tc.id); got != tc.want {
+				t.Errorf("IsKey(%q) = %v, want %v", tc.id, got, tc.want)
+			}
+		})
+	}
+}
+
 // maxKeyLen bounds every key Key returns: a tenant label, a kind and an
 // id of at most MaxReadableID bytes.
 const maxKeyLen = 16 + len(":id:") + MaxReadableID
