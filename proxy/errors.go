@@ -158,8 +158,20 @@ func shutdownCause(r *http.Request, err error) (error, bool) {
 	return err, true
 }
 
-// writeJSONError writes e with status, and the headers its code asks for.
+// writeJSONError writes e with status, and the headers its code asks for,
+// in the shape the client at w reads errors in: w's route's, when w is a
+// tracker.
 func writeJSONError(w http.ResponseWriter, status int, e apiError) {
+	route := ""
+	if tr, ok := w.(*tracker); ok {
+		route = tr.route
+	}
+	writeRouteError(w, route, status, e)
+}
+
+// writeRouteError is writeJSONError for a client of route, whatever w is:
+// a panic's recovery writes to the writer under the route's tracker.
+func writeRouteError(w http.ResponseWriter, route string, status int, e apiError) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Del("Content-Length")
@@ -187,14 +199,14 @@ func writeJSONError(w http.ResponseWriter, status int, e apiError) {
 		h.Set("X-Should-Retry", "false")
 	}
 	w.WriteHeader(status)
-	_, _ = w.Write(errorBodyFor(w, e))
+	_, _ = w.Write(errorBodyOn(route, e))
 }
 
-// errorBodyFor encodes e as the client at w reads errors: an Anthropic
+// errorBodyOn encodes e as the clients of route read errors: an Anthropic
 // SDK, on the Messages route, looks for {"type":"error","error":{"type",
 // "message"}}; every other client gets OpenAI's shape.
-func errorBodyFor(w http.ResponseWriter, e apiError) []byte {
-	if tr, ok := w.(*tracker); ok && tr.route == routeMessages {
+func errorBodyOn(route string, e apiError) []byte {
+	if route == routeMessages {
 		return rewrite.AnthropicError(rewrite.AnthropicType(e.Type, e.Code), e.Message)
 	}
 	return errorBody(e)

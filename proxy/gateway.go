@@ -197,12 +197,14 @@ func (g *Gateway) routes() http.Handler {
 	return r
 }
 
-// recoverPanics turns a handler's panic into a 500, except
-// http.ErrAbortHandler, which goes on to net/http: the reverse proxy
-// panics with it when an answer breaks off mid-body, and net/http then
-// closes the connection so the client sees the answer cut. Recovered like
-// any panic (as gin's recovery does), the response ended cleanly and a
-// client read a truncated body as a whole one.
+// recoverPanics turns a handler's panic into a 500 in the shape of the
+// route's errors while nothing of the response has gone out. Once some
+// has, and for http.ErrAbortHandler (the reverse proxy panics with it when
+// an answer breaks off mid-body), it panics with http.ErrAbortHandler,
+// which net/http recovers, over HTTP/1 and HTTP/2, by closing the
+// connection without a stack trace, so the client sees the answer cut: an
+// error body written then would land inside the answer, after a stream's
+// events or within a JSON body, and the answer would end as if whole.
 func (g *Gateway) recoverPanics(c *gin.Context) {
 	clearWriteDeadline(c.Writer) // every route's first step: see there
 	defer func() {
@@ -213,11 +215,25 @@ func (g *Gateway) recoverPanics(c *gin.Context) {
 		if aborts(rec) {
 			panic(rec)
 		}
-		g.logger().Error("handler panicked", "path", c.Request.URL.Path, "panic", rec)
-		writeJSONError(c.Writer, http.StatusInternalServerError, apiError{Message: "internal gateway error", Type: "gateway_error", Code: "internal_error"})
+		r := c.Request
+		if c.Writer.Written() {
+			g.logger().ErrorContext(r.Context(), "handler panicked after its response began; cutting the connection", "path", r.URL.Path, "panic", rec)
+			panic(http.ErrAbortHandler)
+		}
+		g.logger().ErrorContext(r.Context(), "handler panicked", "path", r.URL.Path, "panic", rec)
+		writeRouteError(c.Writer, g.errorRoute(r), http.StatusInternalServerError, apiError{Message: "internal gateway error", Type: "gateway_error", Code: "internal_error"})
 		c.Abort()
 	}()
 	c.Next()
+}
+
+// errorRoute is the route whose error shape r's client reads, as dispatch
+// routes r: only the Messages route's differs from OpenAI's (errorBodyOn).
+func (g *Gateway) errorRoute(r *http.Request) string {
+	if rest, ok := g.apiPath(r.URL.Path); ok && r.Method == http.MethodPost && rest == "/messages" {
+		return routeMessages
+	}
+	return ""
 }
 
 // aborts reports whether a recovered panic is http.ErrAbortHandler.
