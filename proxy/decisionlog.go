@@ -38,8 +38,9 @@ type hiddenTool struct {
 // logDecision writes the request's record to g.DecisionLog, if set, for
 // chat and responses requests only: a GET /v1/models or an embeddings call had no
 // decision to record, and a client polling the model list would fill the
-// log with records that say nothing (the metrics still count them).
-func (g *Gateway) logDecision(tr *tracker, total time.Duration) {
+// log with records that say nothing (the metrics still count them). ctx
+// is the request's; the record is written even when its client has left.
+func (g *Gateway) logDecision(ctx context.Context, tr *tracker, total time.Duration) {
 	if g.DecisionLog == nil || tr.route == routePassthrough {
 		return
 	}
@@ -69,15 +70,16 @@ func (g *Gateway) logDecision(tr *tracker, total time.Duration) {
 			}
 		}
 	}
-	g.writeDecision(attrs)
+	g.writeDecision(context.WithoutCancel(ctx), attrs)
 }
 
 // writeDecision writes one record through the decision log's handler,
 // not its Logger, whose methods drop the write's error: a record lost to
 // a full disk must be counted and said. A DecisionWriter behind the
 // handler takes the record without waiting and accounts for it itself.
-func (g *Gateway) writeDecision(attrs []slog.Attr) {
-	ctx := context.Background()
+// ctx carries the request's values (a handler may read a trace id from
+// it), not its cancellation: a record is written once the request ends.
+func (g *Gateway) writeDecision(ctx context.Context, attrs []slog.Attr) {
 	h := g.DecisionLog.Handler()
 	if !h.Enabled(ctx, slog.LevelInfo) {
 		return

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"time"
@@ -29,6 +30,9 @@ type tracker struct {
 	status int
 	rep    report
 	turn   *turn // nil unless the request ran the search loop
+	// ctx is the request's context, for the report's record (done has no
+	// request to take it from); timedUpload sets it, nil: none.
+	ctx context.Context
 	// in and upload are timedUpload's request and body, kept here
 	// rather than allocated per request.
 	in     http.Request
@@ -173,8 +177,10 @@ func (tr *tracker) Unwrap() http.ResponseWriter { return tr.ResponseWriter }
 // client's network, not the gateway's latency. It is a copy of r: net/http
 // decides by the body's type how to treat what the handler left unread
 // (a huge declared body refused before it is read), so the server's own
-// request keeps its body.
+// request keeps its body. It keeps r's context for the report's record:
+// a turn hands its tracker the request here first.
 func (tr *tracker) timedUpload(r *http.Request) *http.Request {
+	tr.ctx = r.Context()
 	if r.Body == nil || r.Body == http.NoBody {
 		return r
 	}
@@ -224,7 +230,11 @@ func (tr *tracker) done() {
 	}
 	total := time.Since(tr.rep.start)
 	tr.g.Metrics.observe(tr, total)
-	tr.g.logDecision(tr, total)
+	ctx := tr.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	tr.g.logDecision(ctx, tr, total)
 	if rec != nil {
 		panic(rec)
 	}
