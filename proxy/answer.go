@@ -84,7 +84,7 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call, round int) []re
 			}
 		}
 		if len(results) > answered {
-			t.noteHidden(c, results[answered].Content)
+			t.noteHidden(ctx, c, results[answered].Content)
 		}
 	}
 	t.bound()

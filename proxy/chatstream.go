@@ -38,7 +38,7 @@ func (g *Gateway) streamTurn(w http.ResponseWriter, r *http.Request, rest string
 		}
 		identify(res.calls, round)
 		internal, real := t.split(res.calls)
-		g.logger().Debug("stream round", "round", round, "calls", len(res.calls), "internal", len(internal), "real", len(real))
+		g.logger().DebugContext(ctx, "stream round", "round", round, "calls", len(res.calls), "internal", len(internal), "real", len(real))
 		more := t.another(round, len(internal), len(real), false, res.cut)
 		if more {
 			s.flush() // the gateway searches and waits on the upstream next

@@ -39,7 +39,7 @@ func (g *Gateway) adminOK(w http.ResponseWriter, r *http.Request) bool {
 	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 		// Info, not Warn: anyone who can reach the port can send these,
 		// but an operator looking for a probe of the debug routes finds it.
-		g.logger().Info("admin token refused", "path", r.URL.Path, "remote", r.RemoteAddr, "token_sent", r.Header.Get(AdminTokenHeader) != "")
+		g.logger().InfoContext(r.Context(), "admin token refused", "path", r.URL.Path, "remote", r.RemoteAddr, "token_sent", r.Header.Get(AdminTokenHeader) != "")
 		writeJSONError(w, http.StatusUnauthorized, apiError{Message: "debug endpoints need a valid " + AdminTokenHeader, Type: "invalid_request_error", Code: "unauthorized"})
 		return false
 	}

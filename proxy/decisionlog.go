@@ -88,7 +88,7 @@ func (g *Gateway) writeDecision(ctx context.Context, attrs []slog.Attr) {
 	r := slog.NewRecord(now, slog.LevelInfo, "decision", 0)
 	r.AddAttrs(attrs...)
 	if err := h.Handle(ctx, r); err != nil {
-		recordLost(g.Metrics, g.logger(), &g.dlogFails, lostWrite, err, now)
+		recordLost(ctx, g.Metrics, g.logger(), &g.dlogFails, lostWrite, err, now)
 	}
 }
 
@@ -100,8 +100,9 @@ const (
 )
 
 // recordLost counts a decision record lost for reason and says so on
-// logger, at most once a minute as pace allows.
-func recordLost(m *Metrics, logger *slog.Logger, pace *writeFailures, reason string, err error, now time.Time) {
+// logger, at most once a minute as pace allows. ctx is the request's
+// whose record it was, when the loss is known on its goroutine.
+func recordLost(ctx context.Context, m *Metrics, logger *slog.Logger, pace *writeFailures, reason string, err error, now time.Time) {
 	m.decisionRecordLost(reason)
 	warn, n := pace.fail(now)
 	if !warn {
@@ -109,10 +110,10 @@ func recordLost(m *Metrics, logger *slog.Logger, pace *writeFailures, reason str
 	}
 	switch reason {
 	case lostDropped:
-		logger.Warn("the decision log is not keeping up; records are dropped (toolgate_decision_log_errors_total{reason=\"dropped\"} counts them)",
+		logger.WarnContext(ctx, "the decision log is not keeping up; records are dropped (toolgate_decision_log_errors_total{reason=\"dropped\"} counts them)",
 			"err", err, "dropped", n)
 	default:
-		logger.Warn("writing the decision log failed; records are lost (toolgate_decision_log_errors_total{reason=\"write\"} counts them)",
+		logger.WarnContext(ctx, "writing the decision log failed; records are lost (toolgate_decision_log_errors_total{reason=\"write\"} counts them)",
 			"err", err, "failures", n)
 	}
 }

@@ -127,7 +127,7 @@ func (w *DecisionWriter) Write(p []byte) (int, error) {
 	}
 	w.mu.RUnlock()
 	if err != nil {
-		recordLost(w.metrics, w.logger, &w.dropped, lostDropped, err, time.Now())
+		recordLost(context.Background(), w.metrics, w.logger, &w.dropped, lostDropped, err, time.Now())
 	}
 	return len(p), nil
 }
@@ -228,11 +228,11 @@ func (w *DecisionWriter) drain() {
 func (w *DecisionWriter) write(rec []byte) {
 	select {
 	case <-w.abandon:
-		recordLost(w.metrics, w.logger, &w.dropped, lostDropped, errDecisionAbandoned, time.Now())
+		recordLost(context.Background(), w.metrics, w.logger, &w.dropped, lostDropped, errDecisionAbandoned, time.Now())
 		return
 	default:
 	}
 	if _, err := w.sink.Write(rec); err != nil {
-		recordLost(w.metrics, w.logger, &w.failed, lostWrite, err, time.Now())
+		recordLost(context.Background(), w.metrics, w.logger, &w.failed, lostWrite, err, time.Now())
 	}
 }

@@ -116,7 +116,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		var cut bool
 		if err, cut = shutdownCause(r, err); !cut {
-			g.logger().Debug("client went away", "path", r.URL.Path, "err", err)
+			g.logger().DebugContext(r.Context(), "client went away", "path", r.URL.Path, "err", err)
 			return
 		}
 	}

@@ -53,7 +53,7 @@ func (g *Gateway) serveRetrieved(w http.ResponseWriter, in *http.Request, id str
 		return false
 	}
 	if body, err = shownResponse(body, id, th); err != nil {
-		g.logger().Warn("retrieving a turn's last round", "response_id", id, "round_id", round, "err", err)
+		g.logger().WarnContext(ctx, "retrieving a turn's last round", "response_id", id, "round_id", round, "err", err)
 		return false
 	}
 	copyEndToEnd(w.Header(), header, responseSkip)

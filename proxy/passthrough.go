@@ -58,7 +58,7 @@ func (g *Gateway) newPassthrough() *httputil.ReverseProxy {
 				// Answered although the request's context is done: the
 				// server cancelled it for the failed read, and the
 				// client is still there to be told.
-				g.logger().Info("request failed", "path", r.URL.Path, "status", http.StatusRequestTimeout, "err", stalled)
+				g.logger().InfoContext(r.Context(), "request failed", "path", r.URL.Path, "status", http.StatusRequestTimeout, "err", stalled)
 				status, body := classify(stalled)
 				writeJSONError(w, status, body)
 				return
@@ -175,7 +175,7 @@ func (s *streamGuard) Read(p []byte) (int, error) {
 	default:
 		cause = fmt.Errorf("%w: stream ended early: %w", ErrUpstreamBadResponse, err)
 	}
-	s.g.logger().Warn("passthrough stream failed after start", "err", cause)
+	s.g.logger().WarnContext(s.ctx, "passthrough stream failed after start", "err", cause)
 	if s.encoded {
 		return n, cause
 	}

@@ -22,11 +22,11 @@ import (
 func (tr *tracker) notePassthroughTools(req *rewrite.Request, raws []string, pos []int) {
 	rep := &tr.rep
 	// The key serveTurn made sure of: the array's text and dialect.
-	if rep.countClient(tr.g, req, strconv.FormatUint(req.ToolsKey, 36)); rep.tokErr != nil {
+	if rep.countClient(tr.context(), tr.g, req, strconv.FormatUint(req.ToolsKey, 36)); rep.tokErr != nil {
 		return
 	}
 	if rep.passSent, rep.tokErr = tr.g.tokens.round(rep.enc, rep.catTok, raws, pos); rep.tokErr != nil {
-		tr.g.logger().Warn("counting tool tokens", "err", rep.tokErr)
+		tr.g.logger().WarnContext(tr.context(), "counting tool tokens", "err", rep.tokErr)
 	}
 }
 

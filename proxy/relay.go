@@ -340,11 +340,11 @@ func (s *relay) failWith(g *Gateway, r *http.Request, err error, event func(erro
 	if errors.Is(r.Context().Err(), context.Canceled) {
 		var cut bool
 		if err, cut = shutdownCause(r, err); !cut {
-			g.logger().Debug("client went away mid-stream", "err", err)
+			g.logger().DebugContext(r.Context(), "client went away mid-stream", "err", err)
 			return
 		}
 	}
-	g.logger().Warn("stream failed after start", "err", err)
+	g.logger().WarnContext(r.Context(), "stream failed after start", "err", err)
 	defer s.flushFailed()
 	event(err)
 }

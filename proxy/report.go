@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -92,23 +93,24 @@ type searchHit struct {
 // searchHitsLogged bounds the results kept per search for the decision log.
 const searchHitsLogged = 8
 
-// noteClient counts the client's tools array, once per catalog.
-func (t *turn) noteClient(rep *report) {
+// noteClient counts the client's tools array, once per catalog; ctx is
+// the request's.
+func (t *turn) noteClient(ctx context.Context, rep *report) {
 	t.rep = rep
 	rep.mode = string(t.snap.Gateway.Mode)
-	rep.countClient(t.g, t.req, t.catKey)
+	rep.countClient(ctx, t.g, t.req, t.catKey)
 }
 
 // countClient counts req's tools array in its model's encoding, cached
 // under key (once per array): the tokens a direct request would send.
-func (rep *report) countClient(g *Gateway, req *rewrite.Request, key string) {
+func (rep *report) countClient(ctx context.Context, g *Gateway, req *rewrite.Request, key string) {
 	rep.enc = encodingFor(req.Model)
 	rep.toolsIn = len(req.Tools)
 	rep.catTok, rep.tokErr = g.tokens.catalog(rep.enc, key, req.Tools)
 	if rep.tokErr == nil {
 		rep.tokIn = rep.catTok.total
 	} else {
-		g.logger().Warn("counting tool tokens", "err", rep.tokErr)
+		g.logger().WarnContext(ctx, "counting tool tokens", "err", rep.tokErr)
 	}
 }
 
@@ -132,14 +134,14 @@ func (t *turn) noteRound(tools []string, pos []int) {
 // count is the calls' names and arguments and the outputs' text, without
 // the few tokens of each item's framing, so the direct estimate that
 // leaves it out stays on the high side by those.
-func (t *turn) noteHidden(c rewrite.Call, output string) {
+func (t *turn) noteHidden(ctx context.Context, c rewrite.Call, output string) {
 	rep := t.rep
 	if rep == nil || rep.tokErr != nil || !t.req.ChainsByID {
 		return
 	}
 	n, err := t.g.tokens.text(rep.enc, c.Name+c.Arguments+output)
 	if err != nil {
-		t.g.logger().Warn("counting tool_search tokens", "err", err)
+		t.g.logger().WarnContext(ctx, "counting tool_search tokens", "err", err)
 		return
 	}
 	rep.hidden += int64(n)

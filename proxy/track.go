@@ -169,6 +169,15 @@ func (tr *tracker) Flush() {
 	}
 }
 
+// context returns the request's context, or context.Background() before
+// timedUpload has seen the request.
+func (tr *tracker) context() context.Context {
+	if tr.ctx == nil {
+		return context.Background()
+	}
+	return tr.ctx
+}
+
 // Unwrap gives http.ResponseController the real writer.
 func (tr *tracker) Unwrap() http.ResponseWriter { return tr.ResponseWriter }
 
@@ -208,7 +217,7 @@ func (b *timedBody) Read(p []byte) (int, error) {
 // this request's report.
 func (tr *tracker) attach(t *turn) {
 	tr.turn = t
-	t.noteClient(&tr.rep)
+	t.noteClient(tr.context(), &tr.rep)
 }
 
 // passthrough records that a chat request went upstream unchanged, and why.
@@ -230,11 +239,7 @@ func (tr *tracker) done() {
 	}
 	total := time.Since(tr.rep.start)
 	tr.g.Metrics.observe(tr, total)
-	ctx := tr.ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	tr.g.logDecision(ctx, tr, total)
+	tr.g.logDecision(tr.context(), tr, total)
 	if rec != nil {
 		panic(rec)
 	}

@@ -51,7 +51,7 @@ func (g *Gateway) send(ctx context.Context, in *http.Request, o sendOptions) (*h
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
 		if wait, ok := retryWait(resp); ok && attempt < o.retries {
-			g.logger().Warn("upstream refused a round for now, retrying", "status", resp.StatusCode, "after", wait, "attempt", attempt+1)
+			g.logger().WarnContext(ctx, "upstream refused a round for now, retrying", "status", resp.StatusCode, "after", wait, "attempt", attempt+1)
 			g.Metrics.retried()
 			if err := sleepCtx(ctx, wait); err != nil {
 				return nil, err
@@ -236,11 +236,11 @@ func (t *turn) sendRound(ctx context.Context, in *http.Request, o sendOptions, t
 		model := clipMarked(t.req.Model, modelLogged)
 		if !noUsage && t.req.NoUsageRequest {
 			t.g.noUsage.Add(strings.Clone(t.req.Model), struct{}{}) // req.Model aliases the body
-			t.g.logger().Warn("the upstream refuses stream_options; streaming without usage for this model", "model", model)
+			t.g.logger().WarnContext(ctx, "the upstream refuses stream_options; streaming without usage for this model", "model", model)
 		}
 		if !noExtras && t.req.NoMessageExtras {
 			t.g.noExtras.Add(strings.Clone(t.req.Model), struct{}{})
-			t.g.logger().Warn("the upstream refuses the members its model added to its messages; sending the gateway's rounds without them for this model", "model", model)
+			t.g.logger().WarnContext(ctx, "the upstream refuses the members its model added to its messages; sending the gateway's rounds without them for this model", "model", model)
 		}
 	}
 	return resp, err
