@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -284,7 +285,7 @@ func (m *Metrics) Embeddings() *EmbeddingMetrics {
 // before under the same description.
 func registerOnce[C prometheus.Collector](reg *prometheus.Registry, c C) C {
 	if err := reg.Register(c); err != nil {
-		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
 			if prev, ok := are.ExistingCollector.(C); ok {
 				return prev
 			}

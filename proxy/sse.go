@@ -75,7 +75,7 @@ func (s *sseReader) Next() (data []byte, comment bool, err error) {
 	for {
 		line, err := s.line()
 		if err != nil {
-			if err == io.EOF && have {
+			if errors.Is(err, io.EOF) && have {
 				return s.data, false, nil
 			}
 			return nil, false, err
