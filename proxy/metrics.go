@@ -252,6 +252,26 @@ func (m *Metrics) observe(tr *tracker, total time.Duration) {
 	m.misses.Add(float64(t.misses))
 }
 
+// observePassthrough records a passed-through chat request's tokens: the
+// tool tokens of both sides and, when known, its input tokens on both
+// paths.
+func (m *Metrics) observePassthrough(rep *report) {
+	if rep.toolsIn == 0 || rep.tokErr != nil {
+		return
+	}
+	m.toolTokens.WithLabelValues("client").Add(float64(rep.tokIn))
+	m.toolTokens.WithLabelValues("upstream").Add(float64(rep.passSent))
+	if gw, direct, ok := rep.passInput(); ok {
+		m.inputTokens.WithLabelValues("gateway").Add(float64(gw))
+		m.inputTokens.WithLabelValues("direct_estimate").Add(float64(direct))
+		// Counted with the prompt they are part of, as for a turn: the
+		// cached total is a share of toolgate_input_tokens_total{path="gateway"}.
+		if rep.passCached >= 0 {
+			m.cachedTokens.Add(float64(rep.passCached))
+		}
+	}
+}
+
 // EmbeddingMetrics counts the calls of the embeddings client
 // (search.embeddings.provider: openai); it implements
 // selector.EmbedObserver. All methods are no-ops on a nil

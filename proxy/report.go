@@ -114,6 +114,24 @@ func (rep *report) countClient(ctx context.Context, g *Gateway, req *rewrite.Req
 	}
 }
 
+// notePassthroughTools counts the client's tools array (once per array,
+// as a turn does) and the tools forwarded (raws, at positions pos of the
+// client's array) of a chat request sent upstream without the search
+// loop. Such a request saves nothing (or only the tools the policy
+// hides), and the token metrics must count it too: a savings ratio read
+// from metrics that left it out would claim the gateway's share of the
+// traffic for all of it.
+func (tr *tracker) notePassthroughTools(req *rewrite.Request, raws []string, pos []int) {
+	rep := &tr.rep
+	// The key serveTurn made sure of: the array's text and dialect.
+	if rep.countClient(tr.context(), tr.g, req, strconv.FormatUint(req.ToolsKey, 36)); rep.tokErr != nil {
+		return
+	}
+	if rep.passSent, rep.tokErr = tr.g.tokens.round(rep.enc, rep.catTok, raws, pos); rep.tokErr != nil {
+		tr.g.logger().WarnContext(tr.context(), "counting tool tokens", "err", rep.tokErr)
+	}
+}
+
 // noteRound notes the size and tokens of a round's tools array, tools as
 // turn.tools gives them with their catalog positions pos.
 func (t *turn) noteRound(tools []string, pos []int) {
@@ -219,6 +237,19 @@ func (rep *report) directFor(first, sent int64) (direct int64, ok bool) {
 		return 0, false
 	}
 	return first + rep.catTok.renderedShare(int64(rep.tokIn)-sent), true
+}
+
+// passInput returns a passed-through request's input tokens and what
+// they would have been direct: its prompt with the client's whole array
+// in place of what was forwarded, as for a turn's first call. ok is false
+// when its answer's usage was not read, or counts below the gateway's
+// count of the tools in the prompt (see turn.inputTokens).
+func (rep *report) passInput() (gateway, direct int64, ok bool) {
+	if rep.toolsIn == 0 || rep.tokErr != nil || rep.passPrompt <= 0 {
+		return 0, 0, false
+	}
+	direct, ok = rep.directFor(rep.passPrompt, int64(rep.passSent))
+	return rep.passPrompt, direct, ok
 }
 
 func promptTokens(usage []byte) int64 {

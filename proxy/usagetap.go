@@ -3,32 +3,11 @@ package proxy
 import (
 	"bytes"
 	"net/http"
-	"strconv"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/toolgate/toolgate/rewrite"
 )
-
-// Token accounting for chat requests sent upstream without the search
-// loop. They save nothing (or only the tools the policy hides), and the
-// token metrics must count them too: a savings ratio read from metrics
-// that left them out would claim the gateway's share of the traffic for
-// all of it.
-
-// notePassthroughTools counts the client's tools array (once per array,
-// as a turn does) and the tools forwarded (raws, at positions pos of the
-// client's array).
-func (tr *tracker) notePassthroughTools(req *rewrite.Request, raws []string, pos []int) {
-	rep := &tr.rep
-	// The key serveTurn made sure of: the array's text and dialect.
-	if rep.countClient(tr.context(), tr.g, req, strconv.FormatUint(req.ToolsKey, 36)); rep.tokErr != nil {
-		return
-	}
-	if rep.passSent, rep.tokErr = tr.g.tokens.round(rep.enc, rep.catTok, raws, pos); rep.tokErr != nil {
-		tr.g.logger().WarnContext(tr.context(), "counting tool tokens", "err", rep.tokErr)
-	}
-}
 
 // maxUsageTap bounds the whole answer a passthrough keeps to read its
 // usage from; a longer one goes uncounted.
@@ -172,37 +151,4 @@ func (u *usageTap) usage() gjson.Result {
 		return gjson.Result{}
 	}
 	return gjson.ParseBytes(u.last)
-}
-
-// passInput returns a passed-through request's input tokens and what
-// they would have been direct: its prompt with the client's whole array
-// in place of what was forwarded, as for a turn's first call. ok is false
-// when its answer's usage was not read, or counts below the gateway's
-// count of the tools in the prompt (see turn.inputTokens).
-func (rep *report) passInput() (gateway, direct int64, ok bool) {
-	if rep.toolsIn == 0 || rep.tokErr != nil || rep.passPrompt <= 0 {
-		return 0, 0, false
-	}
-	direct, ok = rep.directFor(rep.passPrompt, int64(rep.passSent))
-	return rep.passPrompt, direct, ok
-}
-
-// observePassthrough records a passed-through chat request's tokens: the
-// tool tokens of both sides and, when known, its input tokens on both
-// paths.
-func (m *Metrics) observePassthrough(rep *report) {
-	if rep.toolsIn == 0 || rep.tokErr != nil {
-		return
-	}
-	m.toolTokens.WithLabelValues("client").Add(float64(rep.tokIn))
-	m.toolTokens.WithLabelValues("upstream").Add(float64(rep.passSent))
-	if gw, direct, ok := rep.passInput(); ok {
-		m.inputTokens.WithLabelValues("gateway").Add(float64(gw))
-		m.inputTokens.WithLabelValues("direct_estimate").Add(float64(direct))
-		// Counted with the prompt they are part of, as for a turn: the
-		// cached total is a share of toolgate_input_tokens_total{path="gateway"}.
-		if rep.passCached >= 0 {
-			m.cachedTokens.Add(float64(rep.passCached))
-		}
-	}
 }
