@@ -188,7 +188,7 @@ func (s *relay) round(ctx context.Context, resp *http.Response, round int, idle 
 		if ev.Details > 0 {
 			edit.ShiftDetails = behind
 		}
-		if err := s.route(resp, data, ev, &edit, emitFinish, hasRole, behind, &sent); err != nil {
+		if sent, err = s.route(chatEvent{resp: resp, data: data, ev: ev, edit: edit, emitFinish: emitFinish, hasRole: hasRole, behind: behind}, sent); err != nil {
 			return res, err
 		}
 	}
@@ -331,36 +331,48 @@ func (s *relay) finishEdit(round int, order []*callState, cut bool, edit *rewrit
 	return emitFinish
 }
 
-// route sends an event (data, with edit applied) where it goes: held with
-// the round's reasoning, passed on as a provider's verdict, kept as the
-// role chunk, dropped, or emitted; sent is set once the round sent the
-// client an event.
-func (s *relay) route(resp *http.Response, data []byte, ev *rewrite.Event, edit *rewrite.EventEdit, emitFinish, hasRole bool, behind int64, sent *bool) error {
-	calls := len(edit.Calls)
+// chatEvent is one upstream event of a round, as round read it and route
+// sends it on.
+type chatEvent struct {
+	resp       *http.Response
+	data       []byte            // the event as it came
+	ev         *rewrite.Event    // data parsed
+	edit       rewrite.EventEdit // what the client's copy changes
+	emitFinish bool              // its finish goes to the client (finishEdit)
+	hasRole    bool              // its role goes to the client
+	behind     int64             // the reasoning details earlier rounds relayed
+}
+
+// route sends an event (c.data, with c.edit applied) where it goes: held
+// with the round's reasoning, passed on as a provider's verdict, kept as
+// the role chunk, dropped, or emitted. sent says whether the round sent
+// the client an event before this one; route returns whether it has now.
+func (s *relay) route(c chatEvent, sent bool) (bool, error) {
+	calls := len(c.edit.Calls)
 	// An answer that must be JSON holds the round's text too: a
 	// search round's words ("Let me look that up.") would lead the
 	// JSON, and the SDKs parse the whole content (openai's
 	// finalChatCompletion throws). The round's end shows whether it
 	// is the answer.
-	if (ev.Thought || s.t.req.JSONOutput && ev.Text) && calls == 0 && !emitFinish {
-		s.thoughtDetails = max(s.thoughtDetails, behind+ev.Details)
-		if !ev.Thought {
-			s.thoughtSaid += utf8.RuneCountInString(ev.Content)
+	if (c.ev.Thought || s.t.req.JSONOutput && c.ev.Text) && calls == 0 && !c.emitFinish {
+		s.thoughtDetails = max(s.thoughtDetails, c.behind+c.ev.Details)
+		if !c.ev.Thought {
+			s.thoughtSaid += utf8.RuneCountInString(c.ev.Content)
 			s.thoughtText = true
 		}
-		return s.hold(data, *edit, hasRole)
+		return sent, s.hold(c.data, c.edit, c.hasRole)
 	}
-	if !ev.Text && calls == 0 && !emitFinish && !hasRole && (*sent || s.thoughtText) && ev.Annotation() {
+	if !c.ev.Text && calls == 0 && !c.emitFinish && !c.hasRole && (sent || s.thoughtText) && c.ev.Annotation() {
 		// A verdict on text this round sent (Azure's asynchronous
 		// content filter): the client acts on it, so it goes on, or
 		// waits with the text it judges. One on a round that sent
 		// nothing judges a tool_search call the client never sees.
 		if s.thoughtText {
-			return s.hold(data, *edit, false)
+			return sent, s.hold(c.data, c.edit, false)
 		}
-		return s.passOn(data, *edit)
+		return sent, s.passOn(c.data, c.edit)
 	}
-	if !ev.Text && calls == 0 && !emitFinish {
+	if !c.ev.Text && calls == 0 && !c.emitFinish {
 		// Nothing for the client, but the role: OpenAI sends it in
 		// the first chunk, with the first call's start when the
 		// model calls tool_search first. The first chunk that has it
@@ -368,25 +380,24 @@ func (s *relay) route(resp *http.Response, data []byte, ev *rewrite.Event, edit 
 		// first event that is sent, unless that event has a role of
 		// its own; later rounds' roles are dropped, so the client
 		// sees one.
-		if !s.sentRole && s.role == nil && hasRole {
-			s.role, _ = s.ew.EditEvent(append([]byte(nil), data...), *edit)
+		if !s.sentRole && s.role == nil && c.hasRole {
+			s.role, _ = s.ew.EditEvent(append([]byte(nil), c.data...), c.edit)
 		}
-		return nil
+		return sent, nil
 	}
-	out, err := s.ew.EditEvent(data, *edit)
+	out, err := s.ew.EditEvent(c.data, c.edit)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
+		return sent, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
 	}
-	if err := s.emit(resp, out, hasRole); err != nil {
-		return err
+	if err := s.emit(c.resp, out, c.hasRole); err != nil {
+		return sent, err
 	}
-	s.said += utf8.RuneCountInString(ev.Content)
-	s.details = max(s.details, behind+ev.Details)
-	*sent = true
-	if emitFinish {
+	s.said += utf8.RuneCountInString(c.ev.Content)
+	s.details = max(s.details, c.behind+c.ev.Details)
+	if c.emitFinish {
 		s.finished = true
 	}
-	return nil
+	return true, nil
 }
 
 // annotate handles a chunk without a choice or usage: a provider's
