@@ -62,15 +62,14 @@ func kept(reason string) bool {
 // said, by searching, that none of them fits the step at hand, and each
 // one costs its tokens in every round it rides along. They are still
 // active and come back with the client's next request, when the next step
-// may need them. Measured on the demo's episodes (selector/README.md,
-// round 18): about three points more input tokens saved at the same
-// upstream calls and steps. What any search of the turn found stays
-// offered for the rest of it: its answer told the model the tools were in
-// its list, and a second search (for the task's next step, or one that
-// finds nothing) does not take back the first's. But a search that asks
-// again at once what the one before it asked does: its earlier finds did
-// not do (passed), and offering each batch on top of the next would make
-// every repeat cost more than the last.
+// may need them (selector/README.md, round 18, has the measurements).
+// What any search of the turn found stays offered for the rest of it: its
+// answer told the model the tools were in its list, and a second search
+// (for the task's next step, or one that finds nothing) does not take
+// back the first's. But a search that asks again at once what the one
+// before it asked does: its earlier finds did not do (passed), and
+// offering each batch on top of the next would make every repeat cost
+// more than the last.
 func (t *turn) offered(name string) bool {
 	if !t.isActive(name) {
 		return false

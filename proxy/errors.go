@@ -181,10 +181,10 @@ func writeRouteError(w http.ResponseWriter, route string, status int, e apiError
 		// before answering on a connection it means to keep.
 		h.Set("Connection", "close")
 	case "gateway_overloaded", "gateway_shutting_down":
-		// Out of file descriptors, a kept-alive client connection holds
-		// one until the idle timeout: with clients that keep theirs, the
-		// gateway answered nothing more (0 of 60 after the first 503s).
-		// An overloaded gateway also leaves the refused body unread.
+		// A kept-alive client connection holds a file descriptor until
+		// the idle timeout: with clients that keep theirs, a gateway out
+		// of descriptors could answer nothing more. An overloaded
+		// gateway also leaves the refused body unread.
 		h.Set("Connection", "close")
 		if e.Code == "gateway_overloaded" {
 			// The OpenAI SDKs wait this long before their retry, where

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 )
 
-// ErrOverloaded: admitting the request would pass a bound on what the
-// gateway holds at once (MaxInflightBytes).
+// ErrOverloaded is returned when admitting a request would pass a bound
+// on what the gateway holds at once (MaxInflightBytes).
 var ErrOverloaded = errors.New("the gateway is at its in-flight limit")
 
 // DefaultMaxInflightBytes is MaxInflightBytes' default.

@@ -156,9 +156,7 @@ func (t *turn) fingerprint() string {
 // still asks once the call just made is discounted; below this the best
 // candidate covers almost none of it and barely leads the rest, so the
 // follow-ups are a draw from noise that rides along in every later call
-// of the turn. In the name-query episodes (selector/README.md, round 20)
-// no follow-up under it was ever called: input tokens 0.1-0.5 points
-// lower, calls and steps unchanged.
+// of the turn (selector/README.md, round 20, has the measurements).
 const followUpMinConfidence = 0.05
 
 // exploreWidth is how many ranks, from the last preselected slot down, the

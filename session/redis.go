@@ -51,9 +51,9 @@ type Redis struct {
 	ttl    time.Duration
 	// opTimeout bounds one operation (of a merge, one round trip: see
 	// update), every attempt, the wait for a pooled connection and any
-	// dial included: the read timeout alone bounds one attempt, and a
-	// request did a Get and a Put of up to 2.8 s each behind a Redis slow
-	// to answer.
+	// dial included: the read timeout alone bounds one attempt, so behind
+	// a Redis slow to answer, retries and the wait for a connection would
+	// hold a request for seconds on its Get and again on its Put.
 	opTimeout time.Duration
 	breaker   *breaker
 }

@@ -132,10 +132,10 @@ func (s *State) Touch(name string, keep int) {
 
 // MaxStoredNames bounds each list of tool names a stored State keeps
 // (Active, Recent, Preselected, Guesses). It is far above what a session
-// uses (max_active defaults to 32), and bounds what one left behind: a
-// client whose tools changed every turn left every name it ever sent in
-// Active, 1,600 names (41 KB) after 400 turns, read and written back on
-// every turn.
+// uses (max_active defaults to 32), and bounds what one would otherwise
+// pile up: a client whose tools change every turn would leave every name
+// it ever sent in Active (1,600 names, 41 KB, after 400 turns), read and
+// written back on every turn.
 const MaxStoredNames = 256
 
 // Bound cuts every list of names to MaxStoredNames. From Active go first
@@ -195,7 +195,7 @@ const tenantLen = 16
 // an operator reads it in the decision log. A longer id is hashed into the
 // key: the store, the decision log and Redis hold each key for as long as
 // the session lives, and a client's header must not set how much memory
-// that is (a 900 KB id per session held 1.6 GB over 1,000 sessions).
+// that is (a 900 KB id per session would hold 1.6 GB over 1,000 sessions).
 const MaxReadableID = 128
 
 // InTenant reports whether store key, one of Key's, belongs to tenant.

@@ -32,7 +32,7 @@ type Thread struct {
 	// MaxThreadTools. A request that continues from the response holds
 	// only the outputs of the calls, which name no tool, so when the
 	// session is gone (expired, evicted) these are what it rejoins:
-	// without them it lost even the tool it had just called.
+	// without them it would lose even the tool it had just called.
 	Tools []string `json:"tools,omitempty"`
 }
 
