@@ -12,7 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/toolgate/toolgate/selector"
+	"github.com/toolgate/toolgate/internal/embeddings"
 )
 
 // fourSearches is a model that answers a user message with four
@@ -62,7 +62,7 @@ func TestATurnsSearchesShareOneQueryTimeout(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"data": data})
 	}))
 	t.Cleanup(emb.Close)
-	e, err := selector.NewOpenAIEmbedder(selector.OpenAIEmbedderOptions{BaseURL: emb.URL, Model: "m", QueryTimeout: timeout})
+	e, err := embeddings.NewOpenAI(embeddings.OpenAIOptions{BaseURL: emb.URL, Model: "m", QueryTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // Embedder turns texts into vectors, e.g. an OpenAI-compatible
-// /v1/embeddings endpoint. Implementations must be safe for concurrent use
+// /v1/embeddings endpoint (internal/embeddings). Implementations must be safe for concurrent use
 // and honour ctx; an error makes the selector rank with the offline word
 // vectors instead.
 type Embedder interface {
@@ -43,6 +43,14 @@ type EmbedObserver interface {
 // semantic signal is optional, so a slow endpoint must cost a request this
 // much at most, not the catalog batches' 30 s.
 const DefaultQueryTimeout = 2 * time.Second
+
+// DefaultDiskCacheMB is the default bound, in MiB, of a remote Embedder's
+// vector files on disk (internal/embeddings; the policy's
+// search.embeddings.cache_max_mb): some 170,000 vectors of 1536
+// dimensions. The selector keeps no files; the number lives here, beside
+// DefaultQueryTimeout, so that the policy's defaults do not import the
+// HTTP client.
+const DefaultDiskCacheMB = 1024
 
 // EmbedBudget is how long the query embeddings of one request may keep it
 // waiting, all of them together (Query.EmbedBudget): its preselection and
@@ -104,10 +112,12 @@ const (
 // errBadVector is a vector the selector cannot rank with.
 var errBadVector = errors.New("invalid vector")
 
-// checkVector reports why v cannot be used as an embedding, if it cannot:
+// CheckVector reports why v cannot be used as an embedding, if it cannot:
 // empty, not dims long (when dims > 0), a NaN or infinite component, or no
-// length (normalising would divide by zero).
-func checkVector(v []float32, dims int) error {
+// length (normalising would divide by zero). An Embedder may call it to
+// refuse, and not cache, what the ranking would drop; the ranking checks
+// every vector again whatever the Embedder did. It does not modify v.
+func CheckVector(v []float32, dims int) error {
 	if len(v) == 0 {
 		return fmt.Errorf("%w: empty", errBadVector)
 	}
@@ -239,7 +249,7 @@ func newToolVecs(vecs [][]float32, n int) (*toolVecs, error) {
 	}
 	tv := &toolVecs{vecs: make([][]float32, n)}
 	for i, v := range vecs {
-		if checkVector(v, 0) != nil {
+		if CheckVector(v, 0) != nil {
 			continue
 		}
 		if tv.dims == 0 {
@@ -275,7 +285,7 @@ func (r *remoteSemantic) query(ctx context.Context, text string, dims int, budge
 			v = vs[0]
 		}
 	}
-	if checkVector(v, dims) != nil {
+	if CheckVector(v, dims) != nil {
 		return nil
 	}
 	return normalize(append([]float32(nil), v...))

@@ -2,14 +2,13 @@ package selector
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 )
 
 func TestAnEmbedBudgetBoundsTheQueriesOfARequestTogether(t *testing.T) {
-	// Every query's answer takes slow: slower than usual, yet inside the
-	// query timeout, so the endpoint never fails and never cools down.
+	// Every query's answer takes slow: slower than usual, yet it never
+	// fails, so an embeddings client would never cool down.
 	const slow = 150 * time.Millisecond
 	queries := []string{"merge pull request", "read a file", "send a message", "create an issue"}
 	tests := []struct {
@@ -23,20 +22,7 @@ func TestAnEmbedBudgetBoundsTheQueriesOfARequestTogether(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var calls atomic.Int32
-			f := newFakeEndpoint(t, func(texts []string) fakeAnswer {
-				a := letters(26)(texts)
-				if len(texts) == 1 {
-					calls.Add(1)
-					a.block = make(chan struct{})
-					time.AfterFunc(slow, func() { close(a.block) })
-				}
-				return a
-			})
-			e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: f.srv.URL, Model: "m", QueryTimeout: 10 * slow})
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := &lettersEmbedder{queryDelay: slow}
 			c := compileTest(t, testTools(t), Config{Embedder: e})
 			waitRemote(t, c)
 			for _, q := range queries {
@@ -45,7 +31,7 @@ func TestAnEmbedBudgetBoundsTheQueriesOfARequestTogether(t *testing.T) {
 					t.Fatalf("Search(%q) = %v, %v", q, res.Items, err)
 				}
 			}
-			if n := calls.Load(); n < tt.minCalls || n > tt.maxCalls {
+			if n := e.queries.Load(); n < tt.minCalls || n > tt.maxCalls {
 				t.Errorf("%d query calls, want %d to %d", n, tt.minCalls, tt.maxCalls)
 			}
 		})

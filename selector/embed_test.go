@@ -2,9 +2,7 @@ package selector
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
+	"errors"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -12,64 +10,72 @@ import (
 	"time"
 )
 
-// fakeEmbeddings serves /embeddings with bag-of-letters vectors, counting
-// the texts it embeds; failing makes it answer 500.
-func fakeEmbeddings(t *testing.T, failing bool, embedded *atomic.Int32) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if failing {
-			http.Error(w, `{"error":{"message":"down"}}`, http.StatusInternalServerError)
-			return
-		}
-		var req struct {
-			Input []string `json:"input"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		vecs := make([][]float32, len(req.Input))
-		for i, s := range req.Input {
-			embedded.Add(1)
-			vecs[i] = make([]float32, 26)
-			for _, r := range strings.ToLower(s) {
-				if r >= 'a' && r <= 'z' {
-					vecs[i][r-'a']++
-				}
-			}
-		}
-		writeEmbeddings(w, vecs)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+// lettersEmbedder stands in for a remote endpoint, in process: each text
+// becomes a bag-of-letters vector of 26 dimensions. It counts its calls,
+// fails while failing is set or for its first failFirst catalog calls,
+// and makes each query wait queryDelay, or, with hang, wait that long and
+// fail, as the embeddings client's own deadline would end it. A query's
+// ctx ending stops its wait.
+type lettersEmbedder struct {
+	failing    atomic.Bool
+	failFirst  atomic.Int32
+	catalogs   atomic.Int32 // Embed calls
+	queries    atomic.Int32 // EmbedQuery calls
+	queryDelay time.Duration
+	hang       time.Duration // when > 0, a query hangs this long, then fails
 }
 
-func TestOpenAIEmbedderCachesVectors(t *testing.T) {
-	var n atomic.Int32
-	srv := fakeEmbeddings(t, false, &n)
-	dir := t.TempDir()
-	mk := func() *OpenAIEmbedder {
-		e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: srv.URL, Model: "m", CacheDir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
+var (
+	_ Embedder      = (*lettersEmbedder)(nil)
+	_ QueryEmbedder = (*lettersEmbedder)(nil)
+)
+
+func (*lettersEmbedder) Model() string { return "letters" }
+
+func (e *lettersEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	e.catalogs.Add(1)
+	if e.failing.Load() || e.failFirst.Add(-1) >= 0 {
+		return nil, errors.New("embeddings endpoint down")
 	}
-	ctx := context.Background()
-	texts := []string{"read a file", "send a message"}
-	if _, err := mk().Embed(ctx, texts); err != nil {
-		t.Fatal(err)
+	return lettersOf(texts), nil
+}
+
+func (e *lettersEmbedder) EmbedQuery(ctx context.Context, text string) ([]float32, error) {
+	e.queries.Add(1)
+	if e.failing.Load() {
+		return nil, errors.New("embeddings endpoint down")
 	}
-	t.Run("a second embedder reads the disk cache instead of the service", func(t *testing.T) {
-		before := n.Load()
-		v, err := mk().Embed(ctx, texts)
-		if err != nil || len(v) != 2 || len(v[0]) != 26 {
-			t.Fatalf("Embed = %d vectors, %v", len(v), err)
+	wait := e.queryDelay
+	if e.hang > 0 {
+		wait = e.hang
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		if n.Load() != before {
-			t.Errorf("service embedded %d more texts, want 0", n.Load()-before)
+	}
+	if e.hang > 0 {
+		return nil, context.DeadlineExceeded
+	}
+	return lettersOf([]string{text})[0], nil
+}
+
+// lettersOf is texts as bag-of-letters vectors.
+func lettersOf(texts []string) [][]float32 {
+	vecs := make([][]float32, len(texts))
+	for i, s := range texts {
+		vecs[i] = make([]float32, 26)
+		for _, r := range strings.ToLower(s) {
+			if r >= 'a' && r <= 'z' {
+				vecs[i][r-'a']++
+			}
 		}
-	})
+	}
+	return vecs
 }
 
 func TestRemoteSemanticFallsBackToOfflineVectors(t *testing.T) {
@@ -81,12 +87,8 @@ func TestRemoteSemanticFallsBackToOfflineVectors(t *testing.T) {
 			name = "a failing service ranks as the offline word vectors do"
 		}
 		t.Run(name, func(t *testing.T) {
-			var n atomic.Int32
-			srv := fakeEmbeddings(t, failing, &n)
-			e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: srv.URL, Model: "m"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := &lettersEmbedder{}
+			e.failing.Store(failing)
 			c := compileTest(t, tools, Config{Embedder: e})
 			if !failing {
 				waitRemote(t, c)
@@ -180,11 +182,10 @@ func waitRemote(t *testing.T, c *Catalog) {
 }
 
 func TestRemoteCatalogTriesAgainAfterCooldown(t *testing.T) {
-	f := newFakeEndpoint(t, failFirst(1, http.StatusUnauthorized, "", letters(26)))
-	e := newTestEmbedder(t, f.srv.URL, "")
+	e := &lettersEmbedder{}
+	e.failFirst.Store(1)
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixNano())
-	e.health.now = func() time.Time { return time.Unix(0, clock.Load()) } // the failure's cooldown passes with the clock
 	c := compileTest(t, testTools(t), Config{Embedder: e})
 	r := c.sem.remote
 	for {
@@ -216,74 +217,48 @@ func TestRemoteCatalogTriesAgainAfterCooldown(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock.Add(int64(tt.advance))
-			before := f.requests.Load()
+			before := e.catalogs.Load()
 			search()
 			deadline := time.Now().Add(5 * time.Second)
 			for tt.want && r.vecs.Load() == nil && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}
 			time.Sleep(20 * time.Millisecond)
-			if asked := f.requests.Load() > before; asked != tt.want || (r.vecs.Load() != nil) != tt.want {
+			if asked := e.catalogs.Load() > before; asked != tt.want || (r.vecs.Load() != nil) != tt.want {
 				t.Errorf("endpoint asked = %v, vectors in = %v; want %v", asked, r.vecs.Load() != nil, tt.want)
 			}
 		})
 	}
 }
 
+// TestRemoteQueryDoesNotHoldUpSearches: a query embedding that hangs
+// keeps a search waiting as long as the embedder's own deadline, not
+// longer, and the search then ranks with the offline vectors. (That the
+// embeddings client does not send the text again moments later is its
+// own test, in internal/embeddings.)
 func TestRemoteQueryDoesNotHoldUpSearches(t *testing.T) {
-	var queries atomic.Int32
-	f := newFakeEndpoint(t, func(texts []string) fakeAnswer {
-		if len(texts) > 1 {
-			return letters(26)(texts)
-		}
-		queries.Add(1)
-		return fakeAnswer{block: make(chan struct{})} // hangs until the client leaves
-	})
-	e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: f.srv.URL, Model: "m", QueryTimeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := compileTest(t, testTools(t), Config{Embedder: e})
+	tools := testTools(t)
+	offline := compileTest(t, tools, Config{})
+	e := &lettersEmbedder{hang: 200 * time.Millisecond}
+	c := compileTest(t, tools, Config{Embedder: e})
 	waitRemote(t, c)
-	tests := []struct {
-		name        string
-		maxDuration time.Duration
-		wantQueries int32
-	}{
-		{"a search with a hanging endpoint answers after the query timeout", time.Second, 1},
-		{"the turn's second search for the same text does not wait on the endpoint again", 100 * time.Millisecond, 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			start := time.Now()
-			res, err := c.Search(context.Background(), Query{Text: "merge pull request"})
-			if err != nil || len(res.Items) == 0 {
-				t.Fatalf("Search = %v, %v", res.Items, err)
-			}
-			if d := time.Since(start); d > tt.maxDuration {
-				t.Errorf("search took %v, want at most %v", d, tt.maxDuration)
-			}
-			if got := queries.Load(); got != tt.wantQueries {
-				t.Errorf("%d query calls, want %d", got, tt.wantQueries)
-			}
-		})
-	}
-}
-
-// writeEmbeddings answers an embeddings request with vecs, in order, as
-// the OpenAI API does.
-func writeEmbeddings(w http.ResponseWriter, vecs [][]float32) {
-	type item struct {
-		Index     int       `json:"index"`
-		Embedding []float32 `json:"embedding"`
-	}
-	var out struct {
-		Data []item `json:"data"`
-	}
-	for i, v := range vecs {
-		out.Data = append(out.Data, item{i, v})
-	}
-	_ = json.NewEncoder(w).Encode(out)
+	q := Query{Text: "merge pull request", Explain: true}
+	t.Run("a search whose query embedding hangs answers when the embedder gives up, as the offline vectors rank", func(t *testing.T) {
+		start := time.Now()
+		res, err := c.Search(context.Background(), q)
+		if err != nil || len(res.Items) == 0 {
+			t.Fatalf("Search = %v, %v", res.Items, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("search took %v, want at most 1s", d)
+		}
+		if got := e.queries.Load(); got != 1 {
+			t.Errorf("%d query calls, want 1", got)
+		}
+		if !sameRanking(t, offline, c, q) {
+			t.Error("the search without a query vector ranked otherwise than the offline vectors")
+		}
+	})
 }
 
 // TestRemoteCatalogIsNotEmbeddedAgainOnceIn: a search that found no tool

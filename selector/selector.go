@@ -1,10 +1,11 @@
 // Package selector compiles a tools catalog into a search index and ranks the
-// catalog's tools for a query. It owns the index, the ranking signals and the
-// embeddings. It serves no HTTP and knows nothing of the chat API, YAML, or
-// where session state is stored: callers hand it plain values (tools,
-// enrichment, the session's signals). Its only network use is the optional
-// OpenAI-compatible embeddings client (embed_openai.go) behind the Embedder
-// interface.
+// catalog's tools for a query. It owns the index, the ranking signals, the
+// offline word vectors, and the vectors a ranking keeps in memory. It knows no
+// HTTP and nothing of the chat API, YAML, or where session state is stored:
+// callers hand it plain values (tools, enrichment, the session's signals).
+// Remote embeddings reach it through the Embedder and QueryEmbedder
+// interfaces, which internal/embeddings implements for an OpenAI-compatible
+// endpoint; the selector itself makes no network call.
 package selector
 
 import (

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/embeddings"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/selector"
@@ -158,7 +159,7 @@ func TestTheEmbeddingsDiskCacheBoundIsThePolicys(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			emb := openAIEmbedder(t, "http://127.0.0.1:1/v1", tc.setting)
-			if got := emb.(*selector.OpenAIEmbedder).CacheMaxBytes(); got != tc.want {
+			if got := emb.(*embeddings.OpenAI).CacheMaxBytes(); got != tc.want {
 				t.Errorf("disk cache bound = %d bytes, want %d", got, tc.want)
 			}
 		})

@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolgate/toolgate/internal/embeddings"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/selector"
@@ -332,7 +333,7 @@ func newEmbedder(current func() *policy.Snapshot, up *url.URL, rt http.RoundTrip
 	if e.Key == "" {
 		upstreamKey = func() string { return current().Gateway.UpstreamKey }
 	}
-	emb, err := selector.NewOpenAIEmbedder(selector.OpenAIEmbedderOptions{
+	emb, err := embeddings.NewOpenAI(embeddings.OpenAIOptions{
 		BaseURL:  firstNonEmpty(e.URL, up.String()),
 		Model:    e.Model,
 		APIKey:   e.Key,

@@ -1,8 +1,8 @@
 // Package redact prints configured URLs without the credentials they may
-// carry. policy.RedactURL is its exported face; selector uses it directly,
-// below policy in the import graph. It must not import any of the
-// project's packages (selector and policy both import it), and it must not
-// log, keep or return the parts it hides.
+// carry. policy.RedactURL is its exported face; internal/embeddings uses
+// it directly, below policy in the import graph. It must not import any
+// of the project's packages (internal/embeddings and policy both import
+// it), and it must not log, keep or return the parts it hides.
 package redact
 
 import (

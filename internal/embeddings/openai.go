@@ -1,4 +1,4 @@
-package selector
+package embeddings
 
 import (
 	"bytes"
@@ -20,19 +20,20 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/toolgate/toolgate/internal/redact"
+	"github.com/toolgate/toolgate/selector"
 )
 
 var (
-	_ Embedder      = (*OpenAIEmbedder)(nil)
-	_ QueryEmbedder = (*OpenAIEmbedder)(nil)
+	_ selector.Embedder      = (*OpenAI)(nil)
+	_ selector.QueryEmbedder = (*OpenAI)(nil)
 )
 
-// OpenAIEmbedder calls an OpenAI-compatible POST {BaseURL}/embeddings. It
+// OpenAI calls an OpenAI-compatible POST {BaseURL}/embeddings. It
 // caches vectors in memory (LRU) and, when CacheDir is set, on disk, keyed
 // by the hash of base URL, model and text, so a restart does not re-embed a
 // catalog, and two endpoints or models sharing a directory never mix their
 // vector spaces. It is safe for concurrent use.
-type OpenAIEmbedder struct {
+type OpenAI struct {
 	baseURL  string
 	model    string
 	key      func() string
@@ -57,7 +58,7 @@ type OpenAIEmbedder struct {
 	failed       *lru.Cache[string, time.Time]
 	flights      singleflight.Group
 	now          func() time.Time
-	observer     EmbedObserver
+	observer     selector.EmbedObserver
 	// dims is the length of the endpoint's vectors, learned from its first
 	// valid answer or cache file; vectors of another length are refused
 	// (another model behind the same URL, a corrupt file), since a catalog
@@ -65,8 +66,8 @@ type OpenAIEmbedder struct {
 	dims atomic.Int64
 }
 
-// OpenAIEmbedderOptions configures NewOpenAIEmbedder.
-type OpenAIEmbedderOptions struct {
+// OpenAIOptions configures NewOpenAI.
+type OpenAIOptions struct {
 	BaseURL  string       // e.g. https://api.openai.com/v1 (required)
 	Model    string       // e.g. text-embedding-3-small (required)
 	APIKey   string       // sent as a Bearer token when not empty
@@ -76,19 +77,19 @@ type OpenAIEmbedderOptions struct {
 	Batch    int          // texts per request; <= 0 means 128
 	// CacheMaxBytes bounds the vector files in CacheDir, the least
 	// recently written or read removed first; <= 0 means
-	// DefaultDiskCacheMB MiB.
+	// selector.DefaultDiskCacheMB MiB.
 	CacheMaxBytes int64
 	// BatchBytes bounds a request's texts in bytes (a longer text goes
 	// alone); <= 0 means 128 KiB, some 32k tokens.
 	BatchBytes int
 	// QueryTimeout bounds a request's query embedding; <= 0 means
-	// DefaultQueryTimeout. Catalog batches have 30 s per attempt.
+	// selector.DefaultQueryTimeout. Catalog batches have 30 s per attempt.
 	QueryTimeout time.Duration
 	// Logger receives the endpoint's failures and recoveries (one line
 	// each, not one per request); nil discards them.
 	Logger *slog.Logger
 	// Observer, when not nil, is told of every call and skipped query.
-	Observer EmbedObserver
+	Observer selector.EmbedObserver
 	// APIKeyFunc, when not nil, is asked for the key at each request
 	// instead of APIKey: a key a policy reload rotated is then sent
 	// without a restart.
@@ -100,8 +101,9 @@ type OpenAIEmbedderOptions struct {
 // search, and a retried request sends the same text.
 const queryFailTTL = 30 * time.Second
 
-// NewOpenAIEmbedder returns an embedder for opts.
-func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
+// NewOpenAI returns an embedder for opts. It makes no call; a cache dir
+// that cannot be used is logged and left unused, never an error.
+func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	if opts.BaseURL == "" || opts.Model == "" {
 		return nil, fmt.Errorf("openai embedder: base URL and model are required")
 	}
@@ -118,10 +120,10 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 		opts.BatchBytes = 128 << 10
 	}
 	if opts.QueryTimeout <= 0 {
-		opts.QueryTimeout = DefaultQueryTimeout
+		opts.QueryTimeout = selector.DefaultQueryTimeout
 	}
 	if opts.CacheMaxBytes <= 0 {
-		opts.CacheMaxBytes = DefaultDiskCacheMB << 20
+		opts.CacheMaxBytes = selector.DefaultDiskCacheMB << 20
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -147,7 +149,7 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 			opts.CacheDir = ""
 		}
 	}
-	e := &OpenAIEmbedder{
+	e := &OpenAI{
 		baseURL: strings.TrimRight(opts.BaseURL, "/"), model: opts.Model, key: opts.APIKeyFunc,
 		client: opts.Client, cacheDir: opts.CacheDir, mem: mem, batch: opts.Batch, batchBytes: opts.BatchBytes,
 		attempts: 3, retryWait: time.Second, batchTimeout: 30 * time.Second,
@@ -170,15 +172,15 @@ func NewOpenAIEmbedder(opts OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 const maxRetryWait = 30 * time.Second
 
 // Model returns the embedding model name.
-func (e *OpenAIEmbedder) Model() string { return e.model }
+func (e *OpenAI) Model() string { return e.model }
 
 // QueryTimeout returns how long a query may wait for its vector
-// (OpenAIEmbedderOptions.QueryTimeout).
-func (e *OpenAIEmbedder) QueryTimeout() time.Duration { return e.queryTimeout }
+// (OpenAIOptions.QueryTimeout).
+func (e *OpenAI) QueryTimeout() time.Duration { return e.queryTimeout }
 
 // CacheMaxBytes returns the bound of the on-disk cache
-// (OpenAIEmbedderOptions.CacheMaxBytes).
-func (e *OpenAIEmbedder) CacheMaxBytes() int64 { return e.disk.max }
+// (OpenAIOptions.CacheMaxBytes).
+func (e *OpenAI) CacheMaxBytes() int64 { return e.disk.max }
 
 // Embed returns one vector per text of a catalog, from the caches where it
 // can, else from the endpoint in batches, each tried up to three times
@@ -186,7 +188,7 @@ func (e *OpenAIEmbedder) CacheMaxBytes() int64 { return e.disk.max }
 // endpoint is likely down, and the batches before it are cached, so the
 // catalog's next attempt asks only for the rest. It stops, too, before a
 // batch while the endpoint cools down after a failure (errCoolingDown).
-func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+func (e *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
 	var missIdx []int
 	for i, t := range texts {
@@ -235,7 +237,7 @@ func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 // call while the endpoint cools down after a failure, and for
 // queryFailTTL after this text's own call failed; concurrent requests for
 // one text share one call, which the first caller leaving does not cancel.
-func (e *OpenAIEmbedder) EmbedQuery(ctx context.Context, text string) ([]float32, error) {
+func (e *OpenAI) EmbedQuery(ctx context.Context, text string) ([]float32, error) {
 	k := e.key4(text)
 	if v, ok := e.mem.Get(k); ok {
 		return v, nil
@@ -271,7 +273,7 @@ func (e *OpenAIEmbedder) EmbedQuery(ctx context.Context, text string) ([]float32
 
 // do calls the endpoint once for kind ("query" or "catalog") and tells
 // the endpoint's health and the observer.
-func (e *OpenAIEmbedder) do(ctx context.Context, kind string, texts []string) ([][]float32, error) {
+func (e *OpenAI) do(ctx context.Context, kind string, texts []string) ([][]float32, error) {
 	start := time.Now()
 	vecs, err := e.call(ctx, texts)
 	e.observe(kind, outcome(err), time.Since(start))
@@ -279,7 +281,7 @@ func (e *OpenAIEmbedder) do(ctx context.Context, kind string, texts []string) ([
 	return vecs, err
 }
 
-func (e *OpenAIEmbedder) observe(kind, outcome string, d time.Duration) {
+func (e *OpenAI) observe(kind, outcome string, d time.Duration) {
 	if e.observer != nil {
 		e.observer.EmbeddingCall(kind, outcome, d)
 	}
@@ -289,7 +291,7 @@ func (e *OpenAIEmbedder) observe(kind, outcome string, d time.Duration) {
 // e.batch texts and e.batchBytes bytes of them, at least one text. A
 // count alone let a batch of long tool texts grow past half a megabyte,
 // past what endpoints accept per request.
-func (e *OpenAIEmbedder) nextBatch(texts []string, idx []int) (batch, rest []int) {
+func (e *OpenAI) nextBatch(texts []string, idx []int) (batch, rest []int) {
 	n, size := 0, 0
 	for n < len(idx) && n < e.batch {
 		l := len(texts[idx[n]])
@@ -305,7 +307,7 @@ func (e *OpenAIEmbedder) nextBatch(texts []string, idx []int) (batch, rest []int
 // callRetrying calls the endpoint for a catalog batch, retrying a
 // failure that may pass (a timeout, a network error, 408, 409, 429, 5xx)
 // after a backoff that honours Retry-After.
-func (e *OpenAIEmbedder) callRetrying(ctx context.Context, batch []string) ([][]float32, error) {
+func (e *OpenAI) callRetrying(ctx context.Context, batch []string) ([][]float32, error) {
 	wait := e.retryWait
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, e.batchTimeout)
@@ -326,24 +328,24 @@ func (e *OpenAIEmbedder) callRetrying(ctx context.Context, batch []string) ([][]
 	}
 }
 
-func (e *OpenAIEmbedder) key4(text string) string {
+func (e *OpenAI) key4(text string) string {
 	h := sha256.Sum256([]byte(e.baseURL + "\x00" + e.model + "\x00" + text))
 	return hex.EncodeToString(h[:16])
 }
 
 // checkDims checks v against the endpoint's vector length, learning it
 // from v when it is not known yet.
-func (e *OpenAIEmbedder) checkDims(v []float32) error {
-	if err := checkVector(v, int(e.dims.Load())); err != nil {
+func (e *OpenAI) checkDims(v []float32) error {
+	if err := selector.CheckVector(v, int(e.dims.Load())); err != nil {
 		return err
 	}
 	if !e.dims.CompareAndSwap(0, int64(len(v))) && e.dims.Load() != int64(len(v)) {
-		return fmt.Errorf("%w: %d dimensions, want %d", errBadVector, len(v), e.dims.Load())
+		return fmt.Errorf("vector of %d dimensions, want %d", len(v), e.dims.Load())
 	}
 	return nil
 }
 
-func (e *OpenAIEmbedder) call(ctx context.Context, texts []string) ([][]float32, error) {
+func (e *OpenAI) call(ctx context.Context, texts []string) ([][]float32, error) {
 	body, err := json.Marshal(map[string]any{"model": e.model, "input": texts})
 	if err != nil {
 		return nil, fmt.Errorf("encoding embeddings request: %w", err)

@@ -1,4 +1,4 @@
-package selector
+package embeddings
 
 import (
 	"context"
@@ -100,7 +100,7 @@ func retryable(err error) bool {
 	return true
 }
 
-// outcome names a call's result for EmbedObserver: ok, timeout,
+// outcome names a call's result for selector.EmbedObserver: ok, timeout,
 // network_error, rate_limited, unauthorized, status_4xx, status_5xx,
 // bad_response or canceled.
 func outcome(err error) string {

@@ -1,4 +1,4 @@
-package selector
+package embeddings
 
 import (
 	"context"
@@ -12,6 +12,26 @@ import (
 	"testing"
 	"time"
 )
+
+func TestOpenAIEmbedderCachesVectors(t *testing.T) {
+	f := newFakeEndpoint(t, letters(26))
+	dir := t.TempDir()
+	ctx := context.Background()
+	texts := []string{"read a file", "send a message"}
+	if _, err := newTestEmbedder(t, f.srv.URL, dir).Embed(ctx, texts); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a second embedder reads the disk cache instead of the service", func(t *testing.T) {
+		before := f.texts.Load()
+		v, err := newTestEmbedder(t, f.srv.URL, dir).Embed(ctx, texts)
+		if err != nil || len(v) != 2 || len(v[0]) != 26 {
+			t.Fatalf("Embed = %d vectors, %v", len(v), err)
+		}
+		if f.texts.Load() != before {
+			t.Errorf("service embedded %d more texts, want 0", f.texts.Load()-before)
+		}
+	})
+}
 
 func TestEmbedderDiskCacheFiles(t *testing.T) {
 	ctx := context.Background()
@@ -41,9 +61,9 @@ func TestEmbedderDiskCacheFiles(t *testing.T) {
 		if err := os.WriteFile(file, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: f.srv.URL, Model: "m", CacheDir: filepath.Join(file, "cache")})
+		e, err := NewOpenAI(OpenAIOptions{BaseURL: f.srv.URL, Model: "m", CacheDir: filepath.Join(file, "cache")})
 		if err != nil {
-			t.Fatalf("NewOpenAIEmbedder: %v", err)
+			t.Fatalf("NewOpenAI: %v", err)
 		}
 		if _, err := e.Embed(ctx, []string{"read a file"}); err != nil {
 			t.Errorf("Embed: %v", err)
@@ -51,7 +71,7 @@ func TestEmbedderDiskCacheFiles(t *testing.T) {
 	})
 	t.Run("gateways writing one key in a shared dir while another reads it never show a torn file", func(t *testing.T) {
 		dir := t.TempDir()
-		mk := func() *OpenAIEmbedder { return newTestEmbedder(t, "http://x/v1", dir) }
+		mk := func() *OpenAI { return newTestEmbedder(t, "http://x/v1", dir) }
 		a, b, r := mk(), mk(), mk()
 		v := make([]float32, 3072)
 		for i := range v {
@@ -61,7 +81,7 @@ func TestEmbedderDiskCacheFiles(t *testing.T) {
 		var bad atomic.Int64
 		deadline := time.Now().Add(time.Second)
 		var wg sync.WaitGroup
-		for _, e := range []*OpenAIEmbedder{a, b} {
+		for _, e := range []*OpenAI{a, b} {
 			wg.Go(func() {
 				for time.Now().Before(deadline) {
 					e.writeDisk("k", v)
@@ -102,7 +122,7 @@ func TestEmbedderDiskCacheBound(t *testing.T) {
 	// embed embeds texts one by one, waiting for the sweep each write may
 	// start, then dates each file base+i seconds: file timestamps are too
 	// coarse to order writes that close together.
-	embed := func(t *testing.T, e *OpenAIEmbedder, dir string, from int, texts []string) {
+	embed := func(t *testing.T, e *OpenAI, dir string, from int, texts []string) {
 		t.Helper()
 		for i, s := range texts {
 			if _, err := e.Embed(ctx, []string{s}); err != nil {
@@ -113,9 +133,9 @@ func TestEmbedderDiskCacheBound(t *testing.T) {
 			_ = os.Chtimes(filepath.Join(dir, e.key4(s)+".f32"), at, at) // a removed file stays removed
 		}
 	}
-	newEmbedder := func(t *testing.T, url, dir string) *OpenAIEmbedder {
+	newEmbedder := func(t *testing.T, url, dir string) *OpenAI {
 		t.Helper()
-		e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: url, Model: "m", CacheDir: dir, CacheMaxBytes: bound})
+		e, err := NewOpenAI(OpenAIOptions{BaseURL: url, Model: "m", CacheDir: dir, CacheMaxBytes: bound})
 		if err != nil {
 			t.Fatal(err)
 		}

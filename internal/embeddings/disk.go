@@ -1,4 +1,4 @@
-package selector
+package embeddings
 
 import (
 	"cmp"
@@ -13,10 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 )
-
-// DefaultDiskCacheMB is the default bound of the on-disk vector cache, in
-// MiB: some 170,000 vectors of 1536 dimensions.
-const DefaultDiskCacheMB = 1024
 
 // diskBound keeps the vector files of a cache dir under max bytes. bytes
 // is an estimate: what a sweep last measured plus what this process wrote
@@ -39,7 +35,7 @@ const diskHeader = len(diskMagic) + 4
 // Disk errors only cost a recomputation, so they are not reported. A file
 // that does not hold a usable vector of the endpoint's length is a miss,
 // and is removed so that the recomputed vector replaces it.
-func (e *OpenAIEmbedder) readDisk(k string) ([]float32, bool) {
+func (e *OpenAI) readDisk(k string) ([]float32, bool) {
 	if e.cacheDir == "" {
 		return nil, false
 	}
@@ -77,7 +73,7 @@ func decodeVector(b []byte) ([]float32, bool) {
 	return v, true
 }
 
-func (e *OpenAIEmbedder) writeDisk(k string, v []float32) {
+func (e *OpenAI) writeDisk(k string, v []float32) {
 	if e.cacheDir == "" {
 		return
 	}
@@ -105,7 +101,7 @@ func (e *OpenAIEmbedder) writeDisk(k string, v []float32) {
 
 // startSweep starts a sweep of the cache dir in the background when the
 // estimate is over the bound (or always, with force) and none is running.
-func (e *OpenAIEmbedder) startSweep(force bool) {
+func (e *OpenAI) startSweep(force bool) {
 	if !force && e.disk.bytes.Load() <= e.disk.max {
 		return
 	}
@@ -132,7 +128,7 @@ func (e *OpenAIEmbedder) startSweep(force bool) {
 // exceed the bound, removes the least recently modified until they fill
 // at most 90 % of it, so that the next sweep is some writes away. It
 // reports whether the files are within the bound afterwards.
-func (e *OpenAIEmbedder) sweepDisk() bool {
+func (e *OpenAI) sweepDisk() bool {
 	counted := e.disk.bytes.Load()
 	entries, err := os.ReadDir(e.cacheDir)
 	if err != nil {

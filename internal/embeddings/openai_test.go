@@ -1,4 +1,4 @@
-package selector
+package embeddings
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/selector"
 )
 
 // fakeAnswer is what a fakeEndpoint answers to one request.
@@ -74,6 +76,22 @@ func newFakeEndpoint(t *testing.T, answer func(texts []string) fakeAnswer) *fake
 	return f
 }
 
+// writeEmbeddings answers an embeddings request with vecs, in order, as
+// the OpenAI API does.
+func writeEmbeddings(w http.ResponseWriter, vecs [][]float32) {
+	type item struct {
+		Index     int       `json:"index"`
+		Embedding []float32 `json:"embedding"`
+	}
+	var out struct {
+		Data []item `json:"data"`
+	}
+	for i, v := range vecs {
+		out.Data = append(out.Data, item{i, v})
+	}
+	_ = json.NewEncoder(w).Encode(out)
+}
+
 // set changes the endpoint's answers from now on.
 func (f *fakeEndpoint) set(answer func(texts []string) fakeAnswer) {
 	f.mu.Lock()
@@ -110,9 +128,9 @@ func constant(v []float32) func(texts []string) fakeAnswer {
 	}
 }
 
-func newTestEmbedder(t *testing.T, url, dir string) *OpenAIEmbedder {
+func newTestEmbedder(t *testing.T, url, dir string) *OpenAI {
 	t.Helper()
-	e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: url, Model: "m", CacheDir: dir})
+	e, err := NewOpenAI(OpenAIOptions{BaseURL: url, Model: "m", CacheDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +287,7 @@ func TestOpenAIEmbedderRefusesInvalidVectors(t *testing.T) {
 			writeCacheFile(t, dir, tt.vec)
 			before := f.texts.Load()
 			v, err := newTestEmbedder(t, f.srv.URL, dir).Embed(ctx, []string{"read a file"})
-			if err != nil || checkVector(v[0], 8) != nil || f.texts.Load() != before+1 {
+			if err != nil || selector.CheckVector(v[0], 8) != nil || f.texts.Load() != before+1 {
 				t.Errorf("Embed = %v, %v after %d texts sent; want the endpoint's vector", v, err, f.texts.Load()-before)
 			}
 		})
@@ -336,26 +354,26 @@ func TestOpenAIEmbedderQueries(t *testing.T) {
 		name   string
 		answer func([]string) fakeAnswer
 		// run queries with e, moving clock, and returns what to compare
-		run          func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock)
+		run          func(t *testing.T, e *OpenAI, clock *fakeClock)
 		wantRequests int32
 	}{
-		{"a text whose query failed is not sent again moments later, cooldown over or not", failing(500, ""), func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock) {
+		{"a text whose query failed is not sent again moments later, cooldown over or not", failing(500, ""), func(t *testing.T, e *OpenAI, clock *fakeClock) {
 			_, _ = e.EmbedQuery(ctx, "read a file")
 			clock.advance(2 * cooldownMin)
 			if _, err := e.EmbedQuery(ctx, "read a file"); err == nil {
 				t.Error("second query succeeded")
 			}
 		}, 1},
-		{"another text is not sent while the endpoint cools down after a failure", failing(500, ""), func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock) {
+		{"another text is not sent while the endpoint cools down after a failure", failing(500, ""), func(t *testing.T, e *OpenAI, clock *fakeClock) {
 			_, _ = e.EmbedQuery(ctx, "read a file")
 			_, _ = e.EmbedQuery(ctx, "send a message")
 		}, 1},
-		{"another text is sent once the cooldown is over", failing(500, ""), func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock) {
+		{"another text is sent once the cooldown is over", failing(500, ""), func(t *testing.T, e *OpenAI, clock *fakeClock) {
 			_, _ = e.EmbedQuery(ctx, "read a file")
 			clock.advance(cooldownMin + time.Millisecond)
 			_, _ = e.EmbedQuery(ctx, "send a message")
 		}, 2},
-		{"a 429's Retry-After keeps queries off the endpoint that long", failing(429, "5"), func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock) {
+		{"a 429's Retry-After keeps queries off the endpoint that long", failing(429, "5"), func(t *testing.T, e *OpenAI, clock *fakeClock) {
 			_, _ = e.EmbedQuery(ctx, "read a file")
 			clock.advance(2 * time.Second)
 			_, _ = e.EmbedQuery(ctx, "send a message")
@@ -367,7 +385,7 @@ func TestOpenAIEmbedderQueries(t *testing.T) {
 			a.block = make(chan struct{})
 			time.AfterFunc(30*time.Millisecond, func() { close(a.block) })
 			return a
-		}, func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock) {
+		}, func(t *testing.T, e *OpenAI, clock *fakeClock) {
 			var wg sync.WaitGroup
 			var failed atomic.Int32
 			for range 20 {
@@ -384,7 +402,7 @@ func TestOpenAIEmbedderQueries(t *testing.T) {
 		}, 1},
 		{"a query to a hanging endpoint fails after the query timeout", func(texts []string) fakeAnswer {
 			return fakeAnswer{block: make(chan struct{})}
-		}, func(t *testing.T, e *OpenAIEmbedder, clock *fakeClock) {
+		}, func(t *testing.T, e *OpenAI, clock *fakeClock) {
 			start := time.Now()
 			if _, err := e.EmbedQuery(ctx, "read a file"); err == nil {
 				t.Error("query succeeded")
@@ -393,11 +411,23 @@ func TestOpenAIEmbedderQueries(t *testing.T) {
 				t.Errorf("query took %v with a 100 ms query timeout", d)
 			}
 		}, 1},
+		{"a text whose query timed out is not sent again moments later, and fails at once", func(texts []string) fakeAnswer {
+			return fakeAnswer{block: make(chan struct{})}
+		}, func(t *testing.T, e *OpenAI, clock *fakeClock) {
+			_, _ = e.EmbedQuery(ctx, "read a file")
+			start := time.Now()
+			if _, err := e.EmbedQuery(ctx, "read a file"); err == nil {
+				t.Error("second query succeeded")
+			}
+			if d := time.Since(start); d > 50*time.Millisecond {
+				t.Errorf("second query took %v; want no wait on the endpoint again", d)
+			}
+		}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeEndpoint(t, tt.answer)
-			e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: f.srv.URL, Model: "m", QueryTimeout: 100 * time.Millisecond})
+			e, err := NewOpenAI(OpenAIOptions{BaseURL: f.srv.URL, Model: "m", QueryTimeout: 100 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -442,11 +472,11 @@ func TestOpenAIEmbedderReportsFailures(t *testing.T) {
 	const key = "sk-secret-EMB-123"
 	echo := fakeAnswer{status: 401, body: `{"error":{"message":"Incorrect API key provided: Bearer ` + key + `","type":"invalid_request_error","code":"invalid_api_key"}}`}
 	ctx := context.Background()
-	setup := func(t *testing.T, answer func([]string) fakeAnswer) (*OpenAIEmbedder, *fakeEndpoint, *strings.Builder, *callLog, *fakeClock) {
+	setup := func(t *testing.T, answer func([]string) fakeAnswer) (*OpenAI, *fakeEndpoint, *strings.Builder, *callLog, *fakeClock) {
 		f := newFakeEndpoint(t, answer)
 		var logs strings.Builder
 		obs := &callLog{}
-		e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: f.srv.URL, Model: "m", APIKey: key,
+		e, err := NewOpenAI(OpenAIOptions{BaseURL: f.srv.URL, Model: "m", APIKey: key,
 			Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Observer: obs})
 		if err != nil {
 			t.Fatal(err)
@@ -565,7 +595,7 @@ func TestAFailedEmbeddingsCallHidesTheURLsCredentials(t *testing.T) {
 		{"a password is hidden with its user name", "http://user:SECRET@" + addr + "/v1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := NewOpenAIEmbedder(OpenAIEmbedderOptions{BaseURL: tc.base, Model: "m", CacheDir: t.TempDir()})
+			e, err := NewOpenAI(OpenAIOptions{BaseURL: tc.base, Model: "m", CacheDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
