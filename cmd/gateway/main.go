@@ -21,14 +21,13 @@ import (
 // errUsage marks a command-line mistake: exit code 2 instead of 1.
 var errUsage = errors.New("usage error")
 
-// The gateway's handler is a gin router, and gin's mode is process-wide:
-// the program, not the proxy package, chooses it. Release mode keeps
-// gin's debug lines (every route, a warning) out of stdout, where serve's
-// output and the subcommands' reports go. An init, so the package's tests
-// run the router as the program does.
-func init() { gin.SetMode(gin.ReleaseMode) }
-
 func main() {
+	// The gateway's handler is a gin router, and gin's mode is
+	// process-wide: the program, not the proxy package, chooses it.
+	// Release mode keeps gin's debug lines (every route, a warning) out
+	// of stdout, where serve's output and the subcommands' reports go.
+	// The package's tests set it too (TestMain).
+	gin.SetMode(gin.ReleaseMode)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -1,8 +1,16 @@
 package demo
 
-import "github.com/gin-gonic/gin"
+import (
+	"os"
+	"testing"
 
-// The tests run gin's router in the mode cmd/gateway sets: in its
-// default debug mode gin prints every route of every gateway a test
-// builds.
-func init() { gin.SetMode(gin.ReleaseMode) }
+	"github.com/gin-gonic/gin"
+)
+
+// TestMain runs the package's tests with gin's router in the mode
+// cmd/gateway sets: in its default debug mode gin prints every route of
+// every gateway a test builds.
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.ReleaseMode)
+	os.Exit(m.Run())
+}
