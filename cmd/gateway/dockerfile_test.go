@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/proxy"
 )
 
 // dockerStopGrace is how long a plain `docker stop` waits after SIGTERM
@@ -54,8 +56,8 @@ func TestTheImageDrainsWithinDockerStopsGrace(t *testing.T) {
 	if err != nil {
 		t.Fatalf("serve refuses the image's environment: %v", err)
 	}
-	if worst := c.drainDelay + c.drainTimeout + cutGrace; worst >= dockerStopGrace {
+	if worst := c.drainDelay + c.drainTimeout + proxy.CutGrace; worst >= dockerStopGrace {
 		t.Errorf("the image's drain takes up to %s (delay %s, timeout %s, then %s for the requests cut), not under docker stop's %s",
-			worst, c.drainDelay, c.drainTimeout, cutGrace, dockerStopGrace)
+			worst, c.drainDelay, c.drainTimeout, proxy.CutGrace, dockerStopGrace)
 	}
 }

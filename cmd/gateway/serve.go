@@ -197,9 +197,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer closeSessions()
-	srv := &httpServer{addr: listen, logger: logger, stdout: stdout, drainDelay: c.drainDelay, drainTimeout: c.drainTimeout}
+	srv := &proxy.Server{
+		Addr: listen, Logger: logger, DrainDelay: c.drainDelay, DrainTimeout: c.drainTimeout,
+		OnListen: func(addr string) { fmt.Fprintf(stdout, "toolgate listening on http://%s\n", addr) },
+	}
 	gw := &proxy.Gateway{
-		Ready:       srv.ready,
+		Ready:       srv.Ready,
 		Upstream:    up,
 		Policy:      live.Current,
 		Sessions:    sessions,
@@ -229,10 +232,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	})
 	reloaders.Go(func() { reloadOnHangup(untilExit, hup, live, dlog, logger) })
-	srv.handler = gw.Handler()
+	srv.Handler = gw.Handler()
 	served := make(chan struct{})
 	defer close(served)
-	return srv.run(ctx, secondSignal(ctx, served))
+	return srv.Run(ctx, secondSignal(ctx, served))
 }
 
 // secondSignal fires on an interrupt or SIGTERM that arrives after ctx

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +12,7 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// addrWriter captures the address httpServer.run announces.
+// addrWriter captures the address serve announces on stdout.
 type addrWriter struct {
 	once sync.Once
 	addr chan string
@@ -25,48 +23,6 @@ func (w *addrWriter) Write(p []byte) (int, error) {
 		w.once.Do(func() { w.addr <- strings.TrimSpace(rest) })
 	}
 	return len(p), nil
-}
-
-func TestServerRefusesOversizedHeaders(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &addrWriter{addr: make(chan string, 1)}
-	done := make(chan error, 1)
-	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
-	srv := &httpServer{addr: "127.0.0.1:0", handler: ok, logger: slog.New(slog.NewTextHandler(io.Discard, nil)), stdout: out, drainTimeout: time.Second}
-	go func() { done <- srv.run(ctx, nil) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serveHTTP: %v", err)
-		}
-	}()
-	var addr string
-	select {
-	case addr = <-out.addr:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the server did not announce its address")
-	}
-	for _, tc := range []struct {
-		name   string
-		size   int
-		status int
-	}{
-		{"a request with ordinary headers is served", 100, http.StatusOK},
-		{"a request with 2 MiB of headers is refused with 431", 2 << 20, http.StatusRequestHeaderFieldsTooLarge},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
-			req.Header.Set("X-Padding", strings.Repeat("a", tc.size))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != tc.status {
-				t.Errorf("status %d, want %d", resp.StatusCode, tc.status)
-			}
-		})
-	}
 }
 
 func TestUpstreamTransportTakesItsTimeoutsFromThePolicy(t *testing.T) {
