@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +46,9 @@ type Cache struct {
 	embeds   *semaphore.Weighted // background catalog embeddings running (Config.Embedder)
 	// compile is Compile; tests count the compiles running through it.
 	compile func(context.Context, []Tool, Config) (*Catalog, error)
+
+	retainMu sync.Mutex
+	retained []uint64 // the rule keys Retain last named
 }
 
 // CacheTools is the most tools the catalogs a Cache holds may have in
@@ -234,14 +239,30 @@ func compileWeight(tools []Tool) int64 {
 	return int64(n)
 }
 
-// Purge lets every catalog go. A policy reload that changes what catalogs
-// compile from calls it: the catalogs compiled under the old rules are
-// keyed by them and never asked for again, yet each would hold its
-// memory, and its index's goroutine, until the LRU got round to it. A
-// caller that still holds a catalog keeps using it; it is collected when
-// the last one is done. The hit and miss counters stay.
+// Purge lets every catalog go. A caller that still holds a catalog keeps
+// using it; it is collected when the last one is done. The hit and miss
+// counters stay.
 func (c *Cache) Purge() {
 	c.held.purge()
+}
+
+// Retain tells the cache which rule sets its catalogs are compiled under
+// now: keys are the caller's keys of what a catalog compiles from (the
+// proxy's cache keys carry the policy's catalog key, one for the policy
+// and one per profile). When a key the previous call named is missing,
+// the catalogs compiled under it are keyed by rules no request asks for
+// again, yet each would hold megabytes, and its index's goroutine, until
+// the LRU got round to it: Retain lets every catalog go (Purge). Keys
+// that only joined purge nothing, so a reload that changes only what
+// compiling does not read keeps the catalogs requests go on hitting. The
+// first call only records keys. It is safe for concurrent use.
+func (c *Cache) Retain(keys ...uint64) {
+	c.retainMu.Lock()
+	defer c.retainMu.Unlock()
+	if slices.ContainsFunc(c.retained, func(k uint64) bool { return !slices.Contains(keys, k) }) {
+		c.Purge()
+	}
+	c.retained = slices.Clone(keys)
 }
 
 // Stats returns the hit and miss counters and the current size.

@@ -202,3 +202,32 @@ func TestCacheKeepsTheCatalogsClientsSendAgain(t *testing.T) {
 		})
 	}
 }
+
+func TestCacheRetainPurgesOnlyWhenARuleKeyIsGone(t *testing.T) {
+	c := NewCache(8)
+	build := func() ([]Tool, Config) { return syntheticTools(20), Config{} }
+	c.Retain(1, 2) // the first call only records
+	for _, tc := range []struct {
+		name    string
+		keys    []uint64
+		wantLen int
+	}{
+		{"the same keys keep the catalogs", []uint64{1, 2}, 1},
+		{"the same keys in another order keep them", []uint64{2, 1}, 1},
+		{"a key that joined keeps them", []uint64{2, 1, 3}, 1},
+		{"a key that is gone lets them go", []uint64{2, 3}, 0},
+		{"a key replaced by another lets them go", []uint64{2, 4}, 0},
+		{"no keys at all let them go", nil, 0},
+		{"keys after none keep them", []uint64{5}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := c.Get(context.Background(), "tools:rules", build); err != nil {
+				t.Fatal(err)
+			}
+			c.Retain(tc.keys...)
+			if n := c.Stats().Len; n != tc.wantLen {
+				t.Errorf("%d catalogs cached after Retain(%v), want %d", n, tc.keys, tc.wantLen)
+			}
+		})
+	}
+}

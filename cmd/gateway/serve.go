@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -261,24 +260,15 @@ func secondSignal(ctx context.Context, done <-chan struct{}) <-chan struct{} {
 	return force
 }
 
-// onPolicyReload sets live's reload hooks: every attempt is counted, and a
-// reload that changes what catalogs are compiled from lets the compiled
-// catalogs go. Their keys carry the old snapshot's catalog keys, so no
-// request asks for them again, yet each holds megabytes and its index's
-// goroutine until evicted. A reload that changes only what compiling does
-// not read (core, hints, gateway settings) keeps them: requests go on
-// hitting them. The proxy's caches keyed by generation (policy tables)
-// hold kilobytes each and are left to their LRU.
+// onPolicyReload sets live's reload hooks: every attempt is counted, and
+// the compiled catalogs learn each new snapshot's catalog keys
+// (selector.Cache.Retain decides what to let go). The proxy's caches
+// keyed by generation (policy tables) hold kilobytes each and are left to
+// their LRU.
 func onPolicyReload(live *policy.Live, metrics *proxy.Metrics, catalogs *selector.Cache) {
 	live.OnReload = metrics.PolicyReloaded
-	keys := live.Current().CatalogKeys() // OnChange runs on the reloading goroutine only
-	live.OnChange = func(snap *policy.Snapshot) {
-		next := snap.CatalogKeys()
-		if slices.ContainsFunc(keys, func(k uint64) bool { return !slices.Contains(next, k) }) {
-			catalogs.Purge()
-		}
-		keys = next
-	}
+	catalogs.Retain(live.Current().CatalogKeys()...)
+	live.OnChange = func(snap *policy.Snapshot) { catalogs.Retain(snap.CatalogKeys()...) }
 }
 
 // reloadOnHangup reloads the policy and reopens the decision log on each
