@@ -12,19 +12,17 @@ import "slices"
 //
 // The field is scored here, next to bleve, with bleve's BM25 formula and
 // the field's own idf and lengths, and added to the rescored lexical score
-// at Weights.DocNeighbours. It is kept out of bleve: a second bleve field
-// cost compile 84-91 ms at 500 tools (budget 80) and search time in round
-// 8. Tools that match a query only through the field join bleve's hits, so
-// the field retrieves as well as re-ranks. Its matches count docNbrCoord of
-// a real match in the coord factor (round 7, counted fully: every match
-// raised the coord that multiplies the whole score; mcp R@5 fell).
+// at Weights.DocNeighbours. It is kept out of bleve, where a second field
+// costs compile and search time beyond their budgets. Tools that match a
+// query only through the field join bleve's hits, so the field retrieves
+// as well as re-ranks. Its matches count docNbrCoord of a real match in
+// the coord factor: counted fully, every match would raise the coord that
+// multiplies the whole score.
 //
-// Preselect only (lexQuery.nbr): measured through the gateway (R@5/R@10,
-// selector README round 9), Preselect only gains bfcl +0.001/+0.001,
-// metatool +0.008/+0.002, mcp +0.004/+0.004; in Search as well bfcl R@10
-// falls 0.925 -> 0.919, and Search is what the model's own short keyword
-// queries hit, which round 4 showed expansion can hurt. Search's speed is
-// untouched.
+// Preselect only (lexQuery.nbr): Search is what the model's own short
+// keyword queries hit, and those name what they want, so expansion there
+// costs recall; Search's speed is untouched. The measurements are in
+// selector/README.md (rounds 7 to 9).
 const (
 	// docNbrMinSim is the least cosine of a neighbour that joins a tool's
 	// field (the table keeps ≥ 0.6; query-side expansion uses 0.7).

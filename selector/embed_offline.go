@@ -68,9 +68,6 @@ func parseWordVectors(b []byte) (*WordVectors, error) {
 	return wv, nil
 }
 
-// Dims returns the vector size.
-func (wv *WordVectors) Dims() int { return wv.dims }
-
 // addWord adds word's vector times weight to acc and reports whether the
 // word is known. Frequent words weigh less (the table is in frequency
 // order, so a word's row approximates its rarity, like idf).

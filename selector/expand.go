@@ -17,23 +17,20 @@ var neighboursBin []byte
 
 // Query expansion by word-vector neighbours: a query word's close
 // neighbours that occur in the catalog join the lexical query at a low
-// weight, bridging vocabulary gaps ("scientific" -> "research"). Measured
-// on the dev sets (R@5/R@10): mcp +0.06/+0.02, metatool +0.003/+0.003,
-// bfcl -0.005/-0.003 (its queries name the function's own words, so
-// extra terms only add noise). Words among the 500 most frequent are
-// never expanded: their neighbours are other function words.
+// weight, bridging vocabulary gaps ("scientific" -> "research"). It helps
+// chatty requests and costs queries that already name a tool's own
+// words, for which extra terms only add noise (selector/README.md,
+// rounds 4 and 5). Words among the 500 most frequent are never expanded:
+// their neighbours are other function words.
 const (
 	expandWeight = 0.3 // a neighbour's query weight per unit of cosine
 	expandMinSim = 0.7 // the table keeps ≥ 0.6; below 0.7 mostly noise
 	// expandMaxCover gates expansion: a search is expanded only when its
 	// unexpanded lexical winner covers less than this share of the
 	// query's idf mass (coverage), at any query length. A keyword query
-	// whose words a tool already has is left alone. Measured (R@5/R@10,
-	// versus round 4's "prose queries only"): mcp +0.036/+0.012,
-	// metatool and bfcl ±0.002; proxy agent tasks unchanged in steps,
-	// 1.30x -> 1.28x and 1.47x -> 1.45x upstream calls. Gates 0.85 and
-	// "always" measured the same on the dev sets; 0.5 loses half the mcp
-	// gain. Gating Preselect the same way did not help (1.31x).
+	// whose words a tool already has is left alone. Search only:
+	// gating Preselect the same way did not help (selector/README.md,
+	// round 5, has the gates measured).
 	expandMaxCover = 0.7
 )
 
@@ -115,10 +112,10 @@ func (c *Catalog) expansion(words []string, have map[string]float64) map[string]
 
 // expandWeak returns q plus the neighbours of its content words (words;
 // expansion) when the unexpanded lexical winner is weak: no hit, or one
-// that covers less than expandMaxCover of the query's idf mass. It returns nil to keep q.
-// Gating on the winner's weakness instead of the query's length (round 4:
-// prose only) expands short queries that miss and leaves alone the
-// keyword queries whose words a tool already has.
+// that covers less than expandMaxCover of the query's idf mass. It returns
+// nil to keep q. It gates on the winner's weakness, not on the query's
+// length, so that short queries that miss are expanded and keyword
+// queries whose words a tool already has are left alone.
 func (c *Catalog) expandWeak(q *lexQuery, words []string, lex lexScores) *lexQuery {
 	if len(lex.order) > 0 && c.coverage(q, lex.order[0]) >= expandMaxCover {
 		return nil

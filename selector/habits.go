@@ -18,14 +18,8 @@ import (
 // "write file", but a tenant whose agents save files that way teaches
 // the gateway to offer the file-writing tool up front instead of after a
 // search round. Safe for concurrent use; bounded by its word count, the
-// least recently seen words going first.
-//
-// Measured on the demo's episodes (selector/README.md, round 19), each in
-// the dev file's order, reversed and shuffled (the order decides what has
-// been learned when): bundled tasks 1.28x -> 1.24x upstream calls and
-// -89.4 -> -89.9 % input tokens; LiveMCPBench over 150 tools 1.33-1.34x
-// -> 1.31-1.32x; all mcp episodes over 120 tools 1.09x -> 1.07x; steps
-// unchanged.
+// least recently seen words going first. What it saves in upstream calls,
+// in every order of the episodes, is in selector/README.md (round 19).
 type Habits struct {
 	mu    sync.Mutex
 	turns int // turns observed
@@ -38,8 +32,8 @@ const habitTools = 6
 
 // habitMinTurns is how many turns must have called a tool for a word
 // before the word lifts it: one turn is an anecdote, and lifting every
-// tool a single request happened to call put the wrong tools in the
-// preselection's slots (the reversed demo order lost 0.03x calls).
+// tool a single request happened to call puts the wrong tools in the
+// preselection's slots.
 const habitMinTurns = 2
 
 // habitMaxRequestWords bounds the distinct words of a request that teach:

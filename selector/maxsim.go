@@ -11,16 +11,12 @@ import (
 // words one by one to a tool's ("markdown" -> "text", "diff" ->
 // "changes") where the averaged vector blurs them. Scored for the top
 // maxSimPool lexical and the top maxSimPool semantic candidates only, and
-// entered into the fusion by rank like lexical and semantic.
+// entered into the fusion by rank like lexical and semantic. Its weight,
+// floor and pool are the values that measured best on the dev sets and
+// the agent tasks (selector/README.md, round 5).
 //
-// Measured (R@1/R@5/R@10, versus round 5 without it): bfcl
-// -0.004/+0.003/+0.004, metatool +0.003/-0.006/-0.005, mcp
-// +0.010/+0.001/+0.020; proxy agent tasks 42/46 -> 42/46 steps at 183
-// tools (1.30x -> 1.33x calls), 39/46 -> 42/46 at 833 tools (1.41x ->
-// 1.41x). Weight 0.5: mcp R@10 +0.034 but metatool -0.008 and more
-// upstream calls; floor 0.4/0.55 within ±0.005; a pool of 20 or 60: no
-// better. The int8 rows are scaled per row, so the cosine needs each row's
-// own norm (rowF normalises): with a fixed 127² every best match saturates
+// The int8 rows are scaled per row, so the cosine needs each row's own
+// norm (rowF normalises): with a fixed 127² every best match saturates
 // and the signal is noise.
 const (
 	maxSimWeight = 0.4
@@ -34,9 +30,9 @@ const (
 // maxSimVocab is a catalog's word vocabulary for max-sim: every distinct
 // word-vector row its tools use, as unit float32 vectors. Converting the
 // int8 rows once at compile halves the cost of a max-sim dot product (no
-// int8 conversion or per-row norm at search time), which was 30 % of a
+// int8 conversion or per-row norm at search time), a large share of a
 // preselection's CPU; it costs 4 bytes per dimension per catalog word
-// (≈ 0.3 MB for a 183-tool catalog's 700 words).
+// (selector/README.md, round 7).
 type maxSimVocab struct {
 	dims int
 	vecs []float32       // local id × dims, unit rows

@@ -47,10 +47,10 @@ func DefaultWeights() Weights {
 		Avoid:      1.0,
 		Related:    0.5,
 		Done:       0.5,
-		// DocNeighbours: see docexpand.go for the measurements.
+		// DocNeighbours and Habit: selector/README.md has the
+		// measurements (rounds 9 and 19).
 		DocNeighbours: 0.3,
-		// Habit: see habits.go for the measurements.
-		Habit: 1.0,
+		Habit:         1.0,
 	}
 }
 

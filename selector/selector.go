@@ -43,30 +43,56 @@ type Meta struct {
 	Hint      string   // a usage hint returned with the tool
 }
 
-// Weights are the ensemble's weights. Zero disables a signal.
+// Weights are the ensemble's weights. They share one scale: the lexical
+// ranking's first tool gets Lexical, so the additive weights read as
+// shares of a clear lexical match. Zero disables a signal; an all-zero
+// Weights means DefaultWeights, whose values are the defaults below.
 type Weights struct {
-	Lexical    float64
-	Semantic   float64
-	Focus      float64
+	// Lexical scales the BM25F ranking, fused by reciprocal rank (rank r
+	// is worth Lexical × 11 / (10 + r), so rank 1 gets Lexical), and the
+	// lexical winner's bonus for its margin over the runner-up. Default 1.
+	Lexical float64
+	// Semantic scales the ranking by vector similarity (the offline word
+	// vectors, or Config.Embedder's), fused by rank as Lexical is, and
+	// max-sim with it (0.4 at the default). Default 0.5.
+	Semantic float64
+	// Focus is added to the tools of the session's entity focus
+	// (Query.Focus). Default 0.15.
+	Focus float64
+	// Transition scales P(tool | the last tool called), 0..1, from the
+	// Config's transitions and Query.Learned. Default 0.6.
 	Transition float64
-	Recency    float64
-	Anchor     float64
-	Avoid      float64
-	Related    float64
+	// Recency scales the stickiness of the recently used tools
+	// (Query.Recent): 1 for the latest, times 0.7 for each one before
+	// it. Default 0.1.
+	Recency float64
+	// Anchor scales the boost of each anchor whose pattern the query
+	// matches (Anchor.Boost, 1 when unset), summed per tool. Default 1.
+	Anchor float64
+	// Avoid is subtracted from a tool one of whose avoid_when phrases the
+	// query matches. Default 1.
+	Avoid float64
+	// Related is the share of a top tool's score its related tools
+	// (Meta.Related) ride along with. Default 0.5.
+	Related float64
 	// Decompose is the share of a sub-query's score a multi-part request's
-	// parts contribute (0 = no decomposition, the default: on the dev sets
-	// it cost 0.002-0.005 recall@5, so it is opt-in; 0.7 is a sane value).
+	// parts contribute. Default 0, no decomposition: on the dev sets it
+	// cost 0.002-0.005 recall@5, so it is opt-in; 0.7 is a sane value.
 	Decompose float64
-	// Done is how much of its weight a query term loses in Preselect when
-	// a tool the conversation already called covers it (0 = off): that
-	// part of the request is done, so follow-up tools rank for the rest.
+	// Done is how much of its weight, 0..1, a query term loses in
+	// Preselect when a tool the conversation already called covers it:
+	// that part of the request is done, so follow-up tools rank for the
+	// rest. Default 0.5.
 	Done float64
 	// DocNeighbours is the boost of the document-side neighbour field
 	// (docexpand.go): each tool's words' word-vector neighbours that its
-	// text lacks, matched against the query next to bleve (0 = off).
+	// text lacks, matched against the query next to bleve, on the scale of
+	// the lexical score's per-field boosts (name 0.5, description 0.3).
+	// Default 0.3.
 	DocNeighbours float64
-	// Habit is the weight of what a tenant's earlier requests with the
-	// same words went on to call (Query.Habits; Preselect only).
+	// Habit scales how strongly, 0..1, what a tenant's earlier requests
+	// with the same words went on to call points at a tool (Query.Habits;
+	// Preselect only). Default 1.
 	Habit float64
 }
 
@@ -131,8 +157,14 @@ type Result struct {
 	Description string // first line of the tool's description
 	Hint        string
 	Category    string
-	Score       float64
-	Signals     map[string]float64 // per-signal contribution (Query.Explain), for debugging
+	// Score is the tool's ensemble score: its signals' contributions
+	// (Weights) added up, the avoid penalty subtracted; a tool that rode
+	// along gets Weights.Related times its companion's. Results rank by
+	// it, highest first. It is comparable within one Results only, not
+	// across queries or catalogs, and is not a probability (see
+	// Results.Confidence).
+	Score   float64
+	Signals map[string]float64 // per-signal contribution (Query.Explain), for debugging
 }
 
 // Results is the answer to a Query.
