@@ -1,8 +1,9 @@
 // Package toolgate holds the sample data bundled into the binary: the
 // 183-tool catalog and the scripted agent tasks under testdata/, which
 // `gateway demo` replays. It lives at the module root because go:embed
-// cannot reach a parent directory, and moving the files would break every
-// path that names testdata/ today; it holds no logic and must not grow any.
+// cannot reach a parent directory and the sample files stay at testdata/,
+// the path that docs, tests and flags name; it holds no logic and must not
+// grow any.
 package toolgate
 
 import "embed"

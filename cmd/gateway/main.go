@@ -60,7 +60,8 @@ var errSilent = errors.New("failed")
 
 // errInterrupted marks a command that Ctrl-C or SIGTERM cut short, so that
 // it exits 130 and says so instead of reporting whatever the cancellation
-// broke (eval --http printed the gateway's "404 page not found").
+// broke: the error of work cut short, such as a stopping gateway's 404,
+// says nothing about the command.
 var errInterrupted = errors.New("interrupted")
 
 // interrupted marks err as an interruption when the command's context was

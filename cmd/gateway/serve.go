@@ -305,10 +305,10 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, live *policy.Live
 // (defaulting to the upstream's /embeddings with the upstream key), or nil
 // for the offline word vectors. Its settings are read from current() once,
 // at start-up, except the upstream key it borrows when the policy gives it
-// no key of its own: that is read at each call, so a key rotated by a
-// reload reaches it as it reaches the upstream requests (with the old key
-// revoked, every call failed and ranking fell back to the word vectors
-// until a restart). The embedder logs its endpoint's failures and
+// no key of its own: that is read at each call, so that a key a reload
+// rotates reaches the embeddings calls when it reaches the upstream
+// requests, and a revoked key never keeps ranking on the word vectors
+// until a restart. The embedder logs its endpoint's failures and
 // recoveries on logger and reports its calls to obs (nil: none).
 func newEmbedder(current func() *policy.Snapshot, up *url.URL, rt http.RoundTripper, logger *slog.Logger, obs selector.EmbedObserver) (selector.Embedder, error) {
 	snap := current()
