@@ -2,15 +2,19 @@ package proxy
 
 import (
 	"net/http"
+	"os"
 	"testing"
 
 	"github.com/gin-gonic/gin"
 )
 
-// The tests run gin's router in the mode cmd/gateway sets: in its
-// default debug mode gin prints every route of every gateway a test
-// builds.
-func init() { gin.SetMode(gin.ReleaseMode) }
+// TestMain runs the tests with gin's router in the mode cmd/gateway sets:
+// in its default debug mode gin prints every route of every gateway a
+// test builds.
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.ReleaseMode)
+	os.Exit(m.Run())
+}
 
 // TestBuildingAGatewayLeavesGinsModeToTheProgram: gin's mode is
 // process-wide, and a program that embeds the gateway next to gin routes
