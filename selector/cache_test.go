@@ -231,3 +231,13 @@ func TestCacheRetainPurgesOnlyWhenARuleKeyIsGone(t *testing.T) {
 		})
 	}
 }
+
+// TestWarmLoadsWhatTheFirstCatalogNeeds: Warm compiles and ranks once, so
+// it fails where a first catalog would, and runs again at no harm.
+func TestWarmLoadsWhatTheFirstCatalogNeeds(t *testing.T) {
+	for i := range 2 {
+		if err := Warm(context.Background()); err != nil {
+			t.Fatalf("warm-up %d: %v", i+1, err)
+		}
+	}
+}

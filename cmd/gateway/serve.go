@@ -231,6 +231,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	})
 	reloaders.Go(func() { reloadOnHangup(untilExit, hup, live, dlog, logger) })
+	// Loading the embedded tables is CPU work of a fixed ~0.1 s, not I/O
+	// a shutdown could be waiting on: it runs whole even when ctx ends
+	// during it. It only saves the first request the wait; if it fails,
+	// that request loads them, and reports what fails then.
+	warmed := time.Now()
+	if err := gw.Warm(context.WithoutCancel(ctx)); err != nil {
+		logger.Warn("warming up", "err", err)
+	} else {
+		logger.Info("warmed", "took_ms", time.Since(warmed).Milliseconds())
+	}
 	srv.Handler = gw.Handler()
 	served := make(chan struct{})
 	defer close(served)

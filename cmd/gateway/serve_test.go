@@ -95,6 +95,21 @@ func TestAnOverriddenPolicySettingIsLogged(t *testing.T) {
 	}
 }
 
+// TestServeWarmsUpBeforeItListens: the first request of a process would
+// otherwise wait about 90 ms for the selector's tables and the tokenizer
+// to load; serve loads them before /healthz can answer 200.
+func TestServeWarmsUpBeforeItListens(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // serve starts, then stops at once
+	_, stderr, code := runGateway(t, ctx, "serve", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:9/v1")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, `"msg":"warmed"`) {
+		t.Errorf("serve did not warm up:\n%s", stderr)
+	}
+}
+
 // TestABadUpstreamIsRefusedWithoutItsPassword: serve's error goes to the
 // process's output, which logs keep.
 func TestABadUpstreamIsRefusedWithoutItsPassword(t *testing.T) {
