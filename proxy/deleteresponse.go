@@ -37,18 +37,18 @@ func responseID(rest string) string {
 // search rounds of a whole answer, and a stream's rounds after the first.
 // The client never saw their ids, so only the gateway can delete them,
 // and a client that deletes what it was shown means the turn's words to
-// be gone. Each is deleted with the client's own credential (or the
-// policy's upstream key, as every request is), so a client can delete
-// only what its key can; what fails is logged, and the client's own
-// DELETE still goes on and answers for itself.
+// be gone. Each is deleted with the client's own credential, so a client
+// can delete only what its key can, or with the policy's upstream key,
+// as every request is, which serveStoredResponse lets only the turn's
+// own tenant reach; what fails is logged, and the client's own DELETE
+// still goes on and answers for itself.
 //
 // Once every hidden round is gone, the thread keeps only its session: a
 // request that continues from the deleted id then reaches the upstream
 // under that id, and its refusal names the id the client knows instead
-// of a round it never saw.
-func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string) {
-	th, ok := g.lookupThread(ctx, id)
-	if !ok || len(th.Hidden) == 0 {
+// of a round it never saw. th is what the gateway remembers of id.
+func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string, th session.Thread) {
+	if len(th.Hidden) == 0 {
 		return
 	}
 	// A 404 means deleted before only to the turn's own tenant; to

@@ -72,6 +72,7 @@ func paramOf(err error) nullString {
 
 // classify maps an error to its status and OpenAI-shaped body.
 func classify(err error) (int, apiError) {
+	var notFound *notFoundError
 	switch {
 	case errors.Is(err, ErrShuttingDown): // first: what it cut reads as any failure
 		return http.StatusServiceUnavailable, apiError{Message: "the gateway is shutting down and its drain time ran out; send the request again", Type: "gateway_error", Code: "gateway_shutting_down"}
@@ -81,6 +82,8 @@ func classify(err error) (int, apiError) {
 		return http.StatusRequestTimeout, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "request_timeout"}
 	case errors.Is(err, ErrUnsupportedEncoding):
 		return http.StatusUnsupportedMediaType, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "unsupported_content_encoding"}
+	case errors.As(err, &notFound):
+		return http.StatusNotFound, apiError{Message: notFound.Error(), Type: "invalid_request_error", Param: paramOf(err), Code: notFound.code()}
 	case errors.Is(err, rewrite.ErrBadRequest):
 		return http.StatusBadRequest, apiError{Message: err.Error(), Type: "invalid_request_error", Param: paramOf(err), Code: "invalid_request"}
 	case errors.Is(err, ErrUpstreamTimeout), errors.Is(err, context.DeadlineExceeded):

@@ -272,10 +272,7 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	tr := g.track(w, routePassthrough)
 	defer tr.done()
-	if id := deletedID(r, rest); id != "" {
-		g.deleteHidden(r.Context(), r, id)
-	}
-	if id := retrievedID(r, rest); id != "" && g.serveRetrieved(tr, r, id) {
+	if g.serveStoredResponse(tr, r, rest) {
 		return
 	}
 	r, held, err := g.passBody(tr, r)

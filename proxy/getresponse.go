@@ -34,17 +34,16 @@ func retrievedID(r *http.Request, rest string) string {
 // gateway's own calls next to the client's (the thread's Pending) shows
 // that round without them, under its own id when it is the round shown.
 // The last round is fetched with the client's credential and returned
-// under the id the client knows, without the gateway's calls. Anything
-// else, or a last round the upstream no longer has, passes through as
-// asked.
-func (g *Gateway) serveRetrieved(w http.ResponseWriter, in *http.Request, id string) bool {
+// under the id the client knows, without the gateway's calls. th is what
+// the gateway remembers of id. Anything else, or a last round the
+// upstream no longer has, passes through as asked.
+func (g *Gateway) serveRetrieved(w http.ResponseWriter, in *http.Request, id string, th session.Thread) bool {
 	ctx := in.Context()
-	th, ok := g.lookupThread(ctx, id)
 	round := th.Upstream
 	if round == "" {
 		round = id
 	}
-	if !ok || round == id && len(th.Pending) == 0 || strings.ContainsAny(round, "/?#") {
+	if round == id && len(th.Pending) == 0 || strings.ContainsAny(round, "/?#") {
 		return false
 	}
 	body, header, err := g.retrieveUpstream(ctx, in, round, g.policy().Gateway.UpstreamKey)

@@ -43,7 +43,11 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 	if req.Detached() {
 		g.bodies.put(buf) // nothing holds the body any more
 	}
-	th := g.resolveThread(r.Context(), r, req)
+	th, err := g.resolveThread(r.Context(), r, req)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
 	tr.rep.hiddenBefore = th.HiddenTokens
 	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
 	tr.rep.mode = string(snap.Gateway.Mode)

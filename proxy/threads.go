@@ -31,27 +31,41 @@ const threadsCacheSize = 1 << 16
 // session.Threads), as another replica, or this one before a restart,
 // noted it there.
 //
-// Threads are kept by response id alone, not within the tenant (a hash of
-// the credential): a credential that rotates (Azure Entra ID and OAuth
+// Threads are kept by response id, and a request under another tenant (a
+// hash of the credential) than the one that made the turn gets them only
+// as far as the upstream would let it continue from the id itself (see
+// foreignThread): a credential that rotates (Azure Entra ID and OAuth
 // tokens, every hour or so) is a new tenant, and a chain it continues must
-// still reach the round that holds its context. The upstream decides who
-// may continue from that round, as it does for the id the client names.
+// still reach the round that holds its context, but a key of another
+// account must learn nothing of the turn's rounds, and with
+// gateway.upstream_key every client is one account to the upstream, so
+// the gateway refuses another tenant's id itself (errForeignResponse).
 // The session, the gateway's own state, stays with its tenant, and so do
 // the turn's tools the thread keeps for when the session is gone: a
 // request under another credential starts a session of its own.
-func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewrite.Request) session.Thread {
+func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewrite.Request) (session.Thread, error) {
 	if req.Previous == "" {
-		return session.Thread{}
+		return session.Thread{}, nil
 	}
-	th, _ := g.lookupThread(ctx, req.Previous)
+	th, ok := g.lookupThread(ctx, req.Previous)
+	if !ok {
+		return session.Thread{}, nil
+	}
+	if !session.InTenant(th.Session, session.Tenant(credential(in))) {
+		ok, err := g.foreignThread(ctx, in, req.Previous)
+		if err != nil {
+			return session.Thread{}, rewrite.WithParam("previous_response_id", err)
+		}
+		if !ok {
+			return session.Thread{}, nil
+		}
+		th.Session, th.Tools = "", nil
+	}
 	req.PreviousUpstream = th.Upstream
 	for _, p := range th.Pending {
 		req.PendingOutputs = append(req.PendingOutputs, rewrite.ToolResult{CallID: p.CallID, Content: p.Output})
 	}
-	if !session.InTenant(th.Session, session.Tenant(credential(in))) {
-		th.Session, th.Tools = "", nil
-	}
-	return th
+	return th, nil
 }
 
 // lookupThread returns what the gateway remembers of response id: in this
