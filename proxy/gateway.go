@@ -98,22 +98,30 @@ type Gateway struct {
 	// is in fact busy. 0 means 15 seconds.
 	HeldKeepAlive time.Duration
 
+	// MaxThreads bounds the response ids the gateway remembers in process
+	// (what a Responses API chain by previous_response_id, or a delete,
+	// needs that the upstream does not keep), in each of two parts: those
+	// that name other rounds of the turn, and those that name only its
+	// session, so that no number of the latter evicts the former. 0 means
+	// DefaultMaxThreads.
+	MaxThreads int
+
 	once       sync.Once
 	pass       *httputil.ReverseProxy
 	handler    http.Handler
 	basePath   string
 	tokens     *tokenCounter
 	parsed     *toolCache
-	bodies     bodyPool                           // request body buffers
-	sse        sseReaders                         // upstream stream readers
-	searchDefs *lru.Cache[string, string]         // tool_search definitions by catalog
-	tables     *lru.Cache[string, *catalogRules]  // policy decisions by catalog
-	shapes     *lru.Cache[uint64, arrayShape]     // what passthrough asks of a tools array, by its key
-	noUsage    *lru.Cache[string, struct{}]       // models whose upstream refused stream_options
-	noExtras   *lru.Cache[string, struct{}]       // models whose upstream refused its messages' extras
-	threads    *lru.Cache[string, session.Thread] // what the response ids clients were given lead to
-	dlogFails  writeFailures                      // paces the warnings about decision-log writes
-	inflight   inflight                           // request bytes held, against MaxInflightBytes
+	bodies     bodyPool                          // request body buffers
+	sse        sseReaders                        // upstream stream readers
+	searchDefs *lru.Cache[string, string]        // tool_search definitions by catalog
+	tables     *lru.Cache[string, *catalogRules] // policy decisions by catalog
+	shapes     *lru.Cache[uint64, arrayShape]    // what passthrough asks of a tools array, by its key
+	noUsage    *lru.Cache[string, struct{}]      // models whose upstream refused stream_options
+	noExtras   *lru.Cache[string, struct{}]      // models whose upstream refused its messages' extras
+	threads    *threadStore                      // what the response ids clients were given lead to
+	dlogFails  writeFailures                     // paces the warnings about decision-log writes
+	inflight   inflight                          // request bytes held, against MaxInflightBytes
 }
 
 func (g *Gateway) init() {
@@ -127,7 +135,7 @@ func (g *Gateway) init() {
 		g.shapes, _ = lru.New[uint64, arrayShape](256)
 		g.noUsage, _ = lru.New[string, struct{}](256)
 		g.noExtras, _ = lru.New[string, struct{}](256)
-		g.threads, _ = lru.New[string, session.Thread](threadsCacheSize)
+		g.threads = newThreadStore(g.MaxThreads)
 		g.inflight.max = cmp.Or(g.MaxInflightBytes, DefaultMaxInflightBytes)
 		g.Metrics.bind(g)
 		g.handler = g.routes()

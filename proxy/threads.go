@@ -15,14 +15,6 @@ import (
 	"github.com/toolgate/toolgate/session"
 )
 
-// threadsCacheSize bounds the response ids the gateway remembers in
-// process: about 300 bytes an entry with a hidden round (20 MB for all),
-// 16 more a tool name (the names are the catalog's, which the sessions
-// share: 32 MB for all at the default max_active of 32), and up to 2 KB
-// more for each output of the gateway's own calls a mixed final round
-// left pending (rememberThread copies what it keeps).
-const threadsCacheSize = 1 << 16
-
 // resolveThread points a request that continues an earlier response by
 // its id at the upstream response that holds that turn's context, and
 // returns what the gateway remembers of that id (its session key, for
