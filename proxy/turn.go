@@ -244,12 +244,16 @@ func (t *turn) touch(name string) (string, bool) {
 // accept notes that the upstream has answered one of the turn's rounds
 // with a 2xx: from then on the turn may teach the tenant's transitions and
 // habits (created on this first acceptance: a credential the upstream
-// refuses gets no tenant record) and save its session.
+// refuses gets no tenant record) and save its session, and its catalog
+// may be kept and embedded (selector.Cache.Accepted): a request the
+// upstream refuses compiles a catalog that other tenants' catalogs push
+// out first, and spends nothing of the embeddings endpoint.
 func (t *turn) accept() {
 	if t.accepted {
 		return
 	}
 	t.accepted = true
+	t.g.Catalogs.Accepted(t.catKey)
 	t.learned, t.habits = t.g.Learned.For(t.tenant), t.g.Learned.Habits(t.tenant)
 	if t.lesson != nil {
 		t.lesson(t.habits)

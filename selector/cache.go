@@ -23,9 +23,12 @@ import (
 // (BenchmarkCompile's MB-held: 1.7 MB at 500 tools, 3.2 at 2,000; a
 // realistic 4,096-tool catalog held some 50 MB) and clients, or tenants,
 // that send a changed catalog with every request would fill a count
-// bound with the largest ones. Catalogs compiled once and not asked for
-// again may fill a quarter of either bound, no more (catalogStore): such
-// clients let go of each other's catalogs, not the ones re-sent.
+// bound with the largest ones. Catalogs not yet used by two accepted
+// requests (Accepted) may fill a quarter of either bound, no more
+// (catalogStore): clients that send one-off catalogs, or whose requests
+// the upstream refuses, let go of each other's catalogs, not the ones
+// re-sent. A catalog embeds its tools (Config.Embedder) only once a
+// request that used it was accepted.
 //
 // Compiling costs far more than the compiled catalog holds: a 4,096-tool
 // catalog of 4 MB of text took about a second of CPU and peaked at 300 to
@@ -179,7 +182,7 @@ func (c *Cache) compileKey(ctx context.Context, key string, build func() ([]Tool
 		return cat, nil
 	}
 	tools, cfg := build()
-	cfg.embedSlots = c.embeds
+	cfg.embedSlots, cfg.embedLater = c.embeds, true
 	release, err := c.admit(ctx, compileWeight(tools))
 	if err != nil {
 		return nil, err
@@ -237,6 +240,20 @@ func compileWeight(tools []Tool) int64 {
 		}
 	}
 	return int64(n)
+}
+
+// Accepted notes that a request that used key's catalog was accepted
+// (the upstream answered it with a 2xx): the first time, the catalog's
+// background embedding (Config.Embedder) starts; the next time, the
+// catalog is kept (catalogStore), as one its clients re-send. A request
+// the upstream refuses is never noted: its catalog stays among those
+// compiled once, which hold a quarter of the bounds, and embeds nothing
+// with the embedder's key. A key whose catalog is not held is noted all
+// the same, so its next compile is kept once accepted.
+func (c *Cache) Accepted(key string) {
+	if cat := c.held.accept(key); cat != nil {
+		cat.startBackground()
+	}
 }
 
 // Purge lets every catalog go. A caller that still holds a catalog keeps

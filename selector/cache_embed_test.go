@@ -72,11 +72,13 @@ func markedTools(m string, n int) []Tool {
 }
 
 func TestCacheBoundsTheBackgroundEmbeddingOfCatalogs(t *testing.T) {
+	// get is a request that used key's catalog and was accepted.
 	get := func(t *testing.T, c *Cache, e Embedder, key string) {
 		t.Helper()
 		if _, err := c.Get(context.Background(), key, func() ([]Tool, Config) { return markedTools(key, 20), Config{Embedder: e} }); err != nil {
 			t.Fatal(err)
 		}
+		c.Accepted(key)
 	}
 	t.Run("six catalogs compiled at once embed two at a time", func(t *testing.T) {
 		e := newGatedEmbedder()
@@ -106,6 +108,26 @@ func TestCacheBoundsTheBackgroundEmbeddingOfCatalogs(t *testing.T) {
 		get(t, c, e, "second") // lets the first go
 		waitFor(t, "the first catalog's embedding stops", func() bool { return e.interrupted.Load() == 1 })
 		waitFor(t, "the second catalog embeds in the slot it freed", func() bool { return e.embeddedFor("second") })
+	})
+	t.Run("a catalog no accepted request used embeds nothing until one is", func(t *testing.T) {
+		e := newGatedEmbedder()
+		close(e.open)
+		c := NewCacheWith(CacheOptions{Catalogs: 16})
+		for range 2 { // refused twice: searched, never accepted
+			cat, err := c.Get(context.Background(), "refused", func() ([]Tool, Config) { return markedTools("refused", 20), Config{Embedder: e} })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cat.Search(context.Background(), Query{Text: "refused tool"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // time for an embedding to start, were it let
+		if n := e.started.Load(); n != 0 {
+			t.Fatalf("%d catalog embeddings started for a catalog no accepted request used", n)
+		}
+		c.Accepted("refused")
+		waitFor(t, "the catalog embeds once a request that used it is accepted", func() bool { return e.embeddedFor("refused") })
 	})
 	t.Run("a catalog let go while it waits for a slot never embeds", func(t *testing.T) {
 		e := newGatedEmbedder()

@@ -49,10 +49,11 @@ func TestCacheCompilesEachKeyOnce(t *testing.T) {
 		}
 	})
 	t.Run("the least recently used catalog is evicted", func(t *testing.T) {
-		for _, k := range []string{"k2", "k2", "k3", "k3"} { // each asked for twice, as k1 was
+		for _, k := range []string{"k2", "k2", "k3", "k3"} { // each used twice by accepted requests: kept
 			if _, err := c.Get(context.Background(), k, build); err != nil {
 				t.Fatal(err)
 			}
+			c.Accepted(k)
 		}
 		n := builds.Load()
 		if _, err := c.Get(context.Background(), "k1", build); err != nil {
@@ -87,6 +88,7 @@ func TestCacheHoldsNoMoreToolsThanItsBound(t *testing.T) {
 			if _, err := c.Get(context.Background(), key, func() ([]Tool, Config) { return syntheticTools(n), Config{} }); err != nil {
 				t.Fatal(err)
 			}
+			c.Accepted(key)
 		}
 	}
 	steps := []struct {
@@ -153,25 +155,33 @@ func TestCachePurgeLetsEveryCatalogGo(t *testing.T) {
 func TestCacheKeepsTheCatalogsClientsSendAgain(t *testing.T) {
 	// Room for 1,000 tools: fresh catalogs may hold 250 of them.
 	type step struct {
-		key   string
-		tools int
+		key     string
+		tools   int
+		refused bool // the upstream refused the request: no Accepted
 	}
+	ok := func(key string, tools int) step { return step{key, tools, false} }
+	no := func(key string, tools int) step { return step{key, tools, true} }
 	tests := []struct {
 		name      string
-		steps     []step // Gets, in order
+		steps     []step // Gets, each Accepted unless refused, in order
 		then      string // a key asked for after them
 		wantBuild bool   // whether that Get compiles
 	}{
 		{"a client re-sending its tools compiles once and hits from its second request",
-			[]step{{"agent", 100}}, "agent", false},
+			[]step{ok("agent", 100)}, "agent", false},
 		{"one client's stream of new catalogs does not evict a catalog another client re-sends",
-			[]step{{"victim", 200}, {"victim", 200}, {"f1", 240}, {"f2", 240}, {"f3", 240}, {"f4", 240}, {"f5", 240}, {"f6", 240}}, "victim", false},
+			[]step{ok("victim", 200), ok("victim", 200), ok("f1", 240), ok("f2", 240), ok("f3", 240), ok("f4", 240), ok("f5", 240), ok("f6", 240)}, "victim", false},
 		{"new catalogs hold no more than a quarter of the bound: the oldest of them goes first",
-			[]step{{"f1", 200}, {"f2", 200}}, "f1", true},
+			[]step{ok("f1", 200), ok("f2", 200)}, "f1", true},
 		{"a catalog let go before it was asked again is kept once compiled again",
-			[]step{{"slow", 200}, {"f1", 200}, {"slow", 200}, {"f2", 200}, {"f3", 200}}, "slow", false},
+			[]step{ok("slow", 200), ok("f1", 200), ok("slow", 200), ok("f2", 200), ok("f3", 200)}, "slow", false},
 		{"catalogs asked for again still go least recently used first when they fill the bound",
-			[]step{{"a", 400}, {"a", 400}, {"b", 400}, {"b", 400}, {"c", 400}, {"c", 400}}, "a", true},
+			[]step{ok("a", 400), ok("a", 400), ok("b", 400), ok("b", 400), ok("c", 400), ok("c", 400)}, "a", true},
+		{"catalogs re-sent by requests the upstream refused do not evict one an accepted client re-sends",
+			[]step{ok("victim", 200), ok("victim", 200), no("r1", 240), no("r1", 240), no("r2", 240), no("r2", 240),
+				no("r3", 240), no("r3", 240), no("r4", 240), no("r4", 240)}, "victim", false},
+		{"a catalog re-sent only by refused requests stays among the fresh ones, the oldest of them going first",
+			[]step{no("r1", 200), no("r1", 200), no("r2", 200), no("r2", 200)}, "r1", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,6 +200,9 @@ func TestCacheKeepsTheCatalogsClientsSendAgain(t *testing.T) {
 			for _, st := range tt.steps {
 				sizes[st.key] = st.tools
 				get(st.key)
+				if !st.refused {
+					c.Accepted(st.key)
+				}
 			}
 			before := builds.Load()
 			get(tt.then)

@@ -7,20 +7,21 @@ import (
 )
 
 // catalogStore holds a Cache's compiled catalogs in two parts: fresh, the
-// catalogs of keys compiled for the first time, and kept, those asked for
-// again since. A client that sends the same tools with every request
-// compiles once and is kept from its second request on; a client that
-// sends a new tools array with every request (or a burst of one-off
-// catalogs) fills fresh only, which may hold a quarter of the bounds, so
-// the catalogs other clients re-send are not let go for its sake. A key
-// compiled before whose catalog was let go before it was asked for again
-// (fresh was full of others) goes to kept when it is compiled again: a
-// catalog pays at most one compile more than a single LRU would make it.
-// It is safe for concurrent use.
+// catalogs compiled and not yet used by two accepted requests (accept),
+// and kept, those that were. A client that sends the same tools with
+// every request compiles once and is kept from its second accepted
+// request on; a client that sends a new tools array with every request
+// (or a burst of one-off catalogs), or whose requests the upstream
+// refuses however often it re-sends them, fills fresh only, which may
+// hold a quarter of the bounds, so the catalogs other clients re-send are
+// not let go for its sake. A key accepted before whose catalog was let go
+// before it was used again (fresh was full of others) goes to kept on its
+// next accepted use: a catalog pays at most one compile more than a
+// single LRU would make it. It is safe for concurrent use.
 type catalogStore struct {
 	mu          sync.Mutex
 	fresh, kept *simplelru.LRU[string, *Catalog]
-	seen        *simplelru.LRU[string, struct{}] // keys compiled before, held or not
+	seen        *simplelru.LRU[string, struct{}] // keys an accepted request used, held or not
 
 	maxLen, maxFresh        int   // catalogs: in all, in fresh
 	maxTools, maxFreshTools int64 // their tools: in all, in fresh
@@ -38,40 +39,48 @@ func newCatalogStore(size int, maxTools int64) *catalogStore {
 	return s
 }
 
-// get returns key's catalog, if held; a fresh one moves to kept.
+// get returns key's catalog, if held. A fresh one stays fresh: only an
+// accepted request moves it (accept).
 func (s *catalogStore) get(key string) (*Catalog, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cat, ok := s.kept.Get(key); ok {
 		return cat, true
 	}
-	cat, ok := s.fresh.Peek(key)
-	if !ok {
-		return nil, false
-	}
-	s.fresh.Remove(key)
-	s.freshTools -= int64(cat.Len())
-	s.kept.Add(key, cat)
-	return cat, true
+	return s.fresh.Get(key)
 }
 
-// add holds cat under key, in kept when the key was compiled before, else
-// in fresh, then lets the least recently used catalogs go until the
-// bounds hold: fresh ones past fresh's share first, then fresh ones before
-// kept ones. cat itself stays, whatever its size.
+// accept notes that a request that used key's catalog was accepted, and
+// returns the catalog, if held: a fresh one moves to kept when an
+// accepted request used its key before.
+func (s *catalogStore) accept(key string) *Catalog {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cat, ok := s.kept.Get(key); ok {
+		return cat
+	}
+	again := s.seen.Contains(key)
+	s.seen.Add(key, struct{}{})
+	cat, ok := s.fresh.Peek(key)
+	if ok && again {
+		s.fresh.Remove(key)
+		s.freshTools -= int64(cat.Len())
+		s.kept.Add(key, cat)
+	}
+	return cat
+}
+
+// add holds cat under key in fresh, then lets the least recently used
+// catalogs go until the bounds hold: fresh ones past fresh's share first,
+// then fresh ones before kept ones. cat itself stays, whatever its size.
 func (s *catalogStore) add(key string, cat *Catalog) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.remove(key)
 	n := int64(cat.Len())
 	s.tools += n
-	if s.seen.Contains(key) {
-		s.kept.Add(key, cat)
-	} else {
-		s.fresh.Add(key, cat)
-		s.freshTools += n
-	}
-	s.seen.Add(key, struct{}{})
+	s.fresh.Add(key, cat)
+	s.freshTools += n
 	for (s.freshTools > s.maxFreshTools || s.fresh.Len() > s.maxFresh) && s.dropOldest(s.fresh, key) {
 	}
 	for s.tools > s.maxTools || s.fresh.Len()+s.kept.Len() > s.maxLen {

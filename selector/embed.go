@@ -154,6 +154,7 @@ type remoteSemantic struct {
 	now   func() time.Time
 
 	mu       sync.Mutex
+	held     bool      // not started yet (Config.embedLater): no Embed before start
 	inflight bool      // a background Embed is running
 	failures int       // consecutive failed attempts
 	next     time.Time // no new attempt before this
@@ -174,8 +175,21 @@ func (c *Catalog) startRemote(ctx context.Context, e Embedder) *remoteSemantic {
 	for i := range c.tools {
 		r.texts[i], _ = toolText(&c.tools[i])
 	}
+	r.held = c.cfg.embedLater
 	r.retry() // the first attempt: no failure to wait out yet
 	return r
+}
+
+// start lets a held embedding begin (Config.embedLater); it does nothing
+// more once it has.
+func (r *remoteSemantic) start() {
+	r.mu.Lock()
+	held := r.held
+	r.held = false
+	r.mu.Unlock()
+	if held {
+		r.retry()
+	}
 }
 
 // fetch embeds the tool texts and publishes their vectors, or schedules
@@ -232,7 +246,7 @@ func (r *remoteSemantic) stop() {
 func (r *remoteSemantic) retry() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.inflight || r.vecs.Load() != nil || r.now().Before(r.next) || r.bg.Err() != nil {
+	if r.held || r.inflight || r.vecs.Load() != nil || r.now().Before(r.next) || r.bg.Err() != nil {
 		return
 	}
 	r.inflight = true

@@ -166,6 +166,14 @@ func (c *Catalog) stopBackground() {
 	}
 }
 
+// startBackground begins the catalog's background work when its cache
+// held it back (Config.embedLater): a request that used it was accepted.
+func (c *Catalog) startBackground() {
+	if c.sem != nil && c.sem.remote != nil {
+		c.sem.remote.start()
+	}
+}
+
 // Len returns the number of tools in the catalog.
 func (c *Catalog) Len() int { return len(c.tools) }
 

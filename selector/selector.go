@@ -114,6 +114,11 @@ type Config struct {
 	// embedSlots bounds the background catalog embeddings of a Cache's
 	// catalogs running at once; nil (Compile outside a Cache) means none.
 	embedSlots *semaphore.Weighted
+	// embedLater holds a Cache's catalog's background embedding until a
+	// request that used it is accepted (Cache.Accepted): a request whose
+	// credential the upstream refuses must not spend the embeddings
+	// endpoint's key.
+	embedLater bool
 }
 
 // Query is one search.
