@@ -77,7 +77,7 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call, round int) []re
 				break
 			}
 			if last != "" {
-				t.learned.Observe(last, name)
+				t.learn(last, name)
 			}
 			if e := t.cat.Entity(name); e != "" {
 				t.st.Focus = e

@@ -75,6 +75,10 @@ func (t *turn) seedActive(ctx context.Context) {
 // teaches it once the upstream has taken the turn. A retried request (the
 // same fingerprint fp) is not counted again. seedActive calls it only in
 // the modes that preselect, the only ones that use what it learns.
+//
+// A step that called none of the catalog's tools only counts its words'
+// turns, which lifts nothing: it teaches a tenant that has habits, and
+// gives none to one that has not (teachesHabits).
 func (t *turn) observe(fp string) {
 	if t.req.UserTurn || t.req.TurnSteps == 0 || t.req.LastUser == "" || t.st.Observed == fp ||
 		t.snap.Search.Weights.Habit <= 0 {
@@ -87,8 +91,12 @@ func (t *turn) observe(fp string) {
 		}
 	}
 	text, newTurn := t.req.LastUser, t.req.TurnSteps == 1
-	t.lesson = func(h *selector.Habits) { t.cat.Observe(h, text, called, newTurn) }
 	t.st.Observed = fp
+	if len(called) == 0 && t.habits == nil {
+		return
+	}
+	t.lesson = func(h *selector.Habits) { t.cat.Observe(h, text, called, newTurn) }
+	t.teachesHabits = len(called) > 0
 }
 
 // preselect joins the n best tools for the conversation that are not

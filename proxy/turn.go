@@ -114,10 +114,14 @@ type turn struct {
 
 	// accepted is set once the upstream answers a round with a 2xx
 	// (accept); lesson is what observe found the turn teaches the
-	// tenant's habits, held until then.
-	accepted bool
-	lesson   func(*selector.Habits)
-	saved    bool // the session is saved (save)
+	// tenant's habits, held until then, and teachesHabits whether it
+	// names tools called, which takes the tenant's record (Learned.Habits)
+	// where a lesson without calls only adds to one the tenant has.
+	accepted          bool
+	lesson            func(*selector.Habits)
+	teachesHabits     bool
+	taughtTransitions bool // the turn has taught the tenant's transitions (learn)
+	saved             bool // the session is saved (save)
 }
 
 // newTurn starts a turn of dialect d; chained is what the gateway
@@ -243,8 +247,9 @@ func (t *turn) touch(name string) (string, bool) {
 
 // accept notes that the upstream has answered one of the turn's rounds
 // with a 2xx: from then on the turn may teach the tenant's transitions and
-// habits (created on this first acceptance: a credential the upstream
-// refuses gets no tenant record) and save its session, and its catalog
+// habits (learn, teachHabits: a credential the upstream refuses, or a
+// turn that teaches nothing, gets no tenant record and makes none more
+// recent) and save its session, and its catalog
 // may be kept and embedded (selector.Cache.Accepted): a request the
 // upstream refuses compiles a catalog that other tenants' catalogs push
 // out first, and spends nothing of the embeddings endpoint.
@@ -254,11 +259,28 @@ func (t *turn) accept() {
 	}
 	t.accepted = true
 	t.g.Catalogs.Accepted(t.catKey)
-	t.learned, t.habits = t.g.Learned.For(t.tenant), t.g.Learned.Habits(t.tenant)
 	if t.lesson != nil {
+		if t.teachesHabits {
+			t.habits = t.g.Learned.Habits(t.tenant)
+		}
 		t.lesson(t.habits)
 		t.lesson = nil
 	}
+}
+
+// learn teaches the tenant's transitions that the model called next right
+// after last. The turn's first lesson takes the tenant's record (creating
+// it, or keeping it as a returning tenant's, see Learned); the later ones
+// add to it.
+func (t *turn) learn(last, next string) {
+	if !t.accepted {
+		return // a turn the upstream did not take teaches nothing
+	}
+	if !t.taughtTransitions {
+		t.taughtTransitions = true
+		t.learned = t.g.Learned.For(t.tenant)
+	}
+	t.learned.Observe(last, next)
 }
 
 // guessed reports whether a tool with this reason joined as the gateway's
