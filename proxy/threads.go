@@ -31,7 +31,7 @@ import (
 // still reach the round that holds its context, but a key of another
 // account must learn nothing of the turn's rounds, and with
 // gateway.upstream_key every client is one account to the upstream, so
-// the gateway refuses another tenant's id itself (errForeignResponse).
+// the gateway refuses another tenant's id itself (a notFoundError).
 // The session, the gateway's own state, stays with its tenant, and so do
 // the turn's tools the thread keeps for when the session is gone: a
 // request under another credential starts a session of its own.
@@ -44,11 +44,11 @@ func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewr
 		return session.Thread{}, nil
 	}
 	if !session.InTenant(th.Session, session.Tenant(credential(in))) {
-		ok, err := g.foreignThread(ctx, in, req.Previous)
+		may, err := g.foreignThread(ctx, in, req.Previous)
 		if err != nil {
 			return session.Thread{}, rewrite.WithParam("previous_response_id", err)
 		}
-		if !ok {
+		if !may {
 			return session.Thread{}, nil
 		}
 		th.Session, th.Tools = "", nil

@@ -246,13 +246,13 @@ func (t *turn) touch(name string) (string, bool) {
 }
 
 // accept notes that the upstream has answered one of the turn's rounds
-// with a 2xx: from then on the turn may teach the tenant's transitions and
-// habits (learn, teachHabits: a credential the upstream refuses, or a
-// turn that teaches nothing, gets no tenant record and makes none more
-// recent) and save its session, and its catalog
-// may be kept and embedded (selector.Cache.Accepted): a request the
-// upstream refuses compiles a catalog that other tenants' catalogs push
-// out first, and spends nothing of the embeddings endpoint.
+// with a 2xx: from then on the turn may teach the tenant's transitions
+// (learn) and habits (its lesson, held until now) and save its session,
+// and its catalog may be kept and embedded (selector.Cache.Accepted). A
+// credential the upstream refuses, or a turn that teaches nothing, gets
+// no tenant record and makes none more recent, and a refused request's
+// catalog is among the first the cache lets go and spends nothing of the
+// embeddings endpoint.
 func (t *turn) accept() {
 	if t.accepted {
 		return
