@@ -56,7 +56,7 @@ func encodingFor(model string) tokenizer.Encoding {
 type tokenCounter struct {
 	seed     maphash.Seed
 	perTool  *lru.Cache[tokenKey, int]
-	catalogs *lru.Cache[string, *catalogTokens]
+	catalogs *lru.Cache[string, *catalogCount]
 	o200k    func() (tokenizer.Codec, error)
 	cl100k   func() (tokenizer.Codec, error)
 }
@@ -77,7 +77,7 @@ const (
 
 func newTokenCounter() *tokenCounter {
 	perTool, _ := lru.New[tokenKey, int](toolTokenCacheSize) // errors only for size <= 0
-	cats, _ := lru.New[string, *catalogTokens](catalogTokenCacheSize)
+	cats, _ := lru.New[string, *catalogCount](catalogTokenCacheSize)
 	return &tokenCounter{
 		seed:     maphash.MakeSeed(),
 		perTool:  perTool,
@@ -220,14 +220,51 @@ func (ct *catalogTokens) renderedShare(n int64) int64 {
 	return n * int64(ct.rendered) / int64(ct.total)
 }
 
+// catalogCount is a catalog's count, done or under way: the first caller
+// counts, and any other waits for its result (done closes) instead of
+// counting again.
+type catalogCount struct {
+	done chan struct{}
+	ct   *catalogTokens
+	err  error
+}
+
 // catalog returns the tokens of a client's full tools array and of each of
 // its tools, cached under key (the turn's catalog key), so the array is
 // counted once per catalog.
 func (c *tokenCounter) catalog(enc tokenizer.Encoding, key string, tools []rewrite.Tool) (*catalogTokens, error) {
 	ck := string(enc) + "|" + key
-	if ct, ok := c.catalogs.Get(ck); ok {
-		return ct, nil
+	if p, ok := c.catalogs.Get(ck); ok {
+		<-p.done
+		return p.ct, p.err
 	}
+	p := &catalogCount{done: make(chan struct{})}
+	if prev, found, _ := c.catalogs.PeekOrAdd(ck, p); found {
+		<-prev.done
+		return prev.ct, prev.err
+	}
+	c.countInto(p, ck, enc, tools)
+	return p.ct, p.err
+}
+
+// countInto counts tools into p and releases its waiters whatever
+// happens: a panic in the tokenizer would otherwise hold every later turn
+// of the catalog (and, counted beside a compile, end the process).
+func (c *tokenCounter) countInto(p *catalogCount, ck string, enc tokenizer.Encoding, tools []rewrite.Tool) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.ct, p.err = nil, fmt.Errorf("counting a catalog's tokens: %v", r)
+		}
+		if p.err != nil {
+			c.catalogs.Remove(ck) // a later turn tries again
+		}
+		close(p.done)
+	}()
+	p.ct, p.err = c.countCatalog(enc, tools)
+}
+
+// countCatalog counts tools: each one's JSON text, and as the model reads it.
+func (c *tokenCounter) countCatalog(enc tokenizer.Encoding, tools []rewrite.Tool) (*catalogTokens, error) {
 	ct := &catalogTokens{per: make([]int, len(tools))}
 	for i := range tools {
 		n, err := c.tool(enc, tools[i].Raw)
@@ -243,6 +280,5 @@ func (c *tokenCounter) catalog(enc tokenizer.Encoding, key string, tools []rewri
 		}
 		ct.rendered += r
 	}
-	c.catalogs.Add(ck, ct)
 	return ct, nil
 }

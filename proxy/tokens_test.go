@@ -3,7 +3,9 @@ package proxy
 import (
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tiktoken-go/tokenizer"
 
@@ -152,4 +154,82 @@ func TestAToolsTokensAreCountedFromAtMostItsFirst16KB(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blockingCodec blocks its first Count until release closes, and counts
+// its calls.
+type blockingCodec struct {
+	tokenizer.Codec
+	started chan struct{}
+	release chan struct{}
+	calls   *atomic.Int32
+}
+
+func (c blockingCodec) Count(s string) (int, error) {
+	if c.calls.Add(1) == 1 {
+		close(c.started)
+		<-c.release
+	}
+	return c.Codec.Count(s)
+}
+
+// panickingCodec panics on every Count.
+type panickingCodec struct{ tokenizer.Codec }
+
+func (panickingCodec) Count(string) (int, error) { panic("tokenizer broke") }
+
+// TestACatalogIsCountedOnceHoweverManyTurnsAskAtOnce: a new catalog's
+// count runs beside its compile (newTurn) and again in the turn's report;
+// the second asker waits for the first count instead of counting again,
+// and a count that panics releases its waiters with an error.
+func TestACatalogIsCountedOnceHoweverManyTurnsAskAtOnce(t *testing.T) {
+	base, err := tokenizer.Get(encO200k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := []rewrite.Tool{
+		{Name: "a", Raw: `{"type":"function","function":{"name":"a","description":"Read a file."}}`},
+		{Name: "b", Raw: `{"type":"function","function":{"name":"b","description":"Send a message."}}`},
+	}
+	t.Run("a second asker waits for the first count and gets its result", func(t *testing.T) {
+		var calls atomic.Int32
+		bc := blockingCodec{Codec: base, started: make(chan struct{}), release: make(chan struct{}), calls: &calls}
+		c := newTokenCounter()
+		c.o200k = func() (tokenizer.Codec, error) { return bc, nil }
+		first := make(chan *catalogTokens)
+		go func() {
+			ct, _ := c.catalog(encO200k, "k", tools)
+			first <- ct
+		}()
+		<-bc.started
+		second := make(chan *catalogTokens)
+		go func() {
+			ct, _ := c.catalog(encO200k, "k", tools)
+			second <- ct
+		}()
+		select {
+		case <-second:
+			t.Fatal("the second asker returned while the first count was under way: it counted again")
+		case <-time.After(100 * time.Millisecond):
+		}
+		close(bc.release)
+		a, b := <-first, <-second
+		if a == nil || a != b {
+			t.Fatalf("counts %p and %p, want one shared count", a, b)
+		}
+		if n := calls.Load(); n != int32(2*len(tools)) { // each tool's JSON text and its rendered form
+			t.Errorf("%d texts counted, want %d", n, 2*len(tools))
+		}
+	})
+	t.Run("a count that panics is an error and a later turn counts again", func(t *testing.T) {
+		c := newTokenCounter()
+		c.o200k = func() (tokenizer.Codec, error) { return panickingCodec{base}, nil }
+		if _, err := c.catalog(encO200k, "k", tools); err == nil || !strings.Contains(err.Error(), "tokenizer broke") {
+			t.Fatalf("err = %v, want the panic as an error", err)
+		}
+		c.o200k = func() (tokenizer.Codec, error) { return base, nil }
+		if ct, err := c.catalog(encO200k, "k", tools); err != nil || ct == nil || ct.total == 0 {
+			t.Fatalf("after a failed count: %+v, %v; want a count", ct, err)
+		}
+	})
 }

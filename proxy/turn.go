@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -146,6 +147,17 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	// catalog too.
 	tools := strconv.FormatUint(req.ToolsKey, 36) + ":"
 	key := tools + strconv.FormatUint(snap.CatalogKey(), 36)
+	// A tools array the parse cache did not know is most likely a
+	// catalog compiled now: its token count (noteClient's) runs beside
+	// the compile, where it followed it; on a first request they are the
+	// two largest costs, each tens of milliseconds at 200 tools. The
+	// count is done before newTurn returns: the tools may alias the
+	// request's body.
+	var counted sync.WaitGroup
+	defer counted.Wait()
+	if !req.ToolsKnown {
+		counted.Go(func() { _, _ = g.tokens.catalog(encodingFor(req.Model), key, req.Tools) }) // noteClient reports its error
+	}
 	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) {
 		tools, cfg := snap.Catalog(req.ToolsWithParams())
 		tools = capCatalog(tools)
