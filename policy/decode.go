@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -234,7 +235,7 @@ func (d *decoder) decodeMap(n ast.Node, dst reflect.Value, path string) {
 			elem.Set(cloneValue(old))
 		}
 		p := join(path, key)
-		d.pos[p+"#key"] = nodePos(kv.Key)
+		d.pos[p+keySuffix] = nodePos(kv.Key)
 		d.decode(kv.Value, elem, p)
 		dst.SetMapIndex(reflect.ValueOf(key), elem)
 	}
@@ -270,15 +271,34 @@ func (d *decoder) leaf(n ast.Node, dst reflect.Value, path string) {
 	}
 	tmp := reflect.New(dst.Type())
 	if err := yaml.NodeToValue(n, tmp.Interface(), yaml.Strict()); err != nil {
-		var ye yaml.Error
-		msg := err.Error()
-		if errors.As(err, &ye) {
-			msg = ye.GetMessage()
-		}
-		d.probs.add(nodePos(n), "%s: %s", describe(path), msg)
+		d.probs.add(nodePos(n), "%s: %s", describe(path), typeError(dst.Type(), n, err))
 		return
 	}
 	dst.Set(tmp.Elem())
+}
+
+// keySuffix marks, in the decoder's positions, where a map key itself is
+// written, apart from its value: "tools.x#key". It never reaches a message.
+const keySuffix = "#key"
+
+// typeError says what a scalar of type t should have been written as. A
+// duration or a bool gets words of its own: go-yaml's "cannot unmarshal
+// uint64 into Go value of type time.Duration" tells no one to write 10s,
+// and one that reads "yes" as a string does not say that YAML 1.2 has only
+// true and false.
+func typeError(t reflect.Type, n ast.Node, err error) string {
+	got := strings.TrimSpace(n.String())
+	switch {
+	case t == reflect.TypeFor[time.Duration]():
+		return fmt.Sprintf("want a duration such as \"10s\" (a number and a unit: ms, s, m or h), got %s", got)
+	case t.Kind() == reflect.Bool:
+		return fmt.Sprintf("want true or false (YAML 1.2: yes, no, on and off are not booleans), got %s", got)
+	}
+	var ye yaml.Error
+	if errors.As(err, &ye) {
+		return ye.GetMessage()
+	}
+	return err.Error()
 }
 
 // isInteger reports whether t is an integer setting; durations are int64

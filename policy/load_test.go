@@ -123,7 +123,7 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 		{
 			name: "a bad duration is reported at the value",
 			src:  "sessions:\n  ttl: 5x\n",
-			want: []string{`2:8: sessions.ttl: time: unknown unit "x"`},
+			want: []string{`2:8: sessions.ttl: want a duration such as "10s"`},
 		},
 		{
 			name: "a session ttl too short for the store to sweep is reported",
@@ -298,6 +298,40 @@ func TestLoadReportsProblemsWithPositions(t *testing.T) {
 				if !strings.HasPrefix(got[i], pos) || !strings.Contains(got[i], msg) {
 					t.Errorf("problem %d = %q, want position %s and %q", i, got[i], pos, msg)
 				}
+			}
+		})
+	}
+}
+
+// TestProblemsSayWhatToWrite: a message names the setting as the file
+// writes it and says what to write there, at FILE:LINE:COL.
+func TestProblemsSayWhatToWrite(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      string // "LINE:COL: the message, whole"
+	}{
+		{"a bad glob as a tools key is named without the decoder's key marker",
+			"tools:\n  \"bad[\": {hint: x}\n", `2:3: tools.bad[: bad glob "bad[": unterminated character class '['`},
+		{"a bundle without tools is named without the decoder's key marker",
+			"bundles:\n  empty: {description: d}\n", `2:3: bundles.empty: bundle "empty" has no tools`},
+		{"a duration written as a bare number says to write one with a unit",
+			"gateway:\n  timeouts: {idle: 10}\n", `2:20: gateway.timeouts.idle: want a duration such as "10s" (a number and a unit: ms, s, m or h), got 10`},
+		{"a duration that does not parse says the same",
+			"sessions: {ttl: soon}\n", `1:17: sessions.ttl: want a duration such as "10s" (a number and a unit: ms, s, m or h), got soon`},
+		{"a bool written as yes says that YAML 1.2 wants true or false",
+			"gateway:\n  explore: yes\n", `2:12: gateway.explore: want true or false (YAML 1.2: yes, no, on and off are not booleans), got yes`},
+		{"a bool written as a number says the same",
+			"gateway: {scale_with_catalog: 1}\n", `1:31: gateway.scale_with_catalog: want true or false (YAML 1.2: yes, no, on and off are not booleans), got 1`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadString(t, tt.src, nil)
+			if err == nil {
+				t.Fatal("Load accepted a bad file")
+			}
+			got := problemsOf(t, err)
+			if len(got) != 1 || got[0] != tt.want {
+				t.Errorf("problems %q, want [%q]", got, tt.want)
 			}
 		})
 	}

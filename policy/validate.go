@@ -48,6 +48,17 @@ func (v *validator) check(path string, ok bool, format string, args ...any) {
 	}
 }
 
+// checkKey is check for a problem of a map key itself (a glob, a bundle
+// name): it is reported where the key is written, under the key's path.
+func (v *validator) checkKey(path string, ok bool, format string, args ...any) {
+	if ok {
+		return
+	}
+	if p, set := v.at(path + keySuffix); set {
+		v.probs.add(p, "%s: %s", path, fmt.Sprintf(format, args...))
+	}
+}
+
 // document validates doc written under prefix ("" or "profiles[3]").
 // bundles are the bundle names visible to it, for pin.
 func (v *validator) document(doc *Document, prefix string, bundles map[string]bool) {
@@ -141,14 +152,14 @@ func (v *validator) document(doc *Document, prefix string, bundles map[string]bo
 		bp := join(p("bundles"), name)
 		v.globList(bp+".tools", b.Tools)
 		if len(b.Tools) == 0 {
-			v.check(bp+"#key", false, "bundle %q has no tools", name)
+			v.checkKey(bp, false, "bundle %q has no tools", name)
 		}
 	}
 	for name, t := range doc.Tools {
 		tp := join(p("tools"), name)
 		if isGlob(name) {
 			if _, err := compileGlob(name); err != nil {
-				v.check(tp+"#key", false, "%v", err)
+				v.checkKey(tp, false, "%v", err)
 			}
 		}
 		v.check(tp+".risk", t.Risk == "" || riskLevel(t.Risk) > 0,
