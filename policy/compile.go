@@ -113,7 +113,10 @@ func compile(doc Document, env compileEnv) (*Snapshot, error) {
 			Entity: t.Entity, Related: t.Related, AvoidWhen: t.AvoidWhen, Risk: t.Risk, Hint: t.Hint,
 		}
 		if !isGlob(name) {
-			s.tools[name] = m
+			// Keyed lower-cased, as Meta looks names up: tools keys match
+			// case-insensitively, as globs do (the decode refused two keys
+			// that differ only in case).
+			s.tools[strings.ToLower(name)] = m
 			continue
 		}
 		if gl, err := compileGlob(name); err == nil {

@@ -104,19 +104,20 @@ func (s *Snapshot) Risk(name string) string {
 	return ""
 }
 
-// Meta returns the enrichment tools.yaml holds for name: the exact entry, or
-// else the most specific matching glob entry. Its slices are shared with the
-// snapshot and must not be modified.
+// Meta returns the enrichment tools.yaml holds for name: the exact entry
+// (case aside), or else the most specific matching glob entry. Its slices
+// are shared with the snapshot and must not be modified.
 func (s *Snapshot) Meta(name string) (selector.Meta, bool) {
-	if m, ok := s.tools[name]; ok {
+	lower := strings.ToLower(name) // name itself when it has no upper case
+	if m, ok := s.tools[lower]; ok {
 		return m, true
 	}
 	if len(s.toolGlobs) == 0 {
 		return selector.Meta{}, false
 	}
-	lower := []rune(strings.ToLower(name))
+	runes := []rune(lower)
 	for _, tg := range s.toolGlobs {
-		if tg.g.matchLower(lower) {
+		if tg.g.matchLower(runes) {
 			return tg.meta, true
 		}
 	}

@@ -189,3 +189,72 @@ func TestBoundVisibleIsKnownAndShown(t *testing.T) {
 		t.Error("a denied tool is visible, an allowed one is not, or an unknown name is")
 	}
 }
+
+// TestExactToolsKeysMatchCaseInsensitively: tools keys match names as
+// globs do, exact ones too, so a destructive tool written "DeleteRepo" is
+// gated when the client sends "deleterepo", and a profile's key merges
+// onto the base's entry however either spells it.
+func TestExactToolsKeysMatchCaseInsensitively(t *testing.T) {
+	const src = `
+tools:
+  DeleteRepo: {risk: destructive, hint: base hint}
+  read_File: {title: Read a file}
+profiles:
+  - match: {model: "p"}
+    tools:
+      deleterepo: {hint: profile hint}
+`
+	s := mustLoad(t, src, nil)
+	p := s.ForRequest(Request{Model: "p"})
+	tests := []struct {
+		name, tool string
+		snap       *Snapshot
+		risk, hint string
+	}{
+		{"a key written in mixed case applies to the name in lower case", "deleterepo", s, RiskDestructive, "base hint"},
+		{"a key written in mixed case applies to the name as written", "DeleteRepo", s, RiskDestructive, "base hint"},
+		{"a key applies to a name in another mix of cases", "DELETEREPO", s, RiskDestructive, "base hint"},
+		{"a profile's key merges onto the base's entry spelled otherwise", "DeleteRepo", p, RiskDestructive, "profile hint"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, ok := tt.snap.Meta(tt.tool)
+			if !ok || m.Risk != tt.risk || m.Hint != tt.hint {
+				t.Errorf("Meta(%q) = %+v, %v; want risk %q, hint %q", tt.tool, m, ok, tt.risk, tt.hint)
+			}
+			if d := tt.snap.Decide(tt.tool, "what repos do I have?"); d.Visible {
+				t.Errorf("Decide(%q) = %+v; want it gated as destructive", tt.tool, d)
+			}
+		})
+	}
+	if m, ok := s.Meta("read_file"); !ok || m.Title != "Read a file" {
+		t.Errorf(`Meta("read_file") = %+v, %v; want the entry of key read_File`, m, ok)
+	}
+}
+
+// TestToolsKeysThatDifferOnlyInCaseAreRefused: they would name the same
+// tools, and which entry won would depend on map order.
+func TestToolsKeysThatDifferOnlyInCaseAreRefused(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      string // "LINE:COL: the message, whole"
+	}{
+		{"two exact keys", "tools:\n  read_file: {hint: a}\n  Read_File: {hint: b}\n",
+			`3:3: tools key "Read_File" differs from "read_file" (line 2) only in case, and tools keys match names case-insensitively; merge the two`},
+		{"two glob keys", "tools:\n  \"Repo_*\": {category: code}\n  \"repo_*\": {category: files}\n",
+			`3:3: tools key "repo_*" differs from "Repo_*" (line 2) only in case, and tools keys match names case-insensitively; merge the two`},
+		{"two keys of one profile", "profiles:\n  - tools:\n      a_b: {hint: a}\n      A_B: {hint: b}\n",
+			`4:7: profiles[0].tools key "A_B" differs from "a_b" (line 3) only in case, and tools keys match names case-insensitively; merge the two`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadString(t, tt.src, nil)
+			if err == nil {
+				t.Fatal("Load accepted the file")
+			}
+			if got := problemsOf(t, err); len(got) != 1 || got[0] != tt.want {
+				t.Errorf("problems %q, want [%q]", got, tt.want)
+			}
+		})
+	}
+}

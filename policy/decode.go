@@ -222,17 +222,42 @@ func (d *decoder) decodeMap(n ast.Node, dst reflect.Value, path string) {
 	if dst.IsNil() {
 		dst.Set(reflect.MakeMap(dst.Type()))
 	}
+	folds := foldsKeys(dst.Type())
+	var spelled map[string]string // a folded key -> the key as the map holds it
+	var written map[string]entry  // a folded key -> its entry in this mapping
+	if folds {
+		spelled, written = make(map[string]string, dst.Len()), make(map[string]entry, len(entries))
+		for _, k := range dst.MapKeys() {
+			spelled[strings.ToLower(k.String())] = k.String()
+		}
+	}
 	for _, e := range entries {
 		key, kv := e.key, e.kv
 		if key == "" {
 			d.probs.add(nodePos(kv.Key), "empty key in %s", describe(path))
 			continue
 		}
+		stored := key
+		if folds {
+			lower := strings.ToLower(key)
+			if first, dup := written[lower]; dup {
+				d.probs.add(nodePos(kv.Key), "%s key %q differs from %q (line %d) only in case, and tools keys match names case-insensitively; merge the two",
+					describe(path), key, first.key, nodePos(first.kv.Key).Line)
+				continue
+			}
+			written[lower] = e
+			// A profile's key spelled otherwise than the base's names the
+			// same tools: it merges onto the base's entry and replaces it.
+			if s, ok := spelled[lower]; ok {
+				stored = s
+			}
+		}
 		// Decode onto a copy of the existing entry so a profile's
 		// tools.x.hint keeps the base's tools.x.keywords.
 		elem := reflect.New(dst.Type().Elem()).Elem()
-		if old := dst.MapIndex(reflect.ValueOf(key)); old.IsValid() {
+		if old := dst.MapIndex(reflect.ValueOf(stored)); old.IsValid() {
 			elem.Set(cloneValue(old))
+			dst.SetMapIndex(reflect.ValueOf(stored), reflect.Value{})
 		}
 		p := join(path, key)
 		d.pos[p+keySuffix] = nodePos(kv.Key)
@@ -240,6 +265,12 @@ func (d *decoder) decodeMap(n ast.Node, dst reflect.Value, path string) {
 		dst.SetMapIndex(reflect.ValueOf(key), elem)
 	}
 }
+
+// foldsKeys reports whether a map of type t is keyed case-insensitively:
+// tools.<name>, whose keys match tool names as globs do. Two keys of one
+// mapping that differ only in case are refused, and a profile's key merges
+// onto the base's entry however either spells it.
+func foldsKeys(t reflect.Type) bool { return t == reflect.TypeFor[map[string]ToolSpec]() }
 
 func (d *decoder) decodeSlice(n ast.Node, dst reflect.Value, path string) {
 	seq, ok := n.(*ast.SequenceNode)

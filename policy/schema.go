@@ -37,8 +37,10 @@ type Document struct {
 	// that pin can make core.
 	Bundles map[string]BundleSpec `yaml:"bundles"`
 	// Tools enriches tools by name so they are found and used well. A key is
-	// an exact tool name or a glob; an exact entry wins over globs, and among
-	// globs the longest pattern wins. Names that no client sends are fine.
+	// an exact tool name or a glob, matched case-insensitively (two keys
+	// that differ only in case are refused); an exact entry wins over globs,
+	// and among globs the longest pattern wins. Names that no client sends
+	// are fine.
 	Tools map[string]ToolSpec `yaml:"tools"`
 	// Anchors add a fixed boost to tools when the user's text matches a
 	// regular expression.
