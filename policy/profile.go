@@ -20,9 +20,11 @@ type Request struct {
 	Key string
 	// Model is the request's model.
 	Model string
-	// Header returns a request header's value ("" if absent); nil means no
-	// headers.
-	Header func(name string) string
+	// Header returns a request header's values (none if absent), as
+	// http.Header.Values does; nil means no headers. A header match reads
+	// the first value, and an absent header matches no pattern, "*"
+	// included.
+	Header func(name string) []string
 }
 
 type profileRule struct {
@@ -59,11 +61,14 @@ func (p *profileRule) matches(r Request) bool {
 		return false
 	}
 	for _, h := range p.header {
-		v := ""
+		// An absent header is no value at all: read as "", it matched
+		// "*", and a profile for requests that carry a header caught
+		// those that do not.
+		var vs []string
 		if r.Header != nil {
-			v = r.Header(h.name)
+			vs = r.Header(h.name)
 		}
-		if !h.g.Match(v) {
+		if len(vs) == 0 || !h.g.Match(vs[0]) {
 			return false
 		}
 	}

@@ -32,7 +32,7 @@ profiles:
     search: {limit: 9}
 `
 	s := mustLoad(t, src, nil)
-	hdr := func(h http.Header) func(string) string { return h.Get }
+	hdr := func(h http.Header) func(string) []string { return h.Values }
 	tests := []struct {
 		name    string
 		req     Request
@@ -165,6 +165,38 @@ func TestAProfilesCategoryHintsReplaceTheBasesWhicheverWayEachIsWritten(t *testi
 			}
 			if got := s.Hints("code"); !strings.HasPrefix(got, "base ") {
 				t.Errorf("base's hints for code became %q", got)
+			}
+		})
+	}
+}
+
+// TestAHeaderMatchNeedsTheHeader: a request without the header a profile
+// matches on is not that profile's, whatever the pattern; one that sends
+// it empty is, where the pattern matches "".
+func TestAHeaderMatchNeedsTheHeader(t *testing.T) {
+	s := mustLoad(t, `
+profiles:
+  - name: agents
+    match: {header: {X-Agent: "*"}}
+`, nil)
+	tests := []struct {
+		name   string
+		header http.Header
+		want   string // the profile that applies; "" for the base policy
+	}{
+		{"a request with the header gets the profile", http.Header{"X-Agent": {"ci-7"}}, "agents"},
+		{"a request that sends the header empty gets it too", http.Header{"X-Agent": {""}}, "agents"},
+		{"a request without the header does not get it", http.Header{"Other": {"x"}}, ""},
+		{"a request without any header does not get it", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Request{Model: "m"}
+			if tt.header != nil {
+				r.Header = tt.header.Values
+			}
+			if got := s.ForRequest(r).Profile(); got != tt.want {
+				t.Errorf("profile %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -26,8 +26,9 @@ type Document struct {
 	// instead of reaching the client. Deny beats every other rule, and a
 	// profile's deny adds to this list: a profile cannot un-deny a tool.
 	Deny []string `yaml:"deny"`
-	// Allow, when non-empty, lists globs of the only tools that may ever be
-	// visible; everything else is hidden as if denied.
+	// Allow, when non-empty, lists globs of the only tools that may be
+	// visible; everything else is hidden as if denied. A profile's allow
+	// replaces the base's (it may widen it); only deny adds up.
 	Allow []string `yaml:"allow"`
 	// Pin lists bundle names whose tools are treated as core.
 	Pin []string `yaml:"pin"`
@@ -333,7 +334,8 @@ type MatchSpec struct {
 	Key string `yaml:"key"`
 	// Model matches the request's model.
 	Model string `yaml:"model"`
-	// Header matches request headers by name.
+	// Header matches request headers by name; a header the request does
+	// not send matches no pattern, "*" included.
 	Header map[string]string `yaml:"header"`
 }
 

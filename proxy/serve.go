@@ -49,7 +49,7 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 		return
 	}
 	tr.rep.hiddenBefore = th.HiddenTokens
-	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Get})
+	snap := base.ForRequest(policy.Request{Key: keyLabel(credential(r)), Model: req.Model, Header: r.Header.Values})
 	tr.rep.mode = string(snap.Gateway.Mode)
 	// A whole answer is bounded as a whole, as the SDKs bound it; a stream
 	// is bounded by its silences (first_byte, then idle), as the SDKs
