@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"unicode"
+
 	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
 )
@@ -65,6 +67,13 @@ type Bundle struct {
 func (b Bundle) Match(name string) bool {
 	_, ok := b.globs.first(name)
 	return ok
+}
+
+// QueryWordRune reports whether r is part of a word of a search query, as
+// a query names a bundle: a letter, a digit, '_' or '-'. A bundle's name
+// is one such word, or no query could name it.
+func QueryWordRune(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' || r == '-'
 }
 
 // Bundles returns the bundles sorted by name. The slice is shared with the

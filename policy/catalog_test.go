@@ -97,3 +97,36 @@ func TestBundles(t *testing.T) {
 		t.Error("bundle membership wrong")
 	}
 }
+
+// TestABundleNameIsOneWord: a search finds a bundle by a word of its
+// query, so a name of two words (or with a dot) could never be found.
+func TestABundleNameIsOneWord(t *testing.T) {
+	tests := []struct {
+		name, bundle string
+		want         string // the problem, "" when the name is accepted
+	}{
+		{"a name with a space is refused", "web browser",
+			`2:3: bundles.web browser: bundle name "web browser" is not one word (letters, digits, _ and -), and a search finds a bundle by a word of its query`},
+		{"a name with a dot is refused", "web.browser",
+			`2:3: bundles.web.browser: bundle name "web.browser" is not one word (letters, digits, _ and -), and a search finds a bundle by a word of its query`},
+		{"a name of letters, digits, _ and - is accepted", "web-browser_2", ""},
+		{"a name in another script is accepted", "браузер", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadString(t, "bundles:\n  \""+tt.bundle+"\": {tools: [\"browser_*\"]}\n", nil)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Load refused the name: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Load accepted the name")
+			}
+			if got := problemsOf(t, err); len(got) != 1 || got[0] != tt.want {
+				t.Errorf("problems %q, want [%q]", got, tt.want)
+			}
+		})
+	}
+}

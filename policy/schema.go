@@ -35,7 +35,8 @@ type Document struct {
 	// Risk configures risk gating of tools by the user's intent.
 	Risk RiskSpec `yaml:"risk"`
 	// Bundles are named groups of tools that search can return whole and
-	// that pin can make core.
+	// that pin can make core. A bundle's name is one word (letters, digits,
+	// _ and -): a search finds a bundle by a word of its query.
 	Bundles map[string]BundleSpec `yaml:"bundles"`
 	// Tools enriches tools by name so they are found and used well. A key is
 	// an exact tool name or a glob, matched case-insensitively (two keys
@@ -276,7 +277,8 @@ type RiskSpec struct {
 
 // BundleSpec is one entry of bundles.
 type BundleSpec struct {
-	// Description says what the bundle is for; search shows it.
+	// Description says what the bundle is for: a search answer that returns
+	// the bundle's tools, for a query that names the bundle, shows it.
 	Description string `yaml:"description"`
 	// Tools are globs of the bundle's tools.
 	Tools []string `yaml:"tools"`

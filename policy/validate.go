@@ -150,6 +150,8 @@ func (v *validator) document(doc *Document, prefix string, bundles map[string]bo
 
 	for name, b := range doc.Bundles {
 		bp := join(p("bundles"), name)
+		v.checkKey(bp, strings.IndexFunc(name, func(r rune) bool { return !QueryWordRune(r) }) < 0,
+			"bundle name %q is not one word (letters, digits, _ and -), and a search finds a bundle by a word of its query", name)
 		v.globList(bp+".tools", b.Tools)
 		if len(b.Tools) == 0 {
 			v.checkKey(bp, false, "bundle %q has no tools", name)

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/selector"
 )
 
 // formatResults writes the tool message that answers a search: the tools
 // it found already in the model's list (listed), in one line; the tools
-// now callable with their hints; the workflow guidance of the top
+// now callable with their hints; a line for each bundle they came with
+// (bundleLines); the workflow guidance of the top
 // result's category (hints returns "" for one the model has read); and
 // what to do when the matches are weak. It names the tools without their
 // descriptions: the round that reads it carries their whole definitions
@@ -19,7 +21,7 @@ import (
 // Guidance is most of an answer's tokens (a category's runs to ~200), so
 // only the tool the model is likeliest to call brings its own: the
 // runner-ups' categories were most of it, for tools seldom called.
-func formatResults(query string, res selector.Results, listed []string, hints func(category string) string) string {
+func formatResults(query string, res selector.Results, listed, bundles []string, hints func(category string) string) string {
 	var b strings.Builder
 	query = shortened(query)
 	if len(listed) > 0 {
@@ -43,6 +45,10 @@ func formatResults(query string, res selector.Results, listed []string, hints fu
 		if it.Hint != "" {
 			fmt.Fprintf(&b, " (hint: %s)", it.Hint)
 		}
+		b.WriteByte('\n')
+	}
+	for _, line := range bundles {
+		b.WriteString(line)
 		b.WriteByte('\n')
 	}
 	if c := res.Items[0].Category; c != "" && hints != nil {
@@ -121,16 +127,16 @@ func (t *turn) newUpTo(items []selector.Result, limit int) (found []selector.Res
 
 // withBundles adds to the ranked search results the tools of every bundle
 // the query names (by its name, as a word), so that asking for "browser"
-// tools gets the browser bundle whole, up to limit tools in all. The
+// tools gets the browser bundle whole, up to limit tools in all, and
+// returns the bundles named. The
 // ranked results lead, in their order: the bundle's members among them are
 // its best matches for the query, where catalog order put the first ten
 // members ahead of "take a browser screenshot"'s browser_screenshot, the
 // twelfth. The rest of the bundle follows in catalog order.
-func (t *turn) withBundles(query string, items []selector.Result, limit int) []selector.Result {
-	words := strings.FieldsFunc(strings.ToLower(query), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' && r != '-'
-	})
+func (t *turn) withBundles(query string, items []selector.Result, limit int) ([]selector.Result, []policy.Bundle) {
+	words := strings.FieldsFunc(strings.ToLower(query), func(r rune) bool { return !policy.QueryWordRune(r) })
 	out := items
+	var named []policy.Bundle
 	seen := map[string]bool{}
 	for _, it := range items {
 		seen[it.Name] = true
@@ -139,9 +145,10 @@ func (t *turn) withBundles(query string, items []selector.Result, limit int) []s
 		if !slices.Contains(words, strings.ToLower(b.Name)) {
 			continue
 		}
+		named = append(named, b)
 		for _, tool := range t.req.Tools {
 			if len(out) >= limit {
-				return out
+				return out, named
 			}
 			if b.Match(tool.Name) && !seen[tool.Name] && t.searchable(tool.Name) && t.isVisible(tool.Name) {
 				seen[tool.Name] = true
@@ -153,7 +160,21 @@ func (t *turn) withBundles(query string, items []selector.Result, limit int) []s
 			}
 		}
 	}
-	return out
+	return out, named
+}
+
+// bundleLines says what each bundle the query named is for (its
+// description), when the answer's tools include some of it: the model
+// learns what the group it asked for covers, beyond the tools listed.
+func bundleLines(named []policy.Bundle, items []selector.Result) []string {
+	var lines []string
+	for _, b := range named {
+		if b.Description == "" || !slices.ContainsFunc(items, func(it selector.Result) bool { return b.Match(it.Name) }) {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("The %s bundle: %s", oneLine(b.Name), oneLine(b.Description)))
+	}
+	return lines
 }
 
 // shortened returns a query the answer may repeat: up to maxQueryLen

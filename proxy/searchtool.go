@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
 )
@@ -146,7 +147,8 @@ func (t *turn) search(ctx context.Context, raw string) string {
 	}
 	// A bundle the query names fills the answer up to the limit the model
 	// asked for, else up to the most one search returns.
-	res.Items = t.withBundles(a.Query, res.Items, cmp.Or(a.Limit, maxSearchLimit))
+	var bundles []policy.Bundle
+	res.Items, bundles = t.withBundles(a.Query, res.Items, cmp.Or(a.Limit, maxSearchLimit))
 	if room := t.room(); room >= 0 && len(res.Items) > room {
 		// More than max_active keeps would be listed as callable and
 		// then evicted (bound): the best ranked stay.
@@ -162,7 +164,7 @@ func (t *turn) search(ctx context.Context, raw string) string {
 		mark(&t.searched, it.Name)
 		asked.finds = append(asked.finds, it.Name)
 	}
-	return formatResults(a.Query, res, listed, t.unreadHints)
+	return formatResults(a.Query, res, listed, bundleLines(bundles, res.Items), t.unreadHints)
 }
 
 // askedQuery is what the searches of a turn with one query (case and

@@ -248,6 +248,45 @@ func TestAQueryNamingABundleGetsItsBestMatchesFirst(t *testing.T) {
 	}
 }
 
+// TestASearchThatReturnsABundleSaysWhatItIsFor: a bundle's description
+// was documented as shown by search, and nothing showed it. An answer
+// that returns a bundle's tools for a query that names it now carries a
+// line of it; tool_search's definition stays as it was.
+func TestASearchThatReturnsABundleSaysWhatItIsFor(t *testing.T) {
+	const line = "The browser bundle: Drive the browser (navigate, click, read)."
+	for _, tc := range []struct {
+		name, policy, args string
+		want               bool
+	}{
+		{"a query that names the bundle gets its description",
+			"gateway: {mode: search}\nbundles: {browser: {description: \"Drive the browser (navigate, click, read).\", tools: [\"browser_*\"]}}\n",
+			`{"query":"browser tools"}`, true},
+		{"a query that finds the bundle's tools without naming it does not",
+			"gateway: {mode: search}\nbundles: {browser: {description: \"Drive the browser (navigate, click, read).\", tools: [\"browser_*\"]}}\n",
+			`{"query":"take a screenshot of the page"}`, false},
+		{"a bundle without a description adds no line",
+			"gateway: {mode: search}\nbundles: {browser: {tools: [\"browser_*\"]}}\n",
+			`{"query":"browser tools"}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &searchingUpstream{args: tc.args}
+			base := newTestGateway(t, up, withPolicy(loadPolicy(t, tc.policy)))
+			if x := send(t, base, chatRequest(t, []map[string]any{{"role": "user", "content": "Check the page."}}, browserBundleCatalog(), false, nil), nil); x.status != http.StatusOK {
+				t.Fatalf("status %d: %s", x.status, x.body)
+			}
+			up.mu.Lock()
+			answer := up.answer
+			up.mu.Unlock()
+			if got := strings.Contains(answer, "\n"+line+"\n"); got != tc.want {
+				t.Errorf("the answer carries the bundle's line: %v, want %v:\n%s", got, tc.want, answer)
+			}
+			if listed := foundTools(answer); len(listed) == 0 || !strings.HasPrefix(listed[0], "browser_") {
+				t.Errorf("the search listed %v; want browser tools", listed)
+			}
+		})
+	}
+}
+
 // loadPolicyFiles compiles a tools.yaml source next to files (hints), by
 // their paths relative to it.
 func loadPolicyFiles(t *testing.T, src string, files map[string]string) *policy.Snapshot {
@@ -395,7 +434,7 @@ func TestASearchForAToolTheModelHasSaysItIsInItsList(t *testing.T) {
 		}
 	})
 	t.Run("an answer whose only match is in the list says no other tool matched", func(t *testing.T) {
-		got := formatResults(issue, selector.Results{}, []string{issue}, nil)
+		got := formatResults(issue, selector.Results{}, []string{issue}, nil, nil)
 		if got != "Already in your tool list: "+issue+".\nNo other tools matched \""+issue+"\"." {
 			t.Errorf("answer %q", got)
 		}
