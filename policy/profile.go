@@ -10,10 +10,10 @@ import (
 type Request struct {
 	// Key is a label of the client's credential, never the credential
 	// itself, for match.key: the proxy takes the credential from
-	// Authorization (less "Bearer "), else api-key, else x-api-key, and
-	// writes the text before its first '-' with that '-' when there are at
-	// most 8 characters before it (else nothing), then "...", then its last
-	// 4 characters. So "sk-proj-…wxyz" is "sk-...wxyz", "team-a-…1234" is
+	// Authorization (less its Bearer scheme, in any case), else api-key,
+	// else x-api-key, and writes the text before its first '-' with that
+	// '-' when there are at most 8 characters before it (else nothing),
+	// then "...", then its last 4 characters. So "sk-proj-…wxyz" is "sk-...wxyz", "team-a-…1234" is
 	// "team-...1234" (no glob "team-a*" matches it) and a key with no short
 	// dash-ended prefix is "...wxyz". A credential under 12 characters, or
 	// none, is "". README.md and tools.yaml document the same format.

@@ -206,10 +206,17 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 
 // credential is what identifies the tenant: the client's Authorization, or
 // the key header some clients send instead (Azure's Api-Key, Anthropic's
-// X-Api-Key).
+// X-Api-Key). An Authorization's Bearer scheme is spelled "Bearer "
+// whatever case the client wrote it in (RFC 9110 makes the scheme
+// case-insensitive): "bearer K" is the same tenant, and the same key
+// label, as "Bearer K".
 func credential(r *http.Request) string {
 	if a := r.Header.Get("Authorization"); a != "" {
-		return a
+		token, ok := bearerToken(a)
+		if !ok || len(a) == len(bearerScheme)+len(token) && strings.HasPrefix(a, bearerScheme) {
+			return a // another scheme, or spelled as credential spells it
+		}
+		return bearerScheme + token
 	}
 	if a := r.Header.Get("Api-Key"); a != "" {
 		return a
@@ -223,7 +230,10 @@ func credential(r *http.Request) string {
 // "" for a credential under 12 characters. The format is documented for
 // match.key (policy.Request.Key, README.md, tools.yaml): keep them in step.
 func keyLabel(cred string) string {
-	cred = strings.TrimSpace(strings.TrimPrefix(cred, "Bearer "))
+	if token, ok := bearerToken(cred); ok {
+		cred = token
+	}
+	cred = strings.TrimSpace(cred)
 	if len(cred) < 12 {
 		return ""
 	}
@@ -234,6 +244,19 @@ func keyLabel(cred string) string {
 		prefix += "-"
 	}
 	return prefix + "..." + cred[len(cred)-4:]
+}
+
+// bearerScheme is the Bearer authentication scheme as credential spells it.
+const bearerScheme = "Bearer "
+
+// bearerToken returns the token of an Authorization value of the Bearer
+// scheme, in any case ("bearer", "BEARER") and after any spaces, and
+// whether it is of that scheme.
+func bearerToken(a string) (string, bool) {
+	if len(a) < len(bearerScheme) || !strings.EqualFold(a[:len(bearerScheme)-1], "bearer") || a[len(bearerScheme)-1] != ' ' {
+		return "", false
+	}
+	return strings.TrimLeft(a[len(bearerScheme):], " "), true
 }
 
 // isVisible applies the policy (deny, allow, risk gating) to one of the
