@@ -266,21 +266,21 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, apiError{Message: "unknown path " + r.URL.Path, Type: "invalid_request_error", Code: "not_found"})
 		return
 	}
-	if r.Method == http.MethodPost && isChatPath(rest) {
-		g.serveTurn(w, r, rest, rewrite.Chat{}, routeChat)
-		return
-	}
-	if r.Method == http.MethodPost && rest == "/responses" {
-		g.serveTurn(w, r, rest, rewrite.Responses{}, routeResponses)
-		return
-	}
-	if r.Method == http.MethodPost && rest == "/messages" {
-		g.serveTurn(w, r, rest, rewrite.Messages{}, routeMessages)
+	// The routes the gateway serves itself are matched on the path
+	// without empty segments: a client that joins a base URL ending in
+	// /v1/ with /chat/completions asks for /v1//chat/completions, and
+	// matched as written, its turns went upstream raw, past the policy.
+	clean := cleanAPIPath(rest)
+	if d, route := turnRoute(clean); d != nil && r.Method == http.MethodPost {
+		if clean != rest {
+			r = withAPIPath(r, rest, clean)
+		}
+		g.serveTurn(w, r, clean, d, route)
 		return
 	}
 	tr := g.track(w, routePassthrough)
 	defer tr.done()
-	if g.serveStoredResponse(tr, r, rest) {
+	if g.serveStoredResponse(tr, r, clean) {
 		return
 	}
 	r, held, err := g.passBody(tr, r)
@@ -290,6 +290,48 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.inflight.release(held)
 	g.pass.ServeHTTP(tr, r)
+}
+
+// turnRoute returns the dialect and the route name of a turn's API path,
+// or a nil dialect for any other path.
+func turnRoute(rest string) (rewrite.Dialect, string) {
+	switch {
+	case isChatPath(rest):
+		return rewrite.Chat{}, routeChat
+	case rest == "/responses":
+		return rewrite.Responses{}, routeResponses
+	case rest == "/messages":
+		return rewrite.Messages{}, routeMessages
+	}
+	return nil, ""
+}
+
+// cleanAPIPath returns an API path without its empty segments: repeated
+// slashes collapse and a trailing one goes ("//chat/completions/" is
+// "/chat/completions"). Dot segments are left to hasDotSegment.
+func cleanAPIPath(rest string) string {
+	if !strings.Contains(rest, "//") && !strings.HasSuffix(rest, "/") {
+		return rest
+	}
+	var b strings.Builder
+	for seg := range strings.SplitSeq(rest, "/") {
+		if seg != "" {
+			b.WriteByte('/')
+			b.WriteString(seg)
+		}
+	}
+	return b.String()
+}
+
+// withAPIPath returns a shallow copy of r whose URL has the API path clean
+// in place of rest, its prefix kept: the upstream gets the canonical path
+// of the route the gateway served (upstreamURL reads the client's).
+func withAPIPath(r *http.Request, rest, clean string) *http.Request {
+	r = r.WithContext(r.Context())
+	u := *r.URL
+	u.Path, u.RawPath = strings.TrimSuffix(u.Path, rest)+clean, ""
+	r.URL = &u
+	return r
 }
 
 // isChatPath reports whether an API path is a chat completion's:
