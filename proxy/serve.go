@@ -97,11 +97,16 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 	}
 }
 
-// checkChoice refuses a tool_choice that names a tool the policy hides
-// from this message: the tool never goes upstream, so the upstream would
-// refuse a choice of a tool it was not sent, with a message that makes no
-// sense to a client that did send it.
+// checkChoice refuses a tool_choice (or a legacy function_call) that names
+// a tool the policy hides from this message: the tool never goes
+// upstream, so the upstream would refuse a choice of a tool it was not
+// sent, with a message that makes no sense to a client that did send it.
 func checkChoice(snap *policy.Snapshot, req *rewrite.Request) error {
+	if req.FunctionCall != "" {
+		if d := snap.Decide(req.FunctionCall, req.LastUser); !d.Visible {
+			return rewrite.WithParam("function_call", fmt.Errorf("%w: function_call names %q, which the gateway's policy hides from the model (%s)", rewrite.ErrBadRequest, clipMarked(req.FunctionCall, maxToolName), d.Rule))
+		}
+	}
 	if len(req.Tools) == 0 || (req.ToolChoice == "" && len(req.Allowed) == 0) {
 		return nil
 	}

@@ -196,15 +196,18 @@ func historyTokens(req *rewrite.Request) int {
 }
 
 // forward sends a request of dialect d upstream as the client wrote it,
-// except that tools the policy denies are removed and a response id the
-// gateway showed for another is translated (threads.go); the response
-// streams back unchanged.
+// except that tools (and legacy functions) the policy hides are removed
+// and a response id the gateway showed for another is translated
+// (threads.go); the response streams back unchanged.
 func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy.Snapshot, req *rewrite.Request, d rewrite.Dialect, why string) {
 	body := req.Original()
+	var decide func(string) policy.Decision
+	if len(req.Tools) > 0 || len(req.Functions) > 0 {
+		decide = snap.Decider(req.LastUser)
+	}
 	if len(req.Tools) > 0 {
 		kept := make([]string, 0, len(req.Tools))
 		pos := make([]int, 0, len(req.Tools))
-		decide := snap.Decider(req.LastUser)
 		for i, t := range req.Tools {
 			if decide(t.Name).Visible {
 				kept, pos = append(kept, t.Raw), append(pos, i)
@@ -217,6 +220,13 @@ func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy
 				g.writeError(w, r, err)
 				return
 			}
+		}
+	}
+	if slices.ContainsFunc(req.Functions, func(name string) bool { return !decide(name).Visible }) {
+		var err error
+		if body, err = rewrite.KeepFunctions(body, func(name string) bool { return decide(name).Visible }); err != nil {
+			g.writeError(w, r, err)
+			return
 		}
 	}
 	if req.Previous != "" {

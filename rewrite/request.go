@@ -26,6 +26,7 @@ const (
 	pathToolChoice      = "tool_choice"
 	pathN               = "n"
 	pathFunctions       = "functions"
+	pathFunctionCall    = "function_call"
 	pathResponseFormat  = "response_format"
 	pathPromptCacheKey  = "prompt_cache_key"
 )
@@ -93,9 +94,17 @@ type Request struct {
 	// what the rounds before left of OutputCap.
 	OutputLeft int64
 	// outputFloor is the least cap the API takes (OutputRoom); 0 is 1.
-	outputFloor  int64
-	N            int64
-	HasFunctions bool // legacy "functions": passed through untouched
+	outputFloor int64
+	N           int64
+	// HasFunctions is true when the request has the legacy "functions"
+	// member: it passes through, less the functions the policy hides
+	// (KeepFunctions).
+	HasFunctions bool
+	// Functions lists the names of the legacy functions, in order.
+	Functions []string
+	// FunctionCall is the function the legacy function_call names
+	// ({"name": ...}), if any.
+	FunctionCall string
 	// JSONOutput is true when response_format asks for JSON (json_object
 	// or json_schema): the answer's content must parse, so what the model
 	// said in a search round cannot lead it.
@@ -251,7 +260,7 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 	// One pass over the top-level keys: a Get per path would rescan the
 	// body, tools array included, for every key that is absent. The first
 	// occurrence of a key wins, as with Get.
-	var msgs, model, stream, opts, n, choice, tools, cacheKey gjson.Result
+	var msgs, model, stream, opts, n, choice, tools, cacheKey, functions, functionCall gjson.Result
 	root.ForEach(func(k, v gjson.Result) bool {
 		var dst *gjson.Result
 		switch k.Str {
@@ -271,6 +280,9 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 			dst = &tools
 		case pathFunctions:
 			r.HasFunctions = true
+			dst = &functions
+		case pathFunctionCall:
+			dst = &functionCall
 		case pathMaxCompletionTokens, pathMaxTokens:
 			r.OutputCap = lowerCap(r.OutputCap, v)
 		case pathResponseFormat:
@@ -305,6 +317,15 @@ func ParseRequestCached(body []byte, cache ToolCache) (*Request, error) {
 			}
 			return true
 		})
+	}
+	if functions.IsArray() {
+		functions.ForEach(func(_, f gjson.Result) bool {
+			r.Functions = append(r.Functions, f.Get("name").String())
+			return true
+		})
+	}
+	if functionCall.IsObject() {
+		r.FunctionCall = functionCall.Get("name").String()
 	}
 	if err := r.readTools(tools, cache); err != nil {
 		return nil, err
