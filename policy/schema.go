@@ -23,8 +23,11 @@ type Document struct {
 	Core []string `yaml:"core"`
 	// Deny lists globs of tools that are never sent upstream, never returned
 	// by search, and whose calls by the model are answered with a tool error
-	// instead of reaching the client. Deny beats every other rule, and a
-	// profile's deny adds to this list: a profile cannot un-deny a tool.
+	// instead of reaching the client, except in a request that passes
+	// through for another reason than its size (mode passthrough, n > 1,
+	// legacy functions, a prefill, ...), where the call reaches the client.
+	// Deny beats every other rule, and a profile's deny adds to this list:
+	// a profile cannot un-deny a tool.
 	Deny []string `yaml:"deny"`
 	// Allow, when non-empty, lists globs of the only tools that may be
 	// visible; everything else is hidden as if denied. A profile's allow
@@ -81,7 +84,9 @@ type GatewaySpec struct {
 	// Mode is search, preselect, hybrid (default) or passthrough.
 	Mode Mode `yaml:"mode"`
 	// MinTools is the smallest tools array the gateway rewrites; smaller
-	// ones go upstream unchanged (deny still applies). Default 12.
+	// ones go upstream unchanged, unless the policy hides one of their
+	// tools: then the gateway sends every other tool, without tool_search,
+	// and answers a call of the hidden one itself. Default 12.
 	MinTools int `yaml:"min_tools"`
 	// MaxRounds bounds tool_search rounds per client request. Default 4.
 	MaxRounds int `yaml:"max_rounds"`
@@ -138,7 +143,9 @@ type GatewaySpec struct {
 	// fraction of the price, and the gateway's tools array changes with
 	// each turn's picks, putting the whole history back at full price: past
 	// some length that costs more than the tools it saves. Only for
-	// catalogs the upstream accepts whole (OpenAI: 128 tools). Default 0.
+	// catalogs the upstream accepts whole (OpenAI: 128 tools). A
+	// conversation the policy hides a tool of goes through the gateway as
+	// one under MinTools does. Default 0.
 	PassthroughHistoryTokens int `yaml:"passthrough_history_tokens"`
 	// Timeouts bound the upstream exchange.
 	Timeouts TimeoutsSpec `yaml:"timeouts"`

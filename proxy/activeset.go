@@ -71,6 +71,9 @@ func kept(reason string) bool {
 // offering each batch on top of the next would make every repeat cost
 // more than the last.
 func (t *turn) offered(name string) bool {
+	if t.allShown {
+		return t.isVisible(name)
+	}
 	if !t.isActive(name) {
 		return false
 	}
@@ -180,10 +183,19 @@ func (t *turn) count() int {
 }
 
 // tools returns the upstream tools array: tool_search first (unless
-// withSearch is false), then the offered tools in the order they joined;
+// withSearch is false), then the offered tools in the order they joined,
+// or, in a turn that offers every tool (allShown), in the client's order;
 // pos holds each item's position in the client's tools (-1 for
 // tool_search), by which the round's tokens are counted.
 func (t *turn) tools(withSearch bool) (raws []string, pos []int) {
+	if t.allShown {
+		for i, tool := range t.req.Tools {
+			if t.isVisible(tool.Name) {
+				raws, pos = append(raws, tool.Raw), append(pos, i)
+			}
+		}
+		return raws, pos
+	}
 	raws = make([]string, 0, len(t.st.Active)+1)
 	pos = make([]int, 0, len(t.st.Active)+1)
 	if withSearch {

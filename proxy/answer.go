@@ -16,12 +16,17 @@ const maxSearchesPerRound = 4
 // tool, and calls of tools the policy hides (which must never reach the
 // client).
 func (t *turn) internal(c rewrite.Call) bool {
-	if c.Name == t.searchName {
+	if t.isSearch(c) {
 		return true
 	}
 	_, known := t.policy.Position(c.Name)
 	return known && !t.isVisible(c.Name)
 }
+
+// isSearch reports whether c calls the gateway's search tool: never in a
+// turn that offers no search (allShown), whose model calls a tool of that
+// name only as the client would see it called without the gateway.
+func (t *turn) isSearch(c rewrite.Call) bool { return c.Name == t.searchName && !t.allShown }
 
 // keep reports whether the client gets call c: it is not the gateway's
 // own (rewrite.Turn.Keep).
@@ -45,7 +50,7 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call, round int) []re
 	for _, c := range calls {
 		answered := len(results)
 		switch {
-		case c.Name == t.searchName && round >= t.maxRounds():
+		case t.isSearch(c) && round >= t.maxRounds():
 			// The round offered no search, yet the model searched (it sees
 			// its earlier searches in the conversation): it gets the one
 			// round more that canContinue allows, told to finish, and that
@@ -53,11 +58,11 @@ func (t *turn) answer(ctx context.Context, calls []rewrite.Call, round int) []re
 			t.refuseSearch(c, searchSpent)
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
 				"Error: this request's searches are spent (at most %d). No tool can be called now: answer in text with what you have.", t.maxRounds())})
-		case c.Name == t.searchName && searched >= maxSearchesPerRound:
+		case t.isSearch(c) && searched >= maxSearchesPerRound:
 			t.refuseSearch(c, searchTooMany)
 			results = append(results, rewrite.ToolResult{CallID: c.ID, Content: fmt.Sprintf(
 				"Error: too many searches in one step (at most %d); use the tools already found, or search again in your next step.", maxSearchesPerRound)})
-		case c.Name == t.searchName:
+		case t.isSearch(c):
 			searched++
 			found := t.search(ctx, c.Arguments)
 			if round == t.maxRounds()-1 && t.withSearch(round) {

@@ -111,9 +111,10 @@ func (g *Gateway) failTurn(w http.ResponseWriter, r *http.Request, t *turn, err 
 
 // withSearch reports whether round i offers tool_search: never in preselect
 // mode, nor when tool_choice restricts the model to tools it names (see
-// chosenOnly), and not in the last round the bound allows.
+// chosenOnly), nor in a turn that offers every tool (allShown), and not in
+// the last round the bound allows.
 func (t *turn) withSearch(round int) bool {
-	if t.snap.Gateway.Mode == policy.ModePreselect || t.chosenOnly() {
+	if t.allShown || t.snap.Gateway.Mode == policy.ModePreselect || t.chosenOnly() {
 		return false
 	}
 	return round < t.maxRounds()

@@ -766,7 +766,7 @@ func TestPassedThroughRequestsCountInTheTokenMetrics(t *testing.T) {
 		fewerSent, input bool
 	}{
 		{"a request with fewer than min_tools counts its tools and prompt on both sides", "{}\n", "fewer than min_tools", false, false, true},
-		{"a tool the policy removed counts on the client's side only", "deny: [repo_list_issues]\n", "fewer than min_tools", false, true, true},
+		{"a tool the policy removed counts on the client's side only", "deny: [repo_list_issues]\ngateway: {mode: passthrough}\n", "mode passthrough", false, true, true},
 		{"a streamed request without a usage event counts its tools but not its prompt", "{}\n", "fewer than min_tools", true, false, false},
 		{"a streamed request counts its prompt from the usage event", "{}\n", "fewer than min_tools", true, false, true},
 		{"a streamed request whose usage follows a long answer counts its prompt", "{}\n", "fewer than min_tools", true, false, true},

@@ -66,6 +66,14 @@ type turn struct {
 	// them together; nil without a remote embedder.
 	embedWait *selector.EmbedBudget
 
+	// allShown is set for a request that passes through for its size
+	// (smallOrLong) but for a tool the policy hides: every round offers
+	// every tool the policy shows, in the client's order, and no search,
+	// so only a call of a hidden tool is the gateway's to answer. Such a
+	// turn has no guesses or finds to keep: it neither loads nor saves a
+	// session.
+	allShown bool
+
 	searchName string // the gateway's search tool: tool_search, unless a client tool has the name
 	searchDef  string
 	rounds     []rewrite.Round
@@ -191,6 +199,11 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	tenant := session.Tenant(credential(in))
 	t.tenant, t.key = tenant, sessionKey(in, tenant, req, chained.Session)
 	t.learned, t.habits = g.Learned.Peek(tenant)
+	// serveTurn sends such a request through the loop only when the
+	// policy hides one of its tools (passthroughReason).
+	if t.allShown = smallOrLong(snap, req); t.allShown {
+		return t, nil
+	}
 	st, err := g.Sessions.Get(ctx, t.key)
 	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		// The session is a cache: losing it costs a search, not the request.
@@ -401,7 +414,7 @@ func (t *turn) clientUsage() []byte {
 // turn at once must find this one's state) and defer save for a turn that
 // ends any other way.
 func (t *turn) save(ctx context.Context) {
-	if t.saved || !t.accepted {
+	if t.saved || !t.accepted || t.allShown {
 		return
 	}
 	t.saved = true

@@ -17,6 +17,12 @@ import (
 func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request, d rewrite.Dialect) string {
 	_, chunks := d.(rewrite.EventWriter)
 	_, items := d.(rewrite.ItemEventWriter)
+	// A request the loop would not pay for by its size still goes through
+	// it when the policy hides one of its tools: only the loop answers a
+	// model's call of a hidden tool, which passed through reaches the
+	// client. It offers every other tool there, and no search (allShown).
+	sized := smallOrLong(snap, req)
+	hides := sized && hidesAny(snap, req)
 	switch {
 	case snap.Gateway.Mode == policy.ModePassthrough:
 		return "mode passthrough"
@@ -32,7 +38,7 @@ func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request,
 		// The upstream answers later, to the client's own fetch: no
 		// round of the gateway's could answer its searches.
 		return "a background response"
-	case len(req.Tools) < snap.Gateway.MinTools:
+	case len(req.Tools) < snap.Gateway.MinTools && !hides:
 		return "fewer than min_tools"
 	case req.N > 1:
 		return "n > 1"
@@ -42,7 +48,7 @@ func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request,
 		// The model continues the assistant's words: a round appended
 		// after them would split the answer in two.
 		return "an assistant prefill"
-	case snap.Gateway.PassthroughHistoryTokens > 0 && historyTokens(req) > snap.Gateway.PassthroughHistoryTokens:
+	case longConversation(snap, req) && !hides:
 		return "long conversation"
 	case !choosesOwnTools(req):
 		// The upstream answers such a request as it would direct (it
@@ -80,6 +86,26 @@ func (g *Gateway) passthroughReason(snap *policy.Snapshot, req *rewrite.Request,
 		return "client tools take both search names"
 	}
 	return ""
+}
+
+// smallOrLong reports whether req would pass through for its size alone:
+// fewer tools than min_tools, or a conversation past
+// passthrough_history_tokens.
+func smallOrLong(snap *policy.Snapshot, req *rewrite.Request) bool {
+	return len(req.Tools) < snap.Gateway.MinTools || longConversation(snap, req)
+}
+
+// longConversation reports whether req's conversation is past
+// passthrough_history_tokens.
+func longConversation(snap *policy.Snapshot, req *rewrite.Request) bool {
+	return snap.Gateway.PassthroughHistoryTokens > 0 && historyTokens(req) > snap.Gateway.PassthroughHistoryTokens
+}
+
+// hidesAny reports whether the policy hides one of req's tools from its
+// latest user message.
+func hidesAny(snap *policy.Snapshot, req *rewrite.Request) bool {
+	decide := snap.Decider(req.LastUser)
+	return slices.ContainsFunc(req.Tools, func(t rewrite.Tool) bool { return !decide(t.Name).Visible })
 }
 
 // choosesOwnTools reports whether every tool tool_choice names (or its
