@@ -396,7 +396,6 @@ func (c *Catalog) coverage(q *lexQuery, d int32) float64 {
 	if len(q.terms) == 0 {
 		return 0
 	}
-	have := c.toolFields[d].all.tf
 	n := float64(len(c.tools))
 	var mass, got float64
 	for term, w := range q.terms {
@@ -406,7 +405,7 @@ func (c *Catalog) coverage(q *lexQuery, d int32) float64 {
 		}
 		idf := w * math.Log(1+(n-float64(df)+0.5)/(float64(df)+0.5))
 		mass += idf
-		if have[term] > 0 {
+		if c.fields.has(term, d) {
 			got += idf
 		}
 	}

@@ -34,10 +34,15 @@ func TestAnalyzerSplitsIdentifiersAndKeepsCJK(t *testing.T) {
 func TestBM25StatsHoldExactFieldLengths(t *testing.T) {
 	tools := testTools(t)
 	c := compileTest(t, tools, Config{})
+	wv, err := DefaultWordVectors()
+	if err != nil {
+		wv = nil // as Compile does
+	}
 	var desc, all int
-	for i, tl := range tools {
-		desc += len(c.an.terms(tl.Description))
-		all += int(c.toolFields[i].all.len)
+	for i := range tools {
+		desc += len(c.an.terms(tools[i].Description))
+		_, tf := toolDocument(i, &tools[i], c.an, wv) // the catalog keeps no per-tool counts
+		all += int(tf.all.len)
 	}
 	for _, tt := range []struct {
 		field string

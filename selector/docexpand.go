@@ -60,7 +60,6 @@ func (c *Catalog) initNbrField() {
 	var total float64
 	for i, rows := range c.toolRows {
 		clear(counts)
-		have := c.toolFields[i].all.tf
 		for _, id := range rows {
 			r := c.msVocab.rows[id]
 			if int(r) >= len(c.nbs.rows) {
@@ -76,7 +75,7 @@ func (c *Catalog) initNbrField() {
 					stems[nb.row] = ts
 				}
 				for _, t := range ts {
-					if have[t] == 0 {
+					if !c.fields.has(t, int32(i)) {
 						counts[t]++
 					}
 				}
@@ -212,7 +211,7 @@ func (r *lexRescorer) matchedClauses(d int32) int {
 	a := &r.acc[d]
 	m := int(a.all) + int(a.sideN)
 	for _, tok := range r.raw {
-		if tok == r.c.toolFields[d].whole {
+		if tok == r.c.wholes[d] {
 			m++
 		}
 	}

@@ -55,12 +55,12 @@ type Catalog struct {
 	docOf       []int32
 	scratchPool sync.Pool         // *searchScratch
 	stats       *search.BM25Stats // exact field lengths for bleve's BM25
-	// toolFields are each tool's analysed fields and fields their
+	// fields are the tools' analysed fields as postings, with their
 	// document frequencies and lengths: the side fields' scores and
 	// coverage come from them.
-	toolFields []toolFields
 	fields     *fieldStats
-	wholeNames map[string]bool // lower-case full names (the whole field's terms)
+	wholes     []string        // each tool's lower-case full name (its whole-field term)
+	wholeNames map[string]bool // the same names as a set
 	cfg        Config
 	w          Weights
 	areas      []string
@@ -126,7 +126,8 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 	if wvErr != nil {
 		wv = nil
 	}
-	if c.idx, c.stats, c.toolFields, err = buildIndex(ctx, tools, an, wv); err != nil {
+	var tf []toolFields
+	if c.idx, c.stats, tf, err = buildIndex(ctx, tools, an, wv); err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
 	// The index's scorch instance runs a goroutine until closed; the
@@ -136,10 +137,12 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 	if err := c.mapDocs(); err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
-	c.fields = newFieldStats(c.toolFields)
+	c.fields = newFieldStats(tf)
+	c.wholes = make([]string, len(tools))
 	c.wholeNames = make(map[string]bool, len(tools))
-	for i := range c.toolFields {
-		c.wholeNames[c.toolFields[i].whole] = true
+	for i := range tf {
+		c.wholes[i] = tf[i].whole
+		c.wholeNames[tf[i].whole] = true
 	}
 	c.areas = computeAreas(tools)
 	c.genTerms, c.genWords = an.boilerplate()
