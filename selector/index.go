@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/search"
@@ -87,6 +88,11 @@ type Catalog struct {
 	// hasAvoid reports whether any tool has avoid_when phrases (else a
 	// search need not analyse the query for them).
 	hasAvoid bool
+	// compiled is the heap compiling left the catalog holding
+	// (heapBytes), and memoBytes what its postings memos have filled
+	// since; heldBytes adds the other memos' own counts.
+	compiled  int64
+	memoBytes atomic.Int64
 }
 
 // Compile builds a Catalog from tools and their ranking configuration: a
@@ -153,11 +159,12 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 	}
 	words := c.initMaxSim()
 	c.msWords = newMaxSimCache(c.msVocab, len(c.tools))
-	c.postingsCache = newPostingsCache()
+	c.postingsCache = newPostingsCache(&c.memoBytes)
 	c.initNbrField()
 	if err := c.initSemantic(ctx, words); err != nil {
 		return nil, err
 	}
+	c.compiled = c.heapBytes()
 	return c, nil
 }
 

@@ -45,7 +45,7 @@ func newMaxSimCache(voc *maxSimVocab, n int) *wordMemo[[]docSim] {
 	if voc == nil || len(voc.rows) > maxSimCacheVocab {
 		return nil
 	}
-	return newWordMemo[[]docSim](min(maxSimCacheWords, max(maxSimMinWords, maxSimCacheEntries/max(n, 1))))
+	return newWordMemo(min(maxSimCacheWords, max(maxSimMinWords, maxSimCacheEntries/max(n, 1))), sliceBytes[docSim])
 }
 
 // rememberedRow returns word-vector row r's tools if the catalog has seen

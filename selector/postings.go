@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/searcher"
@@ -48,9 +49,24 @@ type termPostings struct {
 	scores []float64
 }
 
-func newPostingsCache() *lru.Cache[fieldTerm, *termPostings] {
-	cache, _ := lru.New[fieldTerm, *termPostings](postingsCacheTerms) // errors only on size <= 0
+// newPostingsCache returns the LRU of a catalog's remaining postings,
+// counting in held what its entries hold.
+func newPostingsCache(held *atomic.Int64) *lru.Cache[fieldTerm, *termPostings] {
+	cache, _ := lru.NewWithEvict(postingsCacheTerms, func(k fieldTerm, p *termPostings) { held.Add(-cachedPostingsBytes(k, p)) }) // errors only on size <= 0
 	return cache
+}
+
+// heapBytes is what p holds.
+func (p *termPostings) heapBytes() int64 {
+	return roundAlloc(sizeOf[termPostings]()) + sliceBytes(p.docs) + sliceBytes(p.scores)
+}
+
+// cachedPostingsBytes is what an entry of the postings LRU holds: its
+// key's copy of the term, the postings, and the LRU's element and map
+// slot, which its two-string key makes some 40 bytes wider than a word
+// memo's.
+func cachedPostingsBytes(k fieldTerm, p *termPostings) int64 {
+	return memoEntryBytes + 40 + strBytes(k.term) + p.heapBytes()
 }
 
 // postingsReader opens the catalog's bleve reader on the first term not
@@ -81,7 +97,9 @@ func (pr *postingsReader) clausePostings(ctx context.Context, cl lexClause) (*te
 		}
 		// A whole-name token is the request's own text, which may alias
 		// its body: the cache outlives the request, so it keeps a copy.
-		pr.c.postingsCache.Add(fieldTerm{cl.ft.field, strings.Clone(cl.ft.term)}, p)
+		k := fieldTerm{cl.ft.field, strings.Clone(cl.ft.term)}
+		pr.c.memoBytes.Add(cachedPostingsBytes(k, p))
+		pr.c.postingsCache.Add(k, p)
 		return p, nil
 	}
 	if p := cl.stats.bleve.Load(); p != nil {
@@ -91,8 +109,12 @@ func (pr *postingsReader) clausePostings(ctx context.Context, cl lexClause) (*te
 	if err != nil {
 		return nil, err
 	}
-	// Concurrent first searches may both read it: the same postings.
-	cl.stats.bleve.Store(p)
+	// Concurrent first searches may both read it: the same postings,
+	// kept and counted once.
+	if !cl.stats.bleve.CompareAndSwap(nil, p) {
+		return cl.stats.bleve.Load(), nil
+	}
+	pr.c.memoBytes.Add(p.heapBytes())
 	return p, nil
 }
 

@@ -39,7 +39,7 @@ func newSemRows(wv *WordVectors, vecs [][]float32) *semRows {
 	if words < semRowMinWords {
 		return nil
 	}
-	return &semRows{wv: wv, vecs: vecs, rows: newWordMemo[[]float32](words)}
+	return &semRows{wv: wv, vecs: vecs, rows: newWordMemo(words, sliceBytes[float32])}
 }
 
 // scores returns each tool's score for the words of rows (rowsOf), in

@@ -22,6 +22,10 @@ type stemMemo struct {
 	wv *WordVectors // nil: rows unknown
 	mu sync.RWMutex
 	m  map[string]stemEntry // word -> its stem and row
+	// text is the bytes of m's words and stems, and peak the most words
+	// m has held (a cleared map keeps its slots), for heapBytes.
+	text int64
+	peak int
 }
 
 // stemEntry is a word's stem (shared, never modified) and its row in the
@@ -93,8 +97,13 @@ func (s *stemMemo) compute(t *analysis.Token, word string) []byte {
 	s.mu.Lock()
 	if len(s.m) >= stemMemoWords {
 		clear(s.m)
+		s.text = 0
+	}
+	if _, dup := s.m[word]; !dup {
+		s.text += strBytes(word) + roundAlloc(int64(cap(e.stem)))
 	}
 	s.m[word] = e
+	s.peak = max(s.peak, len(s.m))
 	s.mu.Unlock()
 	return t.Term
 }

@@ -19,11 +19,22 @@ import (
 // entry is moved to the front on a hit only once it has aged into the
 // older half of the memo, so a word in use never reaches the end of the
 // list, and eviction stays least recently used at that granularity.
+//
+// It counts the bytes it holds (bytes), which its catalog's cache reads:
+// a catalog's memos fill as it is searched, up to a few megabytes.
 type wordMemo[V any] struct {
 	lru   *lru.Cache[int32, memoEntry[V]]
 	clock atomic.Uint64 // counts adds: an entry's age is clock - its stamp
 	half  uint64        // half the memo's size, in words
+	size  func(V) int64 // a value's bytes; nil: values count nothing
+	// bytes is what the entries and their values hold, about: two
+	// requests computing one value at once may count it twice.
+	bytes atomic.Int64
 }
+
+// memoEntryBytes is about what a memo entry costs beside its value: the
+// LRU's list element and map slot.
+const memoEntryBytes = 128
 
 // memoEntry is a noted word, with its value once it has come back, and
 // the clock when it was last added or moved to the front.
@@ -33,10 +44,22 @@ type memoEntry[V any] struct {
 	stamp uint64
 }
 
-func newWordMemo[V any](words int) *wordMemo[V] {
+// newWordMemo returns a memo of words words; size, when not nil, is a
+// value's bytes.
+func newWordMemo[V any](words int, size func(V) int64) *wordMemo[V] {
 	words = max(words, 1)
-	c, _ := lru.New[int32, memoEntry[V]](words) // errors only on size <= 0
-	return &wordMemo[V]{lru: c, half: uint64(words / 2)}
+	m := &wordMemo[V]{half: uint64(words / 2), size: size}
+	// Errors only on size <= 0.
+	m.lru, _ = lru.NewWithEvict(words, func(_ int32, e memoEntry[V]) { m.bytes.Add(-memoEntryBytes - m.valueBytes(e)) })
+	return m
+}
+
+// valueBytes is e's value's bytes, if it has one.
+func (m *wordMemo[V]) valueBytes(e memoEntry[V]) int64 {
+	if !e.full || m.size == nil {
+		return 0
+	}
+	return m.size(e.v)
 }
 
 // get returns word r's value if r has been seen before, computing it with
@@ -46,6 +69,7 @@ func (m *wordMemo[V]) get(r int32, compute func() V) (V, bool) {
 	e, ok := m.lru.Peek(r)
 	switch {
 	case !ok:
+		m.bytes.Add(memoEntryBytes)
 		m.lru.Add(r, memoEntry[V]{stamp: m.clock.Add(1)})
 		return e.v, false
 	case e.full:
@@ -56,6 +80,8 @@ func (m *wordMemo[V]) get(r int32, compute func() V) (V, bool) {
 		return e.v, true
 	}
 	v := compute()
-	m.lru.Add(r, memoEntry[V]{v: v, full: true, stamp: m.clock.Add(1)})
+	full := memoEntry[V]{v: v, full: true, stamp: m.clock.Add(1)}
+	m.bytes.Add(m.valueBytes(full))
+	m.lru.Add(r, full)
 	return v, true
 }

@@ -11,7 +11,7 @@ func TestWordMemoKeepsWordsInUse(t *testing.T) {
 	compute := func(r int32) func() int32 {
 		return func() int32 { computed[r]++; return r * 10 }
 	}
-	m := newWordMemo[int32](8)
+	m := newWordMemo[int32](8, nil)
 	t.Run("a word's first sighting is only noted", func(t *testing.T) {
 		if _, ok := m.get(1, compute(1)); ok || computed[1] != 0 {
 			t.Fatalf("first sighting: ok = %v, computed %d times", ok, computed[1])
