@@ -18,16 +18,19 @@ import (
 // Gets of the same missing key compile once. It is safe for concurrent use and
 // starts no goroutines. Failed compiles are not cached.
 //
-// It is bounded twice: by catalogs, and by the tools they hold in all
-// (CacheTools), for a compiled catalog's memory grows with its tools
-// (BenchmarkCompile's MB-held: 1.7 MB at 500 tools, 3.2 at 2,000; a
-// realistic 4,096-tool catalog held some 50 MB) and clients, or tenants,
-// that send a changed catalog with every request would fill a count
-// bound with the largest ones. Catalogs not yet used by two accepted
-// requests (Accepted) may fill a quarter of either bound, no more
-// (catalogStore): clients that send one-off catalogs, or whose requests
-// the upstream refuses, let go of each other's catalogs, not the ones
-// re-sent. A catalog embeds its tools (Config.Embedder) only once a
+// It is bounded by the heap its catalogs hold (CacheOptions.Bytes), for
+// what a compiled catalog holds grows with its distinct words far more
+// than with its tools (BenchmarkCatalogHeld: 0.5 MB for 200 tools of one
+// line, 6 MB for 200 tools of 300 bytes and five parameters, 15 MB for
+// 128 tools of 4 KB and 60 parameters, and a few megabytes more as its
+// memos fill with the words of the requests it ranks), so clients, or
+// tenants, that send a changed catalog with every request would fill a
+// count bound with the largest ones. Its catalogs and their tools are
+// bounded too (CacheOptions.Catalogs, CacheTools). Catalogs not yet used
+// by two accepted requests (Accepted) may fill a quarter of each bound,
+// no more (catalogStore): clients that send one-off catalogs, or whose
+// requests the upstream refuses, let go of each other's catalogs, not the
+// ones re-sent. A catalog embeds its tools (Config.Embedder) only once a
 // request that used it was accepted.
 //
 // Compiling costs far more than the compiled catalog holds: a 4,096-tool
@@ -55,10 +58,15 @@ type Cache struct {
 }
 
 // CacheTools is the most tools the catalogs a Cache holds may have in
-// all: a few hundred megabytes of compiled catalogs. The catalog last
-// compiled is held whatever its size. Those compiled once and not asked
-// for again hold a quarter of it at most.
+// all, beside the byte bound. The catalog last compiled is held whatever
+// its tools. Those compiled once and not asked for again hold a quarter
+// of it at most.
 const CacheTools = 1 << 15
+
+// DefaultCacheBytes is CacheOptions.Bytes' default: 512 MB of compiled
+// catalogs, some 80 catalogs of 200 tools with a few hundred bytes of
+// text each, fewer once their memos fill.
+const DefaultCacheBytes = 512 << 20
 
 // DefaultCompileBytes is CacheOptions.CompileBytes' default: a catalog
 // at the proxy's text cap (4 MB for 4,096 tools, 5 MB of weight)
@@ -92,6 +100,13 @@ var errStarterLeft = errors.New("the request that started the compile left while
 type CacheOptions struct {
 	// Catalogs bounds the catalogs held; <= 0 means 64.
 	Catalogs int
+	// Bytes bounds the heap the catalogs held hold together, as they
+	// estimate it (within some 10 % of the heap they keep alive, their
+	// tools' text included, the word vectors all catalogs share not).
+	// A catalog whose heap alone passes it is compiled and returned but
+	// not held: each Get of its key compiles it again. 0 means
+	// DefaultCacheBytes; below 0, no bound.
+	Bytes int64
 	// CompileBytes bounds the compile work running at once, all Gets
 	// together, in bytes of tool text (plus 256 a tool): memory while
 	// compiling grows with it (100 to 200 bytes of heap a byte). A
@@ -112,15 +127,18 @@ type CacheOptions struct {
 
 // CacheStats are a Cache's counters since it was created.
 type CacheStats struct {
-	Hits    int64 // Gets answered from the cache
-	Misses  int64 // Gets that compiled or waited on another Get's compile
-	Refused int64 // compiles given up for want of room (ErrCompileBusy)
-	Len     int   // catalogs held now
-	Tools   int64 // their tools
+	Hits     int64 // Gets answered from the cache
+	Misses   int64 // Gets that compiled or waited on another Get's compile
+	Refused  int64 // compiles given up for want of room (ErrCompileBusy)
+	TooLarge int64 // catalogs compiled but not held: larger than CacheOptions.Bytes alone
+	Len      int   // catalogs held now
+	Tools    int64 // their tools
+	Bytes    int64 // their estimated heap, as last read (when each was last asked for)
 }
 
 // NewCache returns a cache holding up to size catalogs (<= 0 means 64),
-// least recently used evicted first, with the default compile bounds.
+// least recently used evicted first, with the default byte and compile
+// bounds.
 func NewCache(size int) *Cache { return NewCacheWith(CacheOptions{Catalogs: size}) }
 
 // NewCacheWith returns a cache configured by o.
@@ -139,7 +157,10 @@ func newCache(o CacheOptions, maxTools int) *Cache {
 	if o.CatalogEmbeddings <= 0 {
 		o.CatalogEmbeddings = DefaultCatalogEmbeddings
 	}
-	c := &Cache{held: newCatalogStore(o.Catalogs, int64(maxTools)), wait: o.CompileWait, compile: Compile,
+	if o.Bytes == 0 {
+		o.Bytes = DefaultCacheBytes
+	}
+	c := &Cache{held: newCatalogStore(o.Catalogs, int64(maxTools), o.Bytes), wait: o.CompileWait, compile: Compile,
 		embeds: semaphore.NewWeighted(int64(o.CatalogEmbeddings))}
 	if o.CompileBytes > 0 {
 		c.room, c.roomSize = semaphore.NewWeighted(o.CompileBytes), o.CompileBytes
@@ -284,6 +305,7 @@ func (c *Cache) Retain(keys ...uint64) {
 
 // Stats returns the hit and miss counters and the current size.
 func (c *Cache) Stats() CacheStats {
-	n, tools := c.held.size()
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Refused: c.refused.Load(), Len: n, Tools: tools}
+	n := c.held.size()
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Refused: c.refused.Load(), TooLarge: n.tooLarge,
+		Len: n.catalogs, Tools: n.tools, Bytes: n.bytes}
 }

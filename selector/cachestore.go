@@ -17,7 +17,15 @@ import (
 // not let go for its sake. A key accepted before whose catalog was let go
 // before it was used again (fresh was full of others) goes to kept on its
 // next accepted use: a catalog pays at most one compile more than a
-// single LRU would make it. It is safe for concurrent use.
+// single LRU would make it.
+//
+// The bounds are the catalogs' estimated heap (Catalog.heldBytes, read
+// again whenever a catalog is asked for, as its memos grow), their number
+// and their tools. A catalog whose heap alone passes the byte bound is
+// not held at all: holding it would let every other catalog go, and two
+// clients with such catalogs would take turns compiling them.
+//
+// It is safe for concurrent use.
 type catalogStore struct {
 	mu          sync.Mutex
 	fresh, kept *simplelru.LRU[string, *Catalog]
@@ -25,11 +33,16 @@ type catalogStore struct {
 
 	maxLen, maxFresh        int   // catalogs: in all, in fresh
 	maxTools, maxFreshTools int64 // their tools: in all, in fresh
+	maxBytes, maxFreshBytes int64 // their heap: in all, in fresh; <= 0: no bound
 	tools, freshTools       int64
+	bytes, freshBytes       int64
+	charged                 map[string]int64 // each held catalog's heap, as last read
+	tooLarge                int64            // catalogs not held: over maxBytes alone
 }
 
-func newCatalogStore(size int, maxTools int64) *catalogStore {
-	s := &catalogStore{maxLen: size, maxFresh: max(size/4, 1), maxTools: maxTools, maxFreshTools: maxTools / 4}
+func newCatalogStore(size int, maxTools, maxBytes int64) *catalogStore {
+	s := &catalogStore{maxLen: size, maxFresh: max(size/4, 1), maxTools: maxTools, maxFreshTools: maxTools / 4,
+		maxBytes: maxBytes, maxFreshBytes: maxBytes / 4, charged: map[string]int64{}}
 	// Both lists could hold every catalog; add trims them to the bounds
 	// itself, so simplelru's own eviction never runs. Errors only for
 	// sizes <= 0.
@@ -40,14 +53,29 @@ func newCatalogStore(size int, maxTools int64) *catalogStore {
 }
 
 // get returns key's catalog, if held. A fresh one stays fresh: only an
-// accepted request moves it (accept).
+// accepted request moves it (accept). The catalog's heap is read again,
+// and others let go if it grew past the bounds.
 func (s *catalogStore) get(key string) (*Catalog, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cat, ok := s.kept.Get(key); ok {
-		return cat, true
+	fresh := false
+	cat, ok := s.kept.Get(key)
+	if !ok {
+		if cat, ok = s.fresh.Get(key); !ok {
+			return nil, false
+		}
+		fresh = true
 	}
-	return s.fresh.Get(key)
+	if n := cat.heldBytes(); n != s.charged[key] {
+		d := n - s.charged[key]
+		s.charged[key] = n
+		s.bytes += d
+		if fresh {
+			s.freshBytes += d
+		}
+		s.trim(key)
+	}
+	return cat, true
 }
 
 // accept notes that a request that used key's catalog was accepted, and
@@ -65,29 +93,61 @@ func (s *catalogStore) accept(key string) *Catalog {
 	if ok && again {
 		s.fresh.Remove(key)
 		s.freshTools -= int64(cat.Len())
+		s.freshBytes -= s.charged[key]
 		s.kept.Add(key, cat)
 	}
 	return cat
 }
 
-// add holds cat under key in fresh, then lets the least recently used
-// catalogs go until the bounds hold: fresh ones past fresh's share first,
-// then fresh ones before kept ones. cat itself stays, whatever its size.
+// add holds cat under key in fresh, then lets catalogs go until the
+// bounds hold (trim). cat itself stays whatever its tools, but not when
+// its heap alone is over the byte bound: then it is not held.
 func (s *catalogStore) add(key string, cat *Catalog) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.remove(key)
+	size := cat.heldBytes()
+	if s.maxBytes > 0 && size > s.maxBytes {
+		// Not held, so no accepted request starts its background
+		// work (accept finds nothing).
+		s.tooLarge++
+		return
+	}
 	n := int64(cat.Len())
 	s.tools += n
+	s.bytes += size
+	s.charged[key] = size
 	s.fresh.Add(key, cat)
 	s.freshTools += n
-	for (s.freshTools > s.maxFreshTools || s.fresh.Len() > s.maxFresh) && s.dropOldest(s.fresh, key) {
+	s.freshBytes += size
+	s.trim(key)
+}
+
+// trim lets catalogs go until the bounds hold, never keep's: fresh ones
+// past fresh's share first, then fresh ones before kept ones, least
+// recently used first.
+func (s *catalogStore) trim(keep string) {
+	for s.freshOver() && s.dropOldest(s.fresh, keep) {
 	}
-	for s.tools > s.maxTools || s.fresh.Len()+s.kept.Len() > s.maxLen {
-		if !s.dropOldest(s.fresh, key) && !s.dropOldest(s.kept, key) {
-			return
+	for s.over() {
+		if s.dropOldest(s.fresh, keep) {
+			continue
 		}
+		if s.dropOldest(s.kept, keep) {
+			continue
+		}
+		return
 	}
+}
+
+// freshOver reports whether fresh holds more than its share.
+func (s *catalogStore) freshOver() bool {
+	return s.freshTools > s.maxFreshTools || s.fresh.Len() > s.maxFresh || s.maxBytes > 0 && s.freshBytes > s.maxFreshBytes
+}
+
+// over reports whether the catalogs held pass a bound.
+func (s *catalogStore) over() bool {
+	return s.tools > s.maxTools || s.fresh.Len()+s.kept.Len() > s.maxLen || s.maxBytes > 0 && s.bytes > s.maxBytes
 }
 
 // dropOldest lets l's least recently used catalog go, unless l is empty
@@ -106,14 +166,22 @@ func (s *catalogStore) remove(key string) {
 	if cat, ok := s.fresh.Peek(key); ok {
 		s.fresh.Remove(key)
 		s.freshTools -= int64(cat.Len())
-		s.tools -= int64(cat.Len())
-		cat.stopBackground()
+		s.freshBytes -= s.charged[key]
+		s.release(key, cat)
 	}
 	if cat, ok := s.kept.Peek(key); ok {
 		s.kept.Remove(key)
-		s.tools -= int64(cat.Len())
-		cat.stopBackground()
+		s.release(key, cat)
 	}
+}
+
+// release takes a catalog no longer held off the totals and stops its
+// background work.
+func (s *catalogStore) release(key string, cat *Catalog) {
+	s.tools -= int64(cat.Len())
+	s.bytes -= s.charged[key]
+	delete(s.charged, key)
+	cat.stopBackground()
 }
 
 // purge lets every catalog go, stopping their background work, and
@@ -129,12 +197,22 @@ func (s *catalogStore) purge() {
 	s.fresh.Purge()
 	s.kept.Purge()
 	s.seen.Purge()
+	clear(s.charged)
 	s.tools, s.freshTools = 0, 0
+	s.bytes, s.freshBytes = 0, 0
 }
 
-// size returns the catalogs held and their tools.
-func (s *catalogStore) size() (int, int64) {
+// storeSize is what a catalogStore holds.
+type storeSize struct {
+	catalogs     int
+	tools, bytes int64
+	tooLarge     int64
+}
+
+// size returns the catalogs held, their tools and heap, and how many
+// catalogs were too large to hold.
+func (s *catalogStore) size() storeSize {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.fresh.Len() + s.kept.Len(), s.tools
+	return storeSize{s.fresh.Len() + s.kept.Len(), s.tools, s.bytes, s.tooLarge}
 }

@@ -1,0 +1,129 @@
+package selector
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+)
+
+// prebuilt compiles catalogs of the sizes given, once each, for
+// useCatalogs.
+func prebuilt(t *testing.T, sizes ...int) map[int]*Catalog {
+	t.Helper()
+	cats := map[int]*Catalog{}
+	for _, n := range sizes {
+		cats[n] = compileTest(t, syntheticTools(n), Config{})
+	}
+	return cats
+}
+
+// useCatalogs makes c's compiles return the catalog of cats with as many
+// tools as asked for, and counts them: the store's tests need many
+// catalogs of known heap, not their compiles. One catalog may then be
+// held under several keys.
+func useCatalogs(c *Cache, cats map[int]*Catalog) (compiles *atomic.Int64) {
+	compiles = new(atomic.Int64)
+	c.compile = func(_ context.Context, tools []Tool, _ Config) (*Catalog, error) {
+		compiles.Add(1)
+		return cats[len(tools)], nil
+	}
+	return compiles
+}
+
+// getTools asks c for key, whose catalog has n tools, for a request the
+// upstream accepts.
+func getTools(t *testing.T, c *Cache, key string, n int) {
+	t.Helper()
+	if _, err := c.Get(context.Background(), key, func() ([]Tool, Config) { return make([]Tool, n), Config{} }); err != nil {
+		t.Fatal(err)
+	}
+	c.Accepted(key)
+}
+
+func TestCacheHoldsNoMoreBytesThanItsBound(t *testing.T) {
+	cats := prebuilt(t, 20, 200)
+	small, large := cats[20].heldBytes(), cats[200].heldBytes()
+	if large < 3*small {
+		t.Fatalf("catalogs of %d and %d bytes: the test needs the large one three times the small", small, large)
+	}
+	bound := large + 2*small
+	newStore := func(t *testing.T) (*Cache, *atomic.Int64) {
+		c := newCache(CacheOptions{Catalogs: 100, Bytes: bound}, CacheTools)
+		return c, useCatalogs(c, cats)
+	}
+	t.Run("catalogs asked for again are let go, least recently used first, to keep their heap under the bound", func(t *testing.T) {
+		c, _ := newStore(t)
+		for i := range 10 {
+			key := fmt.Sprint("s", i)
+			getTools(t, c, key, 20)
+			getTools(t, c, key, 20)
+			if s := c.Stats(); s.Bytes > bound {
+				t.Fatalf("after %d catalogs: %d bytes held, over the bound of %d", i+1, s.Bytes, bound)
+			}
+		}
+		getTools(t, c, "big", 200)
+		getTools(t, c, "big", 200)
+		if s := c.Stats(); s.Bytes > bound || s.Len != 3 {
+			t.Errorf("after a large catalog: %d catalogs of %d bytes; want the large one and the two newest small ones, %d bytes", s.Len, s.Bytes, large+2*small)
+		}
+	})
+	t.Run("catalogs compiled once hold a quarter of the bound", func(t *testing.T) {
+		c, _ := newStore(t)
+		for i := range 20 {
+			getTools(t, c, fmt.Sprint("once", i), 20)
+		}
+		if s := c.Stats(); s.Bytes > bound/4+small {
+			t.Errorf("%d one-off catalogs hold %d bytes; want a quarter of %d", s.Len, s.Bytes, bound)
+		}
+	})
+	t.Run("a catalog larger than the bound alone is compiled and returned, not held", func(t *testing.T) {
+		c := newCache(CacheOptions{Catalogs: 100, Bytes: large / 2}, CacheTools)
+		compiles := useCatalogs(c, cats)
+		getTools(t, c, "small", 20)
+		getTools(t, c, "small", 20)
+		for range 2 {
+			cat, err := c.Get(context.Background(), "huge", func() ([]Tool, Config) { return make([]Tool, 200), Config{} })
+			if err != nil || cat == nil || cat.Len() != 200 {
+				t.Fatalf("Get = %v, %v; want the compiled catalog", cat, err)
+			}
+		}
+		s := c.Stats()
+		if s.Len != 1 || s.Bytes != small || s.TooLarge != 2 {
+			t.Errorf("stats %+v: want the small catalog alone held and two too large", s)
+		}
+		if n := compiles.Load(); n != 3 {
+			t.Errorf("%d compiles; want 3: the small catalog once, the large one on each Get", n)
+		}
+	})
+	t.Run("a catalog's memos growing are counted when it is asked for, and others let go", func(t *testing.T) {
+		c := newCache(CacheOptions{Catalogs: 100, Bytes: 1 << 30}, CacheTools)
+		grows := compileTest(t, syntheticTools(30), Config{})
+		other := compileTest(t, syntheticTools(20), Config{})
+		c.compile = func(_ context.Context, tools []Tool, _ Config) (*Catalog, error) {
+			if len(tools) == 30 {
+				return grows, nil
+			}
+			return other, nil
+		}
+		getTools(t, c, "other", 20)
+		getTools(t, c, "other", 20)
+		getTools(t, c, "grows", 30)
+		getTools(t, c, "grows", 30)
+		before := c.Stats().Bytes
+		for i := range 50 {
+			if _, err := grows.Search(context.Background(), Query{Text: fmt.Sprintf("archive the %d drafts of the quarterly report %d", i, i*7)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		grown := grows.heldBytes() + other.heldBytes()
+		if grown <= before {
+			t.Fatalf("searching did not grow the catalog's heap (%d -> %d bytes)", before, grown)
+		}
+		c.held.maxBytes = grown - 1 // the bound the grown catalogs pass
+		getTools(t, c, "grows", 30)
+		if s := c.Stats(); s.Len != 1 || s.Bytes != grows.heldBytes() {
+			t.Errorf("after the grown catalog was asked for: %d catalogs of %d bytes; want it alone, %d", s.Len, s.Bytes, grows.heldBytes())
+		}
+	})
+}
