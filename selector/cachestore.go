@@ -1,6 +1,7 @@
 package selector
 
 import (
+	"math/rand/v2"
 	"sync"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -25,6 +26,19 @@ import (
 // not held at all: holding it would let every other catalog go, and two
 // clients with such catalogs would take turns compiling them.
 //
+// Kept lets its least recently used catalog go first, except to make room
+// for a key compiled again after an accepted request used it and the
+// store let it go: that is the sign of a set of catalogs asked for in
+// turn that is larger than the bounds (tenants' agents taking their steps
+// in rotation), where least recently used lets go of exactly the catalog
+// asked for next and no request hits. Such a key's room comes from a
+// catalog picked at random among the least recently used three quarters
+// of kept instead: each catalog of the rotation then survives a round
+// with a fair chance (0.60 of the requests hit when the rotation is a
+// fifth larger than the bounds, where least recently used hits none), and
+// the quarter asked for most recently, where catalogs in steady use are,
+// is never picked.
+//
 // It is safe for concurrent use.
 type catalogStore struct {
 	mu          sync.Mutex
@@ -38,11 +52,13 @@ type catalogStore struct {
 	bytes, freshBytes       int64
 	charged                 map[string]int64 // each held catalog's heap, as last read
 	tooLarge                int64            // catalogs not held: over maxBytes alone
+	rand                    *rand.Rand       // picks the catalog a recompiled key's room comes from
 }
 
 func newCatalogStore(size int, maxTools, maxBytes int64) *catalogStore {
 	s := &catalogStore{maxLen: size, maxFresh: max(size/4, 1), maxTools: maxTools, maxFreshTools: maxTools / 4,
-		maxBytes: maxBytes, maxFreshBytes: maxBytes / 4, charged: map[string]int64{}}
+		maxBytes: maxBytes, maxFreshBytes: maxBytes / 4, charged: map[string]int64{},
+		rand: rand.New(rand.NewPCG(uint64(size), uint64(maxBytes)))}
 	// Both lists could hold every catalog; add trims them to the bounds
 	// itself, so simplelru's own eviction never runs. Errors only for
 	// sizes <= 0.
@@ -73,7 +89,7 @@ func (s *catalogStore) get(key string) (*Catalog, bool) {
 		if fresh {
 			s.freshBytes += d
 		}
-		s.trim(key)
+		s.trim(key, false)
 	}
 	return cat, true
 }
@@ -120,20 +136,22 @@ func (s *catalogStore) add(key string, cat *Catalog) {
 	s.fresh.Add(key, cat)
 	s.freshTools += n
 	s.freshBytes += size
-	s.trim(key)
+	s.trim(key, s.seen.Contains(key))
 }
 
 // trim lets catalogs go until the bounds hold, never keep's: fresh ones
 // past fresh's share first, then fresh ones before kept ones, least
-// recently used first.
-func (s *catalogStore) trim(keep string) {
+// recently used first. Kept's go least recently used first, or, when
+// recompiled says keep was let go after an accepted request used it, at
+// random among the least recently used three quarters.
+func (s *catalogStore) trim(keep string, recompiled bool) {
 	for s.freshOver() && s.dropOldest(s.fresh, keep) {
 	}
 	for s.over() {
 		if s.dropOldest(s.fresh, keep) {
 			continue
 		}
-		if s.dropOldest(s.kept, keep) {
+		if recompiled && s.dropRandom(keep) || s.dropOldest(s.kept, keep) {
 			continue
 		}
 		return
@@ -155,6 +173,21 @@ func (s *catalogStore) over() bool {
 func (s *catalogStore) dropOldest(l *simplelru.LRU[string, *Catalog], keep string) bool {
 	k, _, ok := l.GetOldest()
 	if !ok || k == keep {
+		return false
+	}
+	s.remove(k)
+	return true
+}
+
+// dropRandom lets a kept catalog go, picked at random among the least
+// recently used three quarters (at least one), unless that is keep's.
+func (s *catalogStore) dropRandom(keep string) bool {
+	keys := s.kept.Keys() // oldest first
+	if len(keys) == 0 {
+		return false
+	}
+	k := keys[s.rand.IntN(max(len(keys)*3/4, 1))]
+	if k == keep {
 		return false
 	}
 	s.remove(k)

@@ -127,3 +127,72 @@ func TestCacheHoldsNoMoreBytesThanItsBound(t *testing.T) {
 		}
 	})
 }
+
+func TestCacheHitsCatalogsAskedForInRotation(t *testing.T) {
+	const capacity = 40
+	cats := prebuilt(t, 5)
+	// rotate asks for keys in turn, rounds times, and returns the share
+	// of hits over the rounds after the first two (which fill the cache).
+	// Between two keys of the rotation it asks for each of hot, whose
+	// hits it returns apart.
+	rotate := func(t *testing.T, keys, rounds int, hot []string, byBytes bool) (rotating, hotHits float64) {
+		o := CacheOptions{Catalogs: capacity}
+		if byBytes {
+			o = CacheOptions{Catalogs: 10 * capacity, Bytes: capacity * cats[5].heldBytes()}
+		}
+		c := newCache(o, CacheTools)
+		useCatalogs(c, cats)
+		var hits, gets, hHits, hGets int64
+		for r := range rounds {
+			for k := range keys {
+				before := c.Stats().Hits
+				getTools(t, c, fmt.Sprint("tenant", k), 5)
+				if r >= 2 {
+					gets++
+					hits += c.Stats().Hits - before
+				}
+				for _, h := range hot {
+					before := c.Stats().Hits
+					getTools(t, c, h, 5)
+					if r >= 2 {
+						hGets++
+						hHits += c.Stats().Hits - before
+					}
+				}
+			}
+		}
+		rotating = float64(hits) / float64(gets)
+		if hGets > 0 {
+			hotHits = float64(hHits) / float64(hGets)
+		}
+		t.Logf("%d keys in rotation over room for %d: %.2f of their gets hit; hot keys %.2f", keys, capacity, rotating, hotHits)
+		return rotating, hotHits
+	}
+	tests := []struct {
+		name         string
+		keys         int
+		hot          []string
+		byBytes      bool    // the byte bound makes the room, not the count
+		wantRotating float64 // at least
+		wantHot      float64 // at least
+	}{
+		{"a rotation that fits hits every time", capacity - 2, nil, false, 1, 0},
+		// Least recently used gets none here; random picks among the
+		// older three quarters give about 0.55 on average.
+		{"a rotation a fifth larger than the bound still hits", capacity * 6 / 5, nil, false, 0.4, 0},
+		{"a rotation a fifth larger than the byte bound still hits", capacity * 6 / 5, nil, true, 0.4, 0},
+		{"a rotation twice the bound hits some", capacity * 2, nil, false, 0.05, 0},
+		{"catalogs in steady use keep their hits beside a rotation past the bound", capacity * 3 / 2, []string{"hot1", "hot2", "hot3"}, false, 0.1, 0.99},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rotating, hot := rotate(t, tt.keys, 30, tt.hot, tt.byBytes)
+			if rotating < tt.wantRotating {
+				t.Errorf("rotation hit rate %.2f, want at least %.2f", rotating, tt.wantRotating)
+			}
+			if hot < tt.wantHot {
+				t.Errorf("hot keys' hit rate %.2f, want at least %.2f", hot, tt.wantHot)
+			}
+		})
+	}
+}
