@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/selector"
 )
 
 // cgroupMemoryFiles hold a container's memory limit: cgroup v2's, then
@@ -19,10 +20,25 @@ var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/me
 // the container's memory limit when that is lower, so a 512 MB container
 // is not told it may hold a gigabyte of request bodies.
 func inflightLimit(text string, files []string) (int64, string, error) {
+	return memoryLimit("max-inflight-mb", text, proxy.DefaultMaxInflightBytes, files)
+}
+
+// catalogCacheLimit returns the catalog cache's byte bound for the
+// --catalog-cache-mb flag's text (below 0: none), and where it came from:
+// as inflightLimit, from selector.DefaultCacheBytes.
+func catalogCacheLimit(text string, files []string) (int64, string, error) {
+	return memoryLimit("catalog-cache-mb", text, selector.DefaultCacheBytes, files)
+}
+
+// memoryLimit returns a bound in bytes that the flag named flag sets in
+// megabytes (text; 0: no bound, returned as -1), or else def, or a
+// quarter of the container's memory limit, read from the first of files
+// that holds one, when that is lower; and where it came from.
+func memoryLimit(flag, text string, def int64, files []string) (int64, string, error) {
 	if text != "" {
 		mb, err := strconv.ParseInt(text, 10, 64)
 		if err != nil || mb < 0 || mb > 1<<30 {
-			return 0, "", fmt.Errorf("%w: --max-inflight-mb %q must be a whole number of megabytes, 0 for no bound", errUsage, text)
+			return 0, "", fmt.Errorf("%w: --%s %q must be a whole number of megabytes, 0 for no bound", errUsage, flag, text)
 		}
 		if mb == 0 {
 			return -1, "flag", nil
@@ -38,12 +54,12 @@ func inflightLimit(text string, files []string) (int64, string, error) {
 		if err != nil || limit <= 0 { // "max": no limit
 			continue
 		}
-		if q := limit / 4; q < proxy.DefaultMaxInflightBytes {
+		if q := limit / 4; q < def {
 			return q, "a quarter of the container's memory limit", nil
 		}
 		break
 	}
-	return proxy.DefaultMaxInflightBytes, "default", nil
+	return def, "default", nil
 }
 
 // compileLimit returns the compile bound for the --max-compile-mb flag's

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/selector"
 )
 
 func TestTheInflightLimitComesFromTheFlagOrTheContainersMemory(t *testing.T) {
@@ -75,6 +77,41 @@ func TestTheCompileLimitComesFromTheFlag(t *testing.T) {
 			}
 			if err != nil || got != tc.want {
 				t.Errorf("compileLimit = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTheCatalogCacheLimitComesFromTheFlagOrTheContainersMemory(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small")
+	if err := os.WriteFile(small, []byte("1073741824\n"), 0o644); err != nil { // 1 GB
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		flag  string
+		files []string
+		want  int64
+		from  string
+		usage bool
+	}{
+		{"the flag sets it in megabytes", "2048", []string{small}, 2048 << 20, "flag", false},
+		{"a flag of 0 lifts the bound", "0", nil, -1, "flag", false},
+		{"a flag that is not a number is a usage error", "1g", nil, 0, "", true},
+		{"a small container keeps a quarter of its memory in catalogs", "", []string{small}, 256 << 20, "a quarter of the container's memory limit", false},
+		{"no container limit means the default", "", []string{filepath.Join(dir, "absent")}, selector.DefaultCacheBytes, "default", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, from, err := catalogCacheLimit(tc.flag, tc.files)
+			if tc.usage {
+				if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--catalog-cache-mb") {
+					t.Errorf("err = %v, want a usage error naming --catalog-cache-mb", err)
+				}
+				return
+			}
+			if err != nil || got != tc.want || from != tc.from {
+				t.Errorf("catalogCacheLimit = %d, %q, %v; want %d, %q", got, from, err, tc.want, tc.from)
 			}
 		})
 	}
