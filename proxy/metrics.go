@@ -197,6 +197,14 @@ func (m *Metrics) bind(g *Gateway) {
 					Name: "toolgate_catalog_compiles_refused_total",
 					Help: "Catalog compiles given up for want of room among the compiles running (--max-compile-mb): each request was answered 503 gateway_overloaded.",
 				}, func() float64 { return float64(c.Stats().Refused) }),
+				prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+					Name: "toolgate_catalog_cache_bytes",
+					Help: "Estimated heap of the compiled catalogs held, against --catalog-cache-mb.",
+				}, func() float64 { return float64(c.Stats().Bytes) }),
+				prometheus.NewCounterFunc(prometheus.CounterOpts{
+					Name: "toolgate_catalogs_too_large_total",
+					Help: "Catalogs compiled but not kept, each larger than --catalog-cache-mb alone: their clients compile them with every request.",
+				}, func() float64 { return float64(c.Stats().TooLarge) }),
 			)
 		}
 	})

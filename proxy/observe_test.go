@@ -275,6 +275,8 @@ func TestMetricsAreExposedAndCount(t *testing.T) {
 		{"the session is counted once", `toolgate_sessions`, eq(1)},
 		{"the first catalog lookup misses", `toolgate_catalog_cache_misses_total`, eq(1)},
 		{"the second lookup of the same catalog hits", `toolgate_catalog_cache_hits_total`, eq(1)},
+		{"the catalog held is counted at its estimated heap", `toolgate_catalog_cache_bytes`, gt(100 << 10)},
+		{"no catalog was too large to keep", `toolgate_catalogs_too_large_total`, eq(0)},
 		{"successful policy reloads are counted", `toolgate_policy_reloads_total{result="ok"}`, eq(1)},
 		{"failed policy reloads are counted", `toolgate_policy_reloads_total{result="error"}`, eq(1)},
 		{"the process collector reports RSS", `process_resident_memory_bytes`, gt(0)},
