@@ -92,30 +92,8 @@ func (u *usageTap) seeLines(b []byte) {
 // "usage": null (OpenAI's every chunk, with include_usage): they are
 // ruled out by a scan, before gjson reads (and copies) anything.
 func (u *usageTap) line(l []byte) {
-	if usage, ok := lastUsage(l); ok && rewrite.HasInputTokens(usage) {
+	if usage, ok := rewrite.LastUsage(l); ok && rewrite.HasInputTokens(usage) {
 		u.last = append(u.last[:0], usage.Raw...)
-	}
-}
-
-// lastUsage returns the last "usage" member of l whose value is an
-// object. A key is never inside a JSON string (its quotes would be
-// escaped there), and the usage of a Responses event follows the tools
-// it repeats, whose schemas may name a property "usage".
-func lastUsage(l []byte) (gjson.Result, bool) {
-	key := []byte(`"usage"`)
-	for end := len(l); ; {
-		i := bytes.LastIndex(l[:end], key)
-		if i < 0 {
-			return gjson.Result{}, false
-		}
-		end = i
-		v := bytes.TrimLeft(l[i+len(key):], " \t")
-		if len(v) == 0 || v[0] != ':' {
-			continue
-		}
-		if v = bytes.TrimLeft(v[1:], " \t"); len(v) > 0 && v[0] == '{' {
-			return gjson.ParseBytes(v), true
-		}
 	}
 }
 

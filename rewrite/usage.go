@@ -12,6 +12,7 @@ package rewrite
 // reads any of them, and the names of the other APIs are simply absent.
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 
@@ -173,6 +174,34 @@ func CachedTokens(u gjson.Result) (cached int64, ok bool) {
 // name.
 func HasInputTokens(u gjson.Result) bool {
 	return u.Get("prompt_tokens").Type == gjson.Number || u.Get("input_tokens").Type == gjson.Number
+}
+
+// LastUsage returns the last "usage" member of line, one event of any
+// API's stream, whose value is an object; ok is false when it has none.
+// It scans for the key before gjson reads (and copies) anything, so the
+// many lines without a usage (deltas, or OpenAI's "usage": null in every
+// chunk) cost a search only. A key is never inside a JSON string (its
+// quotes would be escaped there), and the usage of a Responses event
+// follows the tools it repeats, whose schemas may name a property
+// "usage": hence the last one. The usage's Raw begins at the object and,
+// as gjson.Parse leaves it, runs on to the line's end: read it with Get.
+// It does not validate line, nor check where in it the member stands.
+func LastUsage(line []byte) (usage gjson.Result, ok bool) {
+	key := []byte(`"usage"`)
+	for end := len(line); ; {
+		i := bytes.LastIndex(line[:end], key)
+		if i < 0 {
+			return gjson.Result{}, false
+		}
+		end = i
+		v := bytes.TrimLeft(line[i+len(key):], " \t")
+		if len(v) == 0 || v[0] != ':' {
+			continue
+		}
+		if v = bytes.TrimLeft(v[1:], " \t"); len(v) > 0 && v[0] == '{' {
+			return gjson.ParseBytes(v), true
+		}
+	}
 }
 
 // escapePath escapes the characters gjson and sjson read as path syntax,
