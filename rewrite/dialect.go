@@ -1,5 +1,7 @@
 package rewrite
 
+import "github.com/tidwall/gjson"
+
 // Dialect is one API's wire format as the search loop needs it: read the
 // tools and the conversation, write the upstream request, read the calls in
 // a response, and strip the gateway's traces from what the client gets. The
@@ -52,8 +54,9 @@ type EventWriter interface {
 type Chat struct{}
 
 var (
-	_ Dialect     = Chat{}
-	_ EventWriter = Chat{}
+	_ Dialect      = Chat{}
+	_ EventWriter  = Chat{}
+	_ ExtrasEchoer = Chat{}
 )
 
 // ParseRequest implements Dialect with ParseRequestCached.
@@ -86,4 +89,23 @@ func (Chat) EndEvents(head ChunkHead, finish string, usage []byte) [][]byte {
 		out = append(out, usageEvent(head, usage))
 	}
 	return append(out, []byte(chatDone))
+}
+
+// RefusedExtras implements ExtrasEchoer.
+func (Chat) RefusedExtras(body []byte, rounds []Round) bool {
+	for _, r := range rounds {
+		if r.Extra == "" {
+			continue
+		}
+		hit := false
+		// Extra is members without braces.
+		gjson.Parse("{" + r.Extra + "}").ForEach(func(k, _ gjson.Result) bool {
+			hit = RefusedMember(body, k.Str)
+			return !hit
+		})
+		if hit {
+			return true
+		}
+	}
+	return false
 }
