@@ -148,12 +148,12 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 			}
 			continue
 		}
-		if string(data) == "[DONE]" { // neither API's, but some servers add it
-			continue
-		}
 		ev, err := reader.Read(data)
 		if err != nil {
 			return res, fmt.Errorf("%w: %w", ErrUpstreamBadResponse, err)
+		}
+		if ev.Stray {
+			continue
 		}
 		if s.resp == nil {
 			s.resp = resp // the first round's headers are the client's

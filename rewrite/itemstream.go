@@ -81,6 +81,11 @@ type ItemEvent struct {
 	// relay passes it on from every round, where a later round's other
 	// lifecycle events would open a second response.
 	KeepAlive bool
+	// Stray is true for data neither API sends but some of their servers
+	// add (Chat Completions' end marker, [DONE], after the terminal
+	// event): it belongs to no response, and the relay passes over it.
+	// Nothing else of the event is set.
+	Stray bool
 	// Terminal is true for the events that end a response stream:
 	// response.completed and response.incomplete, message_delta;
 	// response.failed and error (Failed is true too).
@@ -140,6 +145,10 @@ func ShowOf(call bool, name string, reasoning bool, keep func(Call) bool) ItemSh
 	}
 	return ShowNow
 }
+
+// strayItemEvent reports whether data is an event an item stream's API
+// never sends (ItemEvent.Stray).
+func strayItemEvent(data []byte) bool { return string(data) == chatDone }
 
 // readItemEvent parses one item stream event's data, an object with a
 // type, into its root and an event of that type with no index yet.

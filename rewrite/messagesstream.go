@@ -36,6 +36,9 @@ type blockBuild struct {
 
 // Read implements ItemReader.
 func (m *messagesReader) Read(data []byte) (ItemEvent, error) {
+	if strayItemEvent(data) {
+		return ItemEvent{Stray: true}, nil
+	}
 	root, ev, err := readItemEvent(data)
 	if err != nil {
 		return ev, err

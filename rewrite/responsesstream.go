@@ -16,7 +16,12 @@ func (Responses) ItemReader() ItemReader { return responsesReader{} }
 
 type responsesReader struct{}
 
-func (responsesReader) Read(data []byte) (ItemEvent, error) { return Responses{}.ParseItemEvent(data) }
+func (responsesReader) Read(data []byte) (ItemEvent, error) {
+	if strayItemEvent(data) {
+		return ItemEvent{Stray: true}, nil
+	}
+	return Responses{}.ParseItemEvent(data)
+}
 
 // ParseItemEvent classifies one Responses stream event; the terminal one
 // carries the whole response.

@@ -123,3 +123,12 @@ func TestResponsesEventsEchoTheClientsTools(t *testing.T) {
 		})
 	}
 }
+
+func TestItemReadersMarkAChatEndMarkerStray(t *testing.T) {
+	for _, iw := range []ItemEventWriter{Responses{}, Messages{}} {
+		ev, err := iw.ItemReader().Read([]byte("[DONE]"))
+		if err != nil || !ev.Stray || ev.Terminal {
+			t.Errorf("%T: read [DONE] as %+v, %v; want a stray event", iw, ev, err)
+		}
+	}
+}
