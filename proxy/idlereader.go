@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/rewrite"
 )
 
 // silences are how long a stream may stay silent: before its output
@@ -18,7 +19,7 @@ import (
 // after that, gateway.timeouts.idle. OpenAI Chat Completions sends no
 // event until output begins; the Responses and Messages APIs send their
 // lifecycle events first (response.created, message_start) and then think
-// in silence, so those do not count as output (lifecycleEvent).
+// in silence, so those do not count as output (rewrite.Lifecycle).
 type silences struct{ first, between time.Duration }
 
 // streamSilences returns a stream's silences under p: two minutes between
@@ -86,7 +87,9 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 
 // eventScan reads an event stream's lines until its output begins: an
 // event named other than a lifecycle event, or data without a name (Chat
-// Completions names none). It keeps only a line's first bytes, as much
+// Completions names none). It reads below the dialect (a passed-through
+// stream has none), so any API's lifecycle event counts
+// (rewrite.AnyLifecycleEvent). It keeps only a line's first bytes, as much
 // as an event name needs, so it costs nothing once output has begun and
 // little before.
 type eventScan struct {
@@ -112,29 +115,13 @@ func (s *eventScan) output(b []byte) bool {
 		case len(line) == 0:
 			s.named = false // the event ended
 		case bytes.HasPrefix(line, []byte("event:")):
-			if !lifecycleEvent(string(bytes.TrimSpace(line[len("event:"):]))) {
+			if !rewrite.AnyLifecycleEvent(string(bytes.TrimSpace(line[len("event:"):]))) {
 				return true
 			}
 			s.named = true
 		case bytes.HasPrefix(line, []byte("data:")) && !s.named:
 			return true
 		}
-	}
-	return false
-}
-
-// lifecycleEvent reports whether an event of this name says the answer
-// has begun, or is alive, without carrying any of it: the Responses API's
-// response.created, in_progress and queued and the added item or part
-// (a reasoning item is added before the model thinks), Anthropic's
-// message_start, content_block_start and ping, and the keepalive events
-// some servers (Azure) send in a silence.
-func lifecycleEvent(name string) bool {
-	switch name {
-	case "response.created", "response.in_progress", "response.queued",
-		"response.output_item.added", "response.content_part.added",
-		"message_start", "content_block_start", "ping", "keepalive":
-		return true
 	}
 	return false
 }

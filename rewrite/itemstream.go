@@ -51,6 +51,26 @@ type ItemEventWriter interface {
 	CarriesReasoning() bool
 }
 
+// Lifecycle is the capability of a dialect whose streams name their
+// events and send some that say the answer has begun, or is alive,
+// without carrying any of it: a reasoning model may think for minutes
+// after them, so the relay's idle timer does not count them as output.
+// Chat Completions names no event and has none.
+type Lifecycle interface {
+	// LifecycleEvent reports whether an event named name is one.
+	LifecycleEvent(name string) bool
+}
+
+// AnyLifecycleEvent reports whether name is a lifecycle event of any
+// dialect's stream (Lifecycle): for a reader below the dialect, as the
+// idle timer of a passed-through stream is, whose API it does not know.
+// The APIs name no event alike, so a stream of one never sends another's.
+func AnyLifecycleEvent(name string) bool {
+	// Concrete calls, not a loop over interfaces: name, often converted
+	// from the bytes of a stream line, then does not escape.
+	return Responses{}.LifecycleEvent(name) || Messages{}.LifecycleEvent(name)
+}
+
 // ItemReader reads the events of one upstream item stream, in order.
 type ItemReader interface {
 	// Read classifies one event's data.

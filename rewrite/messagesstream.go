@@ -7,7 +7,21 @@ import (
 	"github.com/tidwall/sjson"
 )
 
-var _ ItemEventWriter = Messages{}
+var (
+	_ ItemEventWriter = Messages{}
+	_ Lifecycle       = Messages{}
+)
+
+// LifecycleEvent implements Lifecycle: message_start, content_block_start
+// and ping, and the keepalive events some servers (Azure) send in a
+// silence.
+func (Messages) LifecycleEvent(name string) bool {
+	switch name {
+	case "message_start", "content_block_start", "ping", "keepalive":
+		return true
+	}
+	return false
+}
 
 // ItemReader implements ItemEventWriter. A Messages stream sends each
 // content block as a start, deltas and a stop, and ends with a

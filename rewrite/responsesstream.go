@@ -8,7 +8,23 @@ import (
 	"github.com/tidwall/sjson"
 )
 
-var _ ItemEventWriter = Responses{}
+var (
+	_ ItemEventWriter = Responses{}
+	_ Lifecycle       = Responses{}
+)
+
+// LifecycleEvent implements Lifecycle: response.created, in_progress and
+// queued, and the added item or part (a reasoning item is added before
+// the model thinks), and the keepalive events some servers (Azure) send
+// in a silence.
+func (Responses) LifecycleEvent(name string) bool {
+	switch name {
+	case "response.created", "response.in_progress", "response.queued",
+		"response.output_item.added", "response.content_part.added", "keepalive":
+		return true
+	}
+	return false
+}
 
 // ItemReader implements ItemEventWriter: the Responses API's events are
 // read one by one, its terminal event holding the whole response.

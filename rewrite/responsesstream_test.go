@@ -132,3 +132,35 @@ func TestItemReadersMarkAChatEndMarkerStray(t *testing.T) {
 		}
 	}
 }
+
+func TestLifecycleEventsAreEachAPIsOwn(t *testing.T) {
+	tests := []struct {
+		name                string
+		responses, messages bool
+	}{
+		{"response.created", true, false},
+		{"response.in_progress", true, false},
+		{"response.queued", true, false},
+		{"response.output_item.added", true, false},
+		{"response.content_part.added", true, false},
+		{"response.output_text.delta", false, false},
+		{"response.completed", false, false},
+		{"message_start", false, true},
+		{"content_block_start", false, true},
+		{"ping", false, true},
+		{"content_block_delta", false, false},
+		{"keepalive", true, true},
+		{"error", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, m := Responses{}.LifecycleEvent(tt.name), Messages{}.LifecycleEvent(tt.name)
+			if r != tt.responses || m != tt.messages || AnyLifecycleEvent(tt.name) != (r || m) {
+				t.Errorf("Responses %v, Messages %v, any %v; want %v, %v", r, m, AnyLifecycleEvent(tt.name), tt.responses, tt.messages)
+			}
+		})
+	}
+	if _, ok := Dialect(Chat{}).(Lifecycle); ok {
+		t.Error("Chat has lifecycle events; its stream names none")
+	}
+}
