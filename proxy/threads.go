@@ -1,15 +1,11 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"slices"
 	"strings"
-
-	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 
 	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/session"
@@ -219,16 +215,11 @@ const lostThreadNote = " (toolgate: this gateway does not remember the response 
 func (g *Gateway) explainLostThread(in *http.Request, req *rewrite.Request, err error) error {
 	var se *statusError
 	if req.Previous == "" || !errors.As(err, &se) || se.resp.StatusCode != http.StatusBadRequest ||
-		!bytes.Contains(se.body, []byte("No tool output found for function call")) ||
-		g.threads.Contains(req.Previous) {
+		!rewrite.MissingCallOutput(se.body) || g.threads.Contains(req.Previous) {
 		return err
 	}
-	msg := gjson.GetBytes(se.body, "error.message")
-	if msg.Type != gjson.String {
-		return err
-	}
-	body, serr := sjson.SetBytes(se.body, "error.message", msg.String()+lostThreadNote)
-	if serr != nil {
+	body, ok := rewrite.NoteErrorMessage(se.body, lostThreadNote)
+	if !ok {
 		return err
 	}
 	return &statusError{resp: se.resp, body: body}
