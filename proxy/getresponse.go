@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 
+	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/session"
 )
 
@@ -88,30 +88,11 @@ func (g *Gateway) retrieveUpstream(ctx context.Context, in *http.Request, id, ke
 // under the id it was shown, without the calls the gateway answered
 // itself (th.Pending).
 func shownResponse(body []byte, id string, th session.Thread) ([]byte, error) {
-	body, err := sjson.SetBytes(body, "id", id)
-	if err != nil {
-		return nil, fmt.Errorf("setting the response's id: %w", err)
-	}
-	if len(th.Pending) == 0 {
-		return body, nil
-	}
-	gateway := func(it gjson.Result) bool {
-		call := it.Get("call_id").String()
-		return it.Get("type").String() == "function_call" &&
-			slices.ContainsFunc(th.Pending, func(p session.Output) bool { return p.CallID == call })
-	}
-	out := []byte{'['}
-	gjson.GetBytes(body, "output").ForEach(func(_, it gjson.Result) bool {
-		if !gateway(it) {
-			if len(out) > 1 {
-				out = append(out, ',')
-			}
-			out = append(out, it.Raw...)
+	var gateway func(callID string) bool
+	if len(th.Pending) > 0 {
+		gateway = func(callID string) bool {
+			return slices.ContainsFunc(th.Pending, func(p session.Output) bool { return p.CallID == callID })
 		}
-		return true
-	})
-	if body, err = sjson.SetRawBytes(body, "output", append(out, ']')); err != nil {
-		return nil, fmt.Errorf("removing the gateway's calls from the response: %w", err)
 	}
-	return body, nil
+	return rewrite.RetrievedResponse(body, id, gateway)
 }
