@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
-
 	"github.com/toolgate/toolgate/rewrite"
 )
 
@@ -284,7 +281,7 @@ func (s *itemRelay) release(res *itemRound) error {
 
 // pass sends one upstream event on, renumbered.
 func (s *itemRelay) pass(name string, data []byte, index int) error {
-	out, err := s.iw.EditItemEvent(data, s.seq, index)
+	out, err := s.iw.EditItemEvent(data, s.seq, index, "")
 	if err != nil {
 		return err
 	}
@@ -400,14 +397,9 @@ func (s *itemRelay) fail(g *Gateway, r *http.Request, err error) {
 func (s *itemRelay) errorEvent(err error) {
 	var ib *inBandError
 	if errors.As(err, &ib) {
-		if out, e := s.iw.EditItemEvent(ib.data, s.seq, -1); e == nil {
-			// A later round's response.failed names that round's
-			// response: the client's stream has one, the first's.
-			if id := gjson.GetBytes(out, "response.id"); id.Exists() && s.t.id != "" && id.String() != s.t.id {
-				if renamed, e := sjson.SetBytes(out, "response.id", s.t.id); e == nil {
-					out = renamed
-				}
-			}
+		// A later round's response.failed names that round's response:
+		// the client's stream has one, the first's.
+		if out, e := s.iw.EditItemEvent(ib.data, s.seq, -1, s.t.id); e == nil {
 			_ = s.writeNamed(ib.name, out)
 			return
 		}

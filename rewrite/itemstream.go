@@ -18,9 +18,12 @@ type ItemEventWriter interface {
 	// each item up in it, to hand the whole items over at the end.
 	ItemReader() ItemReader
 	// EditItemEvent returns data with its sequence_number set to seq
-	// (for a stream that numbers its events) and, when index >= 0, its
-	// item's index set to index.
-	EditItemEvent(data []byte, seq, index int) ([]byte, error)
+	// (for a stream that numbers its events), when index >= 0 its item's
+	// index set to index, and, when id is not "" and data holds a
+	// response under another id (a later round's failure), that
+	// response's id set to id: the client's stream has one response,
+	// the first round's.
+	EditItemEvent(data []byte, seq, index int, id string) ([]byte, error)
 	// EndItemEvents returns the events that end the turn, numbered from
 	// seq: last (the final round's terminal event, or a failure that
 	// holds its response, ItemEvent.ID) with the response's

@@ -343,7 +343,7 @@ func TestMessagesStreamsAreReadBlockByBlock(t *testing.T) {
 }
 
 func TestMessagesStreamsEnd(t *testing.T) {
-	out, err := Messages{}.EditItemEvent([]byte(`{"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"x"}}`), 7, 1)
+	out, err := Messages{}.EditItemEvent([]byte(`{"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"x"}}`), 7, 1, "")
 	if err != nil || gjson.GetBytes(out, "index").Int() != 1 || gjson.GetBytes(out, "sequence_number").Exists() {
 		t.Errorf("renumbered %s (%v)", out, err)
 	}

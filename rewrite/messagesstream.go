@@ -196,7 +196,7 @@ func (m *messagesReader) built() ([]string, error) {
 
 // EditItemEvent implements ItemEventWriter: a Messages stream numbers
 // its blocks, not its events, so seq is not written.
-func (Messages) EditItemEvent(data []byte, _, index int) ([]byte, error) {
+func (Messages) EditItemEvent(data []byte, _, index int, _ string) ([]byte, error) {
 	if index < 0 {
 		return data, nil
 	}

@@ -78,10 +78,15 @@ func itemKind(item gjson.Result) (call bool, name string, reasoning bool) {
 }
 
 // EditItemEvent implements ItemEventWriter.
-func (Responses) EditItemEvent(data []byte, seq, index int) ([]byte, error) {
+func (Responses) EditItemEvent(data []byte, seq, index int, id string) ([]byte, error) {
 	out, err := sjson.SetBytes(data, "sequence_number", seq)
 	if err == nil && index >= 0 {
 		out, err = sjson.SetBytes(out, "output_index", index)
+	}
+	if err == nil && id != "" {
+		if was := gjson.GetBytes(out, "response.id"); was.Exists() && was.String() != id {
+			out, err = sjson.SetBytes(out, "response.id", id)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("renumbering stream event: %w", err)

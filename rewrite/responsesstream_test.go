@@ -54,14 +54,14 @@ func TestResponsesItemEventsAreClassified(t *testing.T) {
 }
 
 func TestResponsesItemEventsAreRenumberedAndEnded(t *testing.T) {
-	out, err := Responses{}.EditItemEvent([]byte(`{"type":"response.output_text.delta","sequence_number":3,"output_index":0,"delta":"Hi"}`), 17, 4)
+	out, err := Responses{}.EditItemEvent([]byte(`{"type":"response.output_text.delta","sequence_number":3,"output_index":0,"delta":"Hi"}`), 17, 4, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if gjson.GetBytes(out, "sequence_number").Int() != 17 || gjson.GetBytes(out, "output_index").Int() != 4 || gjson.GetBytes(out, "delta").String() != "Hi" {
 		t.Errorf("renumbered %s", out)
 	}
-	out, err = Responses{}.EditItemEvent([]byte(`{"type":"response.in_progress","sequence_number":1,"response":{}}`), 2, -1)
+	out, err = Responses{}.EditItemEvent([]byte(`{"type":"response.in_progress","sequence_number":1,"response":{}}`), 2, -1, "")
 	if err != nil || gjson.GetBytes(out, "output_index").Exists() || gjson.GetBytes(out, "sequence_number").Int() != 2 {
 		t.Errorf("a lifecycle event renumbered to %s (%v): want no output_index", out, err)
 	}
@@ -162,5 +162,25 @@ func TestLifecycleEventsAreEachAPIsOwn(t *testing.T) {
 	}
 	if _, ok := Dialect(Chat{}).(Lifecycle); ok {
 		t.Error("Chat has lifecycle events; its stream names none")
+	}
+}
+
+func TestResponsesItemEventTakesTheStreamsID(t *testing.T) {
+	const failed = `{"type":"response.failed","sequence_number":4,"response":{"id":"resp_2","status":"failed"}}`
+	tests := []struct {
+		name, data, id, want string
+	}{
+		{"a later round's failure", failed, "resp_1", `{"type":"response.failed","sequence_number":9,"response":{"id":"resp_1","status":"failed"}}`},
+		{"the first round's failure", failed, "resp_2", `{"type":"response.failed","sequence_number":9,"response":{"id":"resp_2","status":"failed"}}`},
+		{"no id to take", failed, "", `{"type":"response.failed","sequence_number":9,"response":{"id":"resp_2","status":"failed"}}`},
+		{"an event without a response", `{"type":"error","sequence_number":4,"message":"boom"}`, "resp_1", `{"type":"error","sequence_number":9,"message":"boom"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := Responses{}.EditItemEvent([]byte(tt.data), 9, -1, tt.id)
+			if err != nil || string(out) != tt.want {
+				t.Errorf("EditItemEvent = %s, %v; want %s", out, err, tt.want)
+			}
+		})
 	}
 }
