@@ -43,24 +43,42 @@ func searchTool(name string, total, limit int, areas []string) string {
 	if len(areas) > 0 {
 		desc += " Areas: " + strings.Join(areas, ", ") + "."
 	}
-	def := map[string]any{
-		"type": "function",
-		"function": map[string]any{
-			"name":        name,
-			"description": desc,
-			"parameters": map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"query": map[string]any{"type": "string", "description": "English keywords."},
-					"limit": map[string]any{"type": "integer", "description": fmt.Sprintf("How many tools (default %d, at most %d).", limit, maxSearchLimit)},
-				},
-				"required":             []string{"query"},
-				"additionalProperties": false,
-			},
-		},
-	}
-	b, _ := json.Marshal(def)
+	var def searchToolDef
+	def.Type = "function"
+	def.Function.Name, def.Function.Description = name, desc
+	p := &def.Function.Parameters
+	p.Type, p.Required = "object", []string{"query"}
+	p.Properties.Query = searchParam{Type: "string", Description: "English keywords."}
+	p.Properties.Limit = searchParam{Type: "integer", Description: fmt.Sprintf("How many tools (default %d, at most %d).", limit, maxSearchLimit)}
+	b, _ := json.Marshal(def) // strings and a slice: nothing to fail on
 	return string(b)
+}
+
+// searchToolDef is the search tool's definition in the Chat Completions
+// form. Its members stand in the order encoding/json sorts a map's keys
+// in, as the definition was first built from maps: upstream prompt caches
+// hold its bytes, and a new order would cost every cached prefix once.
+type searchToolDef struct {
+	Function struct {
+		Description string `json:"description"`
+		Name        string `json:"name"`
+		Parameters  struct {
+			AdditionalProperties bool `json:"additionalProperties"`
+			Properties           struct {
+				Limit searchParam `json:"limit"`
+				Query searchParam `json:"query"`
+			} `json:"properties"`
+			Required []string `json:"required"`
+			Type     string   `json:"type"`
+		} `json:"parameters"`
+	} `json:"function"`
+	Type string `json:"type"`
+}
+
+// searchParam is one parameter of the search tool.
+type searchParam struct {
+	Description string `json:"description"`
+	Type        string `json:"type"`
 }
 
 // searchDefinition returns the tool_search definition for a compiled

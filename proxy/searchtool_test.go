@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -227,6 +228,58 @@ func TestMalformedSearchArgumentsStillSearchWhatTheModelAsked(t *testing.T) {
 				if strings.HasSuffix(n, "_query") {
 					t.Errorf("the search listed %s, a match for the arguments' JSON, not for what the model asked: %v", n, listed)
 				}
+			}
+		})
+	}
+}
+
+// searchToolByMaps is searchTool as it was built before its typed struct,
+// from maps: the reference its bytes must equal.
+func searchToolByMaps(name string, total, limit int, areas []string) string {
+	desc := fmt.Sprintf("Only a few of your %d tools are loaded. To use one not in your list, search for it, "+
+		"then call what it finds. Query: short English keywords, action and object (\"create issue\", "+
+		"\"send message\"), whatever the user's language. One search per need; the same query again returns the next matches.", total)
+	if len(areas) > 0 {
+		desc += " Areas: " + strings.Join(areas, ", ") + "."
+	}
+	def := map[string]any{
+		"type": "function",
+		"function": map[string]any{
+			"name":        name,
+			"description": desc,
+			"parameters": map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"query": map[string]any{"type": "string", "description": "English keywords."},
+					"limit": map[string]any{"type": "integer", "description": fmt.Sprintf("How many tools (default %d, at most %d).", limit, maxSearchLimit)},
+				},
+				"required":             []string{"query"},
+				"additionalProperties": false,
+			},
+		},
+	}
+	b, _ := json.Marshal(def)
+	return string(b)
+}
+
+func TestTheSearchToolDefinitionKeepsItsBytes(t *testing.T) {
+	tests := []struct {
+		name  string
+		tool  string
+		total int
+		limit int
+		areas []string
+	}{
+		{"no areas", SearchToolName, 40, 3, nil},
+		{"areas", SearchToolName, 120, 5, []string{"files", "browser automation", "charts"}},
+		{"the alternative name", AltSearchToolName, 500, 10, []string{"notes"}},
+		{"areas that JSON escapes", SearchToolName, 12, 1, []string{`R&D <ops>`, `"quoted"`, "café \u2028", `back\slash`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, want := searchTool(tt.tool, tt.total, tt.limit, tt.areas), searchToolByMaps(tt.tool, tt.total, tt.limit, tt.areas)
+			if got != want {
+				t.Errorf("searchTool =\n%s\nwant\n%s", got, want)
 			}
 		})
 	}
