@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -85,7 +84,7 @@ type searchParam struct {
 // catalog in dialect d's form, built once per catalog, limit and dialect:
 // it is the same bytes on every turn that resends the catalog.
 func (g *Gateway) searchDefinition(catKey, name string, total, limit int, cat *selector.Catalog, d rewrite.Dialect) (string, error) {
-	key := catKey + "/" + strconv.Itoa(limit) + "/" + name + "/" + reflect.TypeOf(d).Name()
+	key := catKey + "/" + strconv.Itoa(limit) + "/" + name + "/" + d.Name()
 	if def, ok := g.searchDefs.Get(key); ok {
 		return def, nil
 	}

@@ -29,6 +29,10 @@ type Dialect interface {
 	// ClientResponse returns the final response without the calls
 	// turn.Keep rejects, with the turn's usage, first id and earlier text.
 	ClientResponse(r *Response, turn Turn) ([]byte, error)
+	// Name returns the dialect's name, one lower-case word, distinct
+	// among the dialects: a key for what is kept per dialect (its form of
+	// the gateway's own tool).
+	Name() string
 }
 
 // EventWriter is the streaming capability of a dialect: how the relay edits
@@ -66,6 +70,9 @@ func (Chat) ParseRequest(body []byte, cache ToolCache) (*Request, error) {
 
 // OwnTool implements Dialect: the gateway writes its own in this form.
 func (Chat) OwnTool(def string) (string, error) { return def, nil }
+
+// Name implements Dialect.
+func (Chat) Name() string { return "chat" }
 
 // ParseResponse implements Dialect.
 func (Chat) ParseResponse(body []byte) (*Response, error) { return ParseResponse(body) }

@@ -215,6 +215,9 @@ func appendBlockRound(b []byte, r Round) []byte {
 // OwnTool implements Dialect with AnthropicTool.
 func (Messages) OwnTool(def string) (string, error) { return AnthropicTool(def) }
 
+// Name implements Dialect.
+func (Messages) Name() string { return "messages" }
+
 // AnthropicTool returns a tool definition in the Messages API's form: a
 // Chat Completions definition ({"type":"function","function":{...}}, as
 // the gateway writes its own) becomes {"name","description",

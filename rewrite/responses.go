@@ -404,6 +404,9 @@ func statelessItems(extra string) string {
 // OwnTool implements Dialect with FlatTool.
 func (Responses) OwnTool(def string) (string, error) { return FlatTool(def) }
 
+// Name implements Dialect.
+func (Responses) Name() string { return "responses" }
+
 // FlatTool returns a tool definition in the Responses API's flat form: a
 // Chat Completions definition ({"type":"function","function":{...}}, as
 // the gateway writes its own) is flattened with "strict": false, since
