@@ -24,7 +24,8 @@ import (
 func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest string, t *turn, iw rewrite.ItemEventWriter) {
 	ctx := r.Context()
 	defer t.save(ctx) // a turn that fails saves too: it may have searched
-	s := &itemRelay{relay: &relay{w: w, rc: http.NewResponseController(w), t: t}, iw: iw}
+	echo, _ := iw.(rewrite.ToolsEchoer)
+	s := &itemRelay{relay: &relay{w: w, rc: http.NewResponseController(w), t: t}, iw: iw, echo: echo}
 	for round := 0; ; round++ {
 		resp, rctx, cancel, err := g.openRound(ctx, r, rest, t, round)
 		if err != nil {
@@ -79,9 +80,10 @@ func (g *Gateway) streamItemsTurn(w http.ResponseWriter, r *http.Request, rest s
 type itemRelay struct {
 	*relay // the client's writer: held events, headers, flushes
 	iw     rewrite.ItemEventWriter
-	seq    int      // the next sequence_number the client sees
-	next   int      // the next output_index the client sees
-	items  []string // every item the client saw, by its index, as the rounds' responses gave them
+	echo   rewrite.ToolsEchoer // nil for a stream that echoes no tools
+	seq    int                 // the next sequence_number the client sees
+	next   int                 // the next output_index the client sees
+	items  []string            // every item the client saw, by its index, as the rounds' responses gave them
 	// waiting are the events of a round's reasoning items, kept until an
 	// item the client sees follows them in the round (they go first) or
 	// the round turns out to be the gateway's (they go nowhere, or to
@@ -173,7 +175,7 @@ func (s *itemRelay) round(ctx context.Context, resp *http.Response, round int, i
 					return res, err
 				}
 			} else if round == 0 {
-				echoed, err := s.iw.EchoTools(data, t.req.ToolsRaw.Raw)
+				echoed, err := s.echoTools(data)
 				if err != nil {
 					return res, err
 				}
@@ -320,7 +322,7 @@ func (s *itemRelay) failure(res *itemRound, ev rewrite.ItemEvent, data []byte, h
 		return raw
 	}
 	s.finish(res, ev, hidden)
-	echoed, err := s.iw.EchoTools(raw, s.t.req.ToolsRaw.Raw)
+	echoed, err := s.echoTools(raw)
 	if err != nil {
 		return raw
 	}
@@ -329,6 +331,16 @@ func (s *itemRelay) failure(res *itemRound, ev rewrite.ItemEvent, data []byte, h
 		return raw
 	}
 	return end[0].Data
+}
+
+// echoTools returns an event whose response echoes the round's tools
+// with the client's own in their place (rewrite.ToolsEchoer); data as it
+// is for a stream that echoes none.
+func (s *itemRelay) echoTools(data []byte) ([]byte, error) {
+	if s.echo == nil {
+		return data, nil
+	}
+	return s.echo.EchoTools(data, s.t.req.ToolsRaw.Raw)
 }
 
 // shownItems returns the items the client saw, in its order.
@@ -363,7 +375,7 @@ func (s *itemRelay) end(res itemRound) error {
 			s.record(res.shown[h.index], res.output[h.index])
 		}
 	}
-	echoed, err := s.iw.EchoTools(res.last, s.t.req.ToolsRaw.Raw)
+	echoed, err := s.echoTools(res.last)
 	if err != nil {
 		return err
 	}

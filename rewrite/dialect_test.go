@@ -11,3 +11,12 @@ func TestDialectNamesAreDistinct(t *testing.T) {
 		seen[d.Name()] = true
 	}
 }
+
+func TestOnlyTheResponsesStreamEchoesTools(t *testing.T) {
+	for _, d := range []Dialect{Chat{}, Responses{}, Messages{}} {
+		_, echoes := d.(ToolsEchoer)
+		if _, responses := d.(Responses); echoes != responses {
+			t.Errorf("%T: ToolsEchoer %v", d, echoes)
+		}
+	}
+}

@@ -10,8 +10,9 @@ import (
 // ItemEventWriter is the streaming capability of a dialect whose stream
 // speaks of output items, each event naming the item it belongs to by
 // index: the Responses API's output items, the Messages API's content
-// blocks. The relay finds it by type assertion, as it finds EventWriter:
-// the streams share no event, so no dialect stubs another's methods.
+// blocks. The relay finds it by type assertion, as it finds EventWriter.
+// Its methods are what every item stream needs; what only one does is a
+// capability of its own (ToolsEchoer), so no dialect stubs it.
 type ItemEventWriter interface {
 	// ItemReader returns a reader of one upstream stream's events. A
 	// dialect whose events carry deltas only (the Messages API's) builds
@@ -33,11 +34,6 @@ type ItemEventWriter interface {
 	// usage (when not nil), then whatever the stream's grammar closes
 	// with.
 	EndItemEvents(last NamedEvent, id string, items []string, usage []byte, seq int) ([]NamedEvent, error)
-	// EchoTools returns a lifecycle or terminal event (data) whose
-	// response echoes its request's tools with the client's own tools
-	// array (Turn.Tools) in their place; data as it is for a dialect
-	// whose events echo none.
-	EchoTools(data []byte, tools string) ([]byte, error)
 	// CutAtCap returns last, the final round's terminal event, as the
 	// API ends a response its output cap cut short (Turn.Capped), for
 	// EndItemEvents to end the turn with.
@@ -52,6 +48,18 @@ type ItemEventWriter interface {
 	// interleaved thinking think once a turn. The Responses API refuses a
 	// reasoning item sent back without the item that followed it.
 	CarriesReasoning() bool
+}
+
+// ToolsEchoer is the capability of an item stream whose lifecycle and
+// terminal events echo the request's tools (the Responses API's
+// response.tools), which the client must see as its own: the round was
+// offered tool_search and the active set. The relay finds it by type
+// assertion; the Messages API's events echo none.
+type ToolsEchoer interface {
+	// EchoTools returns a lifecycle or terminal event (data) whose
+	// response echoes its request's tools with the client's own tools
+	// array (Turn.Tools) in their place.
+	EchoTools(data []byte, tools string) ([]byte, error)
 }
 
 // Lifecycle is the capability of a dialect whose streams name their

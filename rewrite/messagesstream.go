@@ -207,10 +207,6 @@ func (Messages) EditItemEvent(data []byte, _, index int, _ string) ([]byte, erro
 	return out, nil
 }
 
-// EchoTools implements ItemEventWriter: a Messages message echoes no
-// tools.
-func (Messages) EchoTools(data []byte, _ string) ([]byte, error) { return data, nil }
-
 // EndItemEvents implements ItemEventWriter: the last round's
 // message_delta with the turn's usage (a stop reason of tool_use
 // becomes end_turn when no call of the client's is left), and the

@@ -10,6 +10,7 @@ import (
 
 var (
 	_ ItemEventWriter = Responses{}
+	_ ToolsEchoer     = Responses{}
 	_ Lifecycle       = Responses{}
 )
 
@@ -94,7 +95,7 @@ func (Responses) EditItemEvent(data []byte, seq, index int, id string) ([]byte, 
 	return out, nil
 }
 
-// EchoTools implements ItemEventWriter: the response's tools.
+// EchoTools implements ToolsEchoer: the response's tools.
 func (Responses) EchoTools(data []byte, tools string) ([]byte, error) {
 	return echoTools(data, "response.tools", tools)
 }
