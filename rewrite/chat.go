@@ -313,11 +313,11 @@ func callKey(k string) bool    { return k == "id" || k == "type" || k == "functi
 // first choice is read: the gateway passes n > 1 through untouched.
 func ParseResponse(body []byte) (*Response, error) {
 	if !gjson.ValidBytes(body) {
-		return nil, fmt.Errorf("upstream response is not valid JSON")
+		return nil, badResponse("upstream response is not valid JSON")
 	}
 	root := gjson.Parse(view(body))
 	if !root.IsObject() || !root.Get("choices").IsArray() {
-		return nil, fmt.Errorf("upstream response has no choices array")
+		return nil, badResponse("upstream response has no choices array")
 	}
 	msg := root.Get("choices.0.message")
 	r := &Response{

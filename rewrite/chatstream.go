@@ -92,11 +92,11 @@ func (Chat) ParseEvent(data []byte, ev *Event) error {
 		return nil
 	}
 	if !gjson.ValidBytes(data) {
-		return fmt.Errorf("stream chunk is not valid JSON")
+		return badResponse("stream chunk is not valid JSON")
 	}
 	root := gjson.Parse(view(data))
 	if !root.IsObject() {
-		return fmt.Errorf("stream chunk is not a JSON object")
+		return badResponse("stream chunk is not a JSON object")
 	}
 	var top [8]gjson.Result
 	firstValues(root, chunkKeys, top[:])

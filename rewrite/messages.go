@@ -248,12 +248,12 @@ func AnthropicTool(raw string) (string, error) {
 // back as they are.
 func (Messages) ParseResponse(body []byte) (*Response, error) {
 	if !gjson.ValidBytes(body) {
-		return nil, fmt.Errorf("upstream response is not valid JSON")
+		return nil, badResponse("upstream response is not valid JSON")
 	}
 	root := gjson.Parse(view(body))
 	content := root.Get(msgContent)
 	if !root.IsObject() || !content.IsArray() {
-		return nil, fmt.Errorf("upstream response has no content array")
+		return nil, badResponse("upstream response has no content array")
 	}
 	r := &Response{
 		Body:         body,

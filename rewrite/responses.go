@@ -438,12 +438,12 @@ func FlatTool(raw string) (string, error) {
 // (Response.Extra, without brackets), which Build sends back as they are.
 func (Responses) ParseResponse(body []byte) (*Response, error) {
 	if !gjson.ValidBytes(body) {
-		return nil, fmt.Errorf("upstream response is not valid JSON")
+		return nil, badResponse("upstream response is not valid JSON")
 	}
 	root := gjson.Parse(view(body))
 	out := root.Get(respOutput)
 	if !root.IsObject() || !out.IsArray() {
-		return nil, fmt.Errorf("upstream response has no output array")
+		return nil, badResponse("upstream response has no output array")
 	}
 	r := &Response{
 		Body:         body,
