@@ -420,7 +420,9 @@ func (Chat) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 				return nil, fmt.Errorf("removing tool calls: %w", err)
 			}
 			if r.FinishReason == "tool_calls" {
-				body, _ = sjson.SetBytes(body, "choices.0.finish_reason", "stop")
+				if body, err = sjson.SetBytes(body, "choices.0.finish_reason", "stop"); err != nil {
+					return nil, fmt.Errorf("setting the finish reason: %w", err)
+				}
 			}
 		} else {
 			all := gjson.GetBytes(r.Body, calls).Array()
@@ -487,8 +489,12 @@ func (Chat) ClientResponse(r *Response, turn Turn) ([]byte, error) {
 		}
 	}
 	if turn.ID != "" && turn.ID != r.ID {
-		body, _ = sjson.SetBytes(body, "id", turn.ID)
-		body, _ = sjson.SetBytes(body, "created", turn.Created)
+		if body, err = sjson.SetBytes(body, "id", turn.ID); err == nil {
+			body, err = sjson.SetBytes(body, "created", turn.Created)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("setting the turn's id: %w", err)
+		}
 	}
 	return body, nil
 }
