@@ -84,7 +84,7 @@ type searchParam struct {
 // catalog in dialect d's form, built once per catalog, limit and dialect:
 // it is the same bytes on every turn that resends the catalog.
 func (g *Gateway) searchDefinition(catKey, name string, total, limit int, cat *selector.Catalog, d rewrite.Dialect) (string, error) {
-	key := catKey + "/" + strconv.Itoa(limit) + "/" + name + "/" + d.Name()
+	key := catKey + "/" + strconv.Itoa(limit) + "/" + name + "/" + dialectName(d)
 	if def, ok := g.searchDefs.Get(key); ok {
 		return def, nil
 	}
@@ -205,4 +205,13 @@ func (t *turn) ask(query string) *askedQuery {
 	}
 	q.times++
 	return q
+}
+
+// dialectName is d's name (rewrite.Named), or its type's for a dialect
+// that says none, so two dialects never share a cached definition.
+func dialectName(d rewrite.Dialect) string {
+	if n, ok := d.(rewrite.Named); ok {
+		return n.Name()
+	}
+	return fmt.Sprintf("%T", d)
 }

@@ -29,9 +29,13 @@ type Dialect interface {
 	// ClientResponse returns the final response without the calls
 	// turn.Keep rejects, with the turn's usage, first id and earlier text.
 	ClientResponse(r *Response, turn Turn) ([]byte, error)
-	// Name returns the dialect's name, one lower-case word, distinct
-	// among the dialects: a key for what is kept per dialect (its form of
-	// the gateway's own tool).
+}
+
+// Named is a dialect that says its name: one lower-case word, distinct
+// among the dialects, a key for what the gateway keeps per dialect (its
+// form of the gateway's own tool). A capability, not a Dialect method:
+// the loop needs none of it.
+type Named interface {
 	Name() string
 }
 
@@ -71,7 +75,7 @@ func (Chat) ParseRequest(body []byte, cache ToolCache) (*Request, error) {
 // OwnTool implements Dialect: the gateway writes its own in this form.
 func (Chat) OwnTool(def string) (string, error) { return def, nil }
 
-// Name implements Dialect.
+// Name implements Named.
 func (Chat) Name() string { return "chat" }
 
 // ParseResponse implements Dialect.

@@ -4,7 +4,7 @@ import "testing"
 
 func TestDialectNamesAreDistinct(t *testing.T) {
 	seen := map[string]bool{}
-	for _, d := range []Dialect{Chat{}, Responses{}, Messages{}} {
+	for _, d := range []Named{Chat{}, Responses{}, Messages{}} {
 		if n := d.Name(); n == "" || seen[n] {
 			t.Errorf("%T is named %q, empty or another dialect's", d, n)
 		}

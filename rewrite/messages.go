@@ -29,7 +29,10 @@ const (
 // of content blocks (messagesstream.go).
 type Messages struct{}
 
-var _ Dialect = Messages{}
+var (
+	_ Dialect = Messages{}
+	_ Named   = Messages{}
+)
 
 // ParseRequest implements Dialect.
 func (Messages) ParseRequest(body []byte, cache ToolCache) (*Request, error) {
@@ -215,7 +218,7 @@ func appendBlockRound(b []byte, r Round) []byte {
 // OwnTool implements Dialect with AnthropicTool.
 func (Messages) OwnTool(def string) (string, error) { return AnthropicTool(def) }
 
-// Name implements Dialect.
+// Name implements Named.
 func (Messages) Name() string { return "messages" }
 
 // AnthropicTool returns a tool definition in the Messages API's form: a

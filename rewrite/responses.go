@@ -33,7 +33,10 @@ const (
 // (responsesstream.go).
 type Responses struct{}
 
-var _ Dialect = Responses{}
+var (
+	_ Dialect = Responses{}
+	_ Named   = Responses{}
+)
 
 // ParseRequest implements Dialect.
 func (Responses) ParseRequest(body []byte, cache ToolCache) (*Request, error) {
@@ -404,7 +407,7 @@ func statelessItems(extra string) string {
 // OwnTool implements Dialect with FlatTool.
 func (Responses) OwnTool(def string) (string, error) { return FlatTool(def) }
 
-// Name implements Dialect.
+// Name implements Named.
 func (Responses) Name() string { return "responses" }
 
 // FlatTool returns a tool definition in the Responses API's flat form: a
