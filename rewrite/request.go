@@ -53,9 +53,10 @@ func (e *ParamError) Unwrap() error { return e.Err }
 // WithParam returns err as the fault of the request parameter param.
 func WithParam(param string, err error) error { return &ParamError{Param: param, Err: err} }
 
-// Request is what the gateway reads from a Chat Completions request body. Its
-// string fields alias the body it was parsed from, unless Detached: that
-// body must not change while the request is in use.
+// Request is what the gateway reads from a request body, in any dialect
+// (Dialect.ParseRequest). Its string fields alias the body it was parsed
+// from, unless Detached: that body must not change while the request is in
+// use.
 type Request struct {
 	// Body is the request as the client sent it, except when the tools
 	// array came from the ToolCache: then Body is a copy of the rest of

@@ -51,9 +51,11 @@ type Round struct {
 	Annotations string
 }
 
-// Response is a non-streamed Chat Completions response.
+// Response is what the gateway reads from a non-streamed upstream
+// response, in any dialect (Dialect.ParseResponse); the members that
+// name a Chat Completions path are Chat's alone.
 type Response struct {
-	Body         []byte
+	Body         []byte // the upstream's body, as it came
 	ID           string
 	Created      int64
 	Content      string
