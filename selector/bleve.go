@@ -396,9 +396,20 @@ func (c *Catalog) coverage(q *lexQuery, d int32) float64 {
 	if len(q.terms) == 0 {
 		return 0
 	}
+	// The terms in a set order: summed in map order, the same query's
+	// coverage could differ in the last bit from one search to the next
+	// and fall on either side of expandMaxCover or a rounding of the
+	// confidence.
+	var buf [32]string
+	terms := buf[:0]
+	for term := range q.terms {
+		terms = append(terms, term)
+	}
+	slices.Sort(terms)
 	n := float64(len(c.tools))
 	var mass, got float64
-	for term, w := range q.terms {
+	for _, term := range terms {
+		w := q.terms[term]
 		df := c.fields.df(term)
 		if df == 0 {
 			continue // a word no tool uses says nothing about coverage
