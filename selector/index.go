@@ -45,9 +45,14 @@ var ErrEmptyCatalog = errors.New("catalog has no tools")
 // concurrent use. It does not hold session state: callers pass that in each
 // Query.
 type Catalog struct {
-	tools  []Tool
-	byName map[string]int
-	first  []string // first line of each description
+	// tools are in name order (canonical.go): a tool's index in them, its
+	// document, is what every tie between tools falls to.
+	tools []Tool
+	// pos is each tool's position in the tools array Compile was given,
+	// the positions Names, Position and Query.Skip speak in.
+	pos    []int32
+	byName map[string]int // name -> document
+	first  []string       // first line of each description
 	an     *analyzer
 	idx    bleve.Index // in-memory scorch, BM25; one document per tool, id = index in tools
 	// bleveIdx is idx's scorch index, which bleveTop searches directly;
@@ -100,6 +105,8 @@ type Catalog struct {
 // and the tool vectors of semantic search, so a search never waits on
 // compilation work. An all-zero cfg.Weights means DefaultWeights. It does
 // not validate anchor tool names: unknown names are ignored at search time.
+// The same tools in any order rank the same (canonical.go); tools is not
+// modified, and Names and Position keep its order.
 func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 	if len(tools) == 0 {
 		return nil, ErrEmptyCatalog
@@ -108,8 +115,10 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building analyzer: %w", err)
 	}
+	tools, pos := canonicalOrder(tools)
 	c := &Catalog{
 		tools:  tools,
+		pos:    pos,
 		byName: make(map[string]int, len(tools)),
 		first:  make([]string, len(tools)),
 		an:     an,
@@ -196,17 +205,23 @@ func (c *Catalog) Tool(name string) (Tool, bool) {
 	return c.tools[i], true
 }
 
-// Position returns where the tool called name stands in Names.
+// Position returns where the tool called name stands in Names: its
+// position in the tools array Compile was given.
 func (c *Catalog) Position(name string) (int, bool) {
-	i, ok := c.byName[name]
-	return i, ok
+	d, ok := c.byName[name]
+	if !ok {
+		return 0, false
+	}
+	return int(c.pos[d]), true
 }
 
-// Names returns the catalog's tool names in their original order.
+// Names returns the catalog's tool names in their original order, the
+// order of the tools array Compile was given (the catalog ranks in its
+// own, canonical.go).
 func (c *Catalog) Names() []string {
 	out := make([]string, len(c.tools))
-	for i := range c.tools {
-		out[i] = c.tools[i].Name
+	for d := range c.tools {
+		out[c.pos[d]] = c.tools[d].Name
 	}
 	return out
 }

@@ -289,7 +289,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 	f.lexTop, f.margin = lexLead(lex)
 	list := sc.list[:0]
 	for _, d := range cands {
-		if q.Skip != nil && q.Skip(int(d)) {
+		if q.Skip != nil && q.Skip(int(c.pos[d])) {
 			continue
 		}
 		list = append(list, f.score(d))
@@ -409,7 +409,7 @@ func (c *Catalog) rideAlong(list []scored, limit int, share float64, skip func(i
 	for _, s := range list[:top] {
 		for _, name := range c.tools[s.doc].Meta.Related {
 			i, ok := c.byName[name]
-			if !ok || (skip != nil && skip(i)) {
+			if !ok || (skip != nil && skip(int(c.pos[i]))) {
 				continue
 			}
 			d := int32(i)

@@ -126,10 +126,11 @@ type Query struct {
 	Text  string
 	Limit int // <= 0 means the default (5)
 	// Skip reports the tools not to return (already active, denied) by
-	// their position in the catalog (Names, Position). It is asked of
-	// every candidate, and a position costs no lookup where a name would
-	// cost a hash and a map probe, each a cache miss once the catalog
-	// has gone cold between requests.
+	// their position in the catalog (Names, Position: the order of the
+	// tools array it was compiled from). It is asked of every candidate,
+	// and a position costs one slice read where a name would cost a hash
+	// and a map probe, each a cache miss once the catalog has gone cold
+	// between requests.
 	Skip   func(pos int) bool
 	Focus  string   // the session's entity focus, if any
 	Last   string   // the last tool the session called

@@ -30,11 +30,11 @@ func TestRemoveCommonLetsContentOutweighSharedBoilerplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	qv := c.sem.query(context.Background(), "album tracks", []string{"album", "tracks"})
-	best := func(vecs [][]float32) string {
+	best := func(vecs [][]float32) string { // vecs in the catalog's order (canonical.go)
 		b, bs := "", math.Inf(-1)
 		for i, v := range vecs {
 			if v != nil && float64(dot(qv, v)) > bs {
-				b, bs = tools[i].Name, float64(dot(qv, v))
+				b, bs = c.tools[i].Name, float64(dot(qv, v))
 			}
 		}
 		return b
