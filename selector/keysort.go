@@ -7,11 +7,13 @@ import (
 )
 
 // Ranking sorts lists of (document, score) by descending score, ties by
-// ascending document (byRank), several times per request: each signal's
-// pool, the lexical hits, max-sim's rescored pool. Through a comparison
-// function pdqsort pays a call and two loads per comparison; packed into
-// one uint64 per entry (the score's order in the high bits, the entry's
-// position in the low ones) the same sort compares integers. The key
+// ascending document (byRank; documents are in the tools' name order,
+// canonical.go, so no tie depends on the client's order), several times
+// per request: each signal's pool, the lexical hits, max-sim's rescored
+// pool. Through a comparison function pdqsort pays a call and two loads
+// per comparison; packed into one uint64 per entry (the score's order in
+// the high bits, the entry's position in the low ones) the same sort
+// compares integers. The key
 // keeps the score's top 48 bits, so scores within about one part in 2^36
 // of each other may pack equal: such runs, and exact ties, are sorted
 // again by byRank, so the order is byRank's exactly.

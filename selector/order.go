@@ -3,23 +3,23 @@ package selector
 import (
 	"cmp"
 	"slices"
-	"strings"
 )
 
 // topDocs returns the n documents with the highest positive scores, best
-// first, ties by document order.
+// first, ties by document order (the tools' name order, canonical.go).
 func topDocs(scores []float64, n int) []int32 { return topAmong(nil, scores, n) }
 
-// sortScored orders by score, then by name so ties are deterministic. A
-// tool is in the list once and names are unique, so the order is total and
-// an unstable sort gives the same result as a stable one, with fewer moves
-// of the entries.
-func sortScored(list []scored, c *Catalog) {
+// sortScored orders by score, then by document so ties are deterministic:
+// documents are in name order (canonical.go), so that is the order of the
+// tools' names, without reading them. A tool is in the list once, so the
+// order is total and an unstable sort gives the same result as a stable
+// one, with fewer moves of the entries.
+func sortScored(list []scored) {
 	slices.SortFunc(list, func(a, b scored) int {
 		if a.score != b.score {
 			return cmp.Compare(b.score, a.score)
 		}
-		return strings.Compare(c.tools[a.doc].Name, c.tools[b.doc].Name)
+		return cmp.Compare(a.doc, b.doc)
 	})
 }
 
@@ -30,9 +30,9 @@ func sortScored(list []scored, c *Catalog) {
 // its place and sinks to its own, which for a preselection's hundred
 // candidates and seven picks compares about 170 times where picking the
 // best of the rest k times compares 700. A long top is sorted in full.
-func topScored(list []scored, k int, c *Catalog) {
+func topScored(list []scored, k int) {
 	if k >= len(list) || k > 16 {
-		sortScored(list, c)
+		sortScored(list)
 		return
 	}
 	if k <= 0 {
@@ -41,24 +41,24 @@ func topScored(list []scored, k int, c *Catalog) {
 	for j := 1; j < len(list); j++ {
 		i := j
 		if j >= k {
-			if !scoredBefore(&list[j], &list[k-1], c) {
+			if !scoredBefore(&list[j], &list[k-1]) {
 				continue
 			}
 			list[j], list[k-1] = list[k-1], list[j]
 			i = k - 1
 		}
-		for ; i > 0 && scoredBefore(&list[i], &list[i-1], c); i-- {
+		for ; i > 0 && scoredBefore(&list[i], &list[i-1]); i-- {
 			list[i], list[i-1] = list[i-1], list[i]
 		}
 	}
 }
 
 // scoredBefore reports whether a ranks before b in sortScored's order.
-func scoredBefore(a, b *scored, c *Catalog) bool {
+func scoredBefore(a, b *scored) bool {
 	if a.score != b.score {
 		return a.score > b.score
 	}
-	return c.tools[a.doc].Name < c.tools[b.doc].Name
+	return a.doc < b.doc
 }
 
 // lexLead returns the lexical winner and its margin over the runner-up

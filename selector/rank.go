@@ -294,7 +294,7 @@ func (c *Catalog) rank(ctx context.Context, q Query, lex lexScores, lq *lexQuery
 		}
 		list = append(list, f.score(d))
 	}
-	topScored(list, limit, c)
+	topScored(list, limit)
 	if w.Related > 0 {
 		list = c.rideAlong(list, limit, w.Related, q.Skip)
 	}
@@ -429,7 +429,7 @@ func (c *Catalog) rideAlong(list []scored, limit int, share float64, skip func(i
 		}
 	}
 	list = append(list, extra...)
-	topScored(list, limit, c)
+	topScored(list, limit)
 	return list
 }
 

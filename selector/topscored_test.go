@@ -9,7 +9,6 @@ import (
 // topScored must put exactly sortScored's first k entries, in order, at
 // the front, whatever the ties, and keep every entry.
 func TestTopScoredIsTheSortedPrefix(t *testing.T) {
-	c := compileTest(t, syntheticTools(40), Config{})
 	r := rand.New(rand.NewPCG(7, 7))
 	for round := range 200 {
 		n := 1 + r.IntN(40)
@@ -18,9 +17,9 @@ func TestTopScoredIsTheSortedPrefix(t *testing.T) {
 			list[i] = scored{doc: int32(d), score: float64(r.IntN(5))} // many ties
 		}
 		want := slices.Clone(list)
-		sortScored(want, c)
+		sortScored(want)
 		k := r.IntN(n + 3)
-		topScored(list, k, c)
+		topScored(list, k)
 		for i := range min(k, n) {
 			if list[i].doc != want[i].doc {
 				t.Fatalf("round %d: k=%d n=%d: entry %d is tool %d, want %d", round, k, n, i, list[i].doc, want[i].doc)
