@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -155,16 +154,8 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	// catalog too.
 	tools := strconv.FormatUint(req.ToolsKey, 36) + ":"
 	key := tools + strconv.FormatUint(snap.CatalogKey(), 36)
-	// A tools array the parse cache did not know is most likely a
-	// catalog compiled now: its token count (noteClient's) runs beside
-	// the compile, where it followed it; on a first request they are the
-	// two largest costs, each tens of milliseconds at 200 tools. The
-	// count is done before newTurn returns: the tools may alias the
-	// request's body.
-	var counted sync.WaitGroup
-	defer counted.Wait()
-	if !req.ToolsKnown {
-		counted.Go(func() { _, _ = g.tokens.catalog(encodingFor(req.Model), key, req.Tools) }) // noteClient reports its error
+	if wait := g.countBeside(req, key); wait != nil {
+		defer wait()
 	}
 	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) {
 		tools, cfg := snap.Catalog(req.ToolsWithParams())
@@ -468,4 +459,24 @@ func mark(set *map[string]bool, name string) {
 		*set = map[string]bool{}
 	}
 	(*set)[name] = true
+}
+
+// countBeside starts the token count of a tools array the parse cache did
+// not know, most likely a catalog newTurn compiles now, so the count
+// (noteClient's) runs beside the compile where it followed it: on a first
+// request they are the two largest costs, each tens of milliseconds at 200
+// tools. It returns what waits for the count, which must end before the
+// turn's tools may be let go (they may alias the request's body), or nil
+// when there is nothing to count: a known array's count is cached, and a
+// turn of one costs no goroutine and no allocation.
+func (g *Gateway) countBeside(req *rewrite.Request, key string) (wait func()) {
+	if req.ToolsKnown {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = g.tokens.catalog(encodingFor(req.Model), key, req.Tools) // noteClient reports its error
+	}()
+	return func() { <-done }
 }
