@@ -98,8 +98,14 @@ func (pr *postingsReader) clausePostings(ctx context.Context, cl lexClause) (*te
 		// A whole-name token is the request's own text, which may alias
 		// its body: the cache outlives the request, so it keeps a copy.
 		k := fieldTerm{cl.ft.field, strings.Clone(cl.ft.term)}
+		// Two searches that missed the term at once both read it: one
+		// entry is kept and counted, and both use it. (A replacing Add
+		// would count the term twice: the LRU calls no eviction on a
+		// replace.)
+		if prev, found, _ := pr.c.postingsCache.PeekOrAdd(k, p); found {
+			return prev, nil
+		}
 		pr.c.memoBytes.Add(cachedPostingsBytes(k, p))
-		pr.c.postingsCache.Add(k, p)
 		return p, nil
 	}
 	if p := cl.stats.bleve.Load(); p != nil {

@@ -2,6 +2,7 @@ package selector
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -162,4 +163,47 @@ func TestRememberedPostingsAreSafeForConcurrentSearches(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestPostingsMemoCountsEachTermOnceUnderConcurrentSearches: two searches
+// that miss one term at once both read its postings; one copy is kept,
+// and counted once.
+func TestPostingsMemoCountsEachTermOnceUnderConcurrentSearches(t *testing.T) {
+	for _, workers := range []int{1, 8} {
+		t.Run(fmt.Sprint(workers, " searching at once count what the memo holds"), func(t *testing.T) {
+			c := compileTest(t, syntheticTools(50), Config{})
+			held := func() int64 {
+				var n int64
+				for _, k := range c.postingsCache.Keys() {
+					p, _ := c.postingsCache.Peek(k)
+					n += cachedPostingsBytes(k, p)
+				}
+				for _, ts := range c.fields.terms {
+					if p := ts.bleve.Load(); p != nil {
+						n += p.heapBytes()
+					}
+				}
+				return n
+			}
+			base := c.memoBytes.Load() - held()
+			for round := range 10 {
+				var wg sync.WaitGroup
+				for range workers {
+					wg.Go(func() {
+						for i := range 30 {
+							// words no tool has: their postings go to the memo
+							q := fmt.Sprintf("zqx%d_%d frobnicate%d", round, i, i%7)
+							if _, err := c.Search(context.Background(), Query{Text: q}); err != nil {
+								t.Error(err)
+							}
+						}
+					})
+				}
+				wg.Wait()
+			}
+			if counted := c.memoBytes.Load() - base; counted != held() {
+				t.Errorf("the postings memo counts %d bytes, its entries hold %d", counted, held())
+			}
+		})
+	}
 }
