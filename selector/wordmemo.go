@@ -1,6 +1,7 @@
 package selector
 
 import (
+	"sync"
 	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -27,9 +28,12 @@ type wordMemo[V any] struct {
 	clock atomic.Uint64 // counts adds: an entry's age is clock - its stamp
 	half  uint64        // half the memo's size, in words
 	size  func(V) int64 // a value's bytes; nil: values count nothing
-	// bytes is what the entries and their values hold, about: two
-	// requests computing one value at once may count it twice.
+	// bytes is what the entries and their values hold. The writes that
+	// change them hold mu, so a word two requests note or compute at
+	// once is counted once (a replacing Add calls no eviction, which is
+	// what would take a second count back); hits take no lock.
 	bytes atomic.Int64
+	mu    sync.Mutex
 }
 
 // memoEntryBytes is about what a memo entry costs beside its value: the
@@ -69,19 +73,39 @@ func (m *wordMemo[V]) get(r int32, compute func() V) (V, bool) {
 	e, ok := m.lru.Peek(r)
 	switch {
 	case !ok:
-		m.bytes.Add(memoEntryBytes)
-		m.lru.Add(r, memoEntry[V]{stamp: m.clock.Add(1)})
+		m.mu.Lock()
+		if _, ok := m.lru.Peek(r); !ok {
+			m.put(r, memoEntry[V]{stamp: m.clock.Add(1)})
+		}
+		m.mu.Unlock()
 		return e.v, false
 	case e.full:
 		if m.clock.Load()-e.stamp > m.half {
 			e.stamp = m.clock.Add(1)
-			m.lru.Add(r, e) // to the front
+			m.mu.Lock()
+			m.put(r, e) // to the front
+			m.mu.Unlock()
 		}
 		return e.v, true
 	}
 	v := compute()
-	full := memoEntry[V]{v: v, full: true, stamp: m.clock.Add(1)}
-	m.bytes.Add(m.valueBytes(full))
-	m.lru.Add(r, full)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.lru.Peek(r); ok && cur.full {
+		return cur.v, true // another request computed it first
+	}
+	m.put(r, memoEntry[V]{v: v, full: true, stamp: m.clock.Add(1)})
 	return v, true
+}
+
+// put stores e as r's entry and counts what that changes: a new entry's
+// cost, or the difference between e's value and the one it replaces. The
+// caller holds mu.
+func (m *wordMemo[V]) put(r int32, e memoEntry[V]) {
+	if cur, ok := m.lru.Peek(r); ok {
+		m.bytes.Add(m.valueBytes(e) - m.valueBytes(cur))
+	} else {
+		m.bytes.Add(memoEntryBytes + m.valueBytes(e))
+	}
+	m.lru.Add(r, e)
 }

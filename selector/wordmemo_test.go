@@ -1,6 +1,9 @@
 package selector
 
-import "testing"
+import (
+	"sync"
+	"testing"
+)
 
 // forget drops every remembered word, for benchmarks that measure a cold
 // memo.
@@ -45,4 +48,30 @@ func TestWordMemoKeepsWordsInUse(t *testing.T) {
 			t.Error("word 100 still remembered after 200 other words in a memo of 8")
 		}
 	})
+}
+
+// TestWordMemoCountsEachWordOnceUnderConcurrentRequests: requests of one
+// catalog note and compute the same words at once; the bytes the memo
+// counts (which the catalog cache bounds) must stay what its entries hold,
+// not grow with every race.
+func TestWordMemoCountsEachWordOnceUnderConcurrentRequests(t *testing.T) {
+	m := newWordMemo(64, sliceBytes[float32])
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range 20000 {
+				r := int32((i * 7919) % 97) // 97 words through a 64-word memo
+				m.get(r, func() []float32 { return make([]float32, 64) })
+			}
+		})
+	}
+	wg.Wait()
+	var held int64
+	for _, k := range m.lru.Keys() {
+		e, _ := m.lru.Peek(k)
+		held += memoEntryBytes + m.valueBytes(e)
+	}
+	if got := m.bytes.Load(); got != held {
+		t.Errorf("the memo counts %d bytes, its entries hold %d", got, held)
+	}
 }
