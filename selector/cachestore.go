@@ -83,6 +83,14 @@ func (s *catalogStore) get(key string) (*Catalog, bool) {
 		fresh = true
 	}
 	if n := cat.heldBytes(); n != s.charged[key] {
+		if s.maxBytes > 0 && n > s.maxBytes {
+			// Its memos grew past the bound alone: kept, it would
+			// let every other catalog go (add's rule). This request
+			// still ranks with it.
+			s.remove(key)
+			s.tooLarge++
+			return cat, true
+		}
 		d := n - s.charged[key]
 		s.charged[key] = n
 		s.bytes += d

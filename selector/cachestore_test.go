@@ -196,3 +196,38 @@ func TestCacheHitsCatalogsAskedForInRotation(t *testing.T) {
 		})
 	}
 }
+
+// TestACatalogWhoseMemosOutgrowTheBoundIsLetGo: a catalog held under the
+// byte bound whose memos then grow past the bound alone is let go, as one
+// compiled over it is never held; it would let every other catalog go.
+func TestACatalogWhoseMemosOutgrowTheBoundIsLetGo(t *testing.T) {
+	cats := prebuilt(t, 20, 200)
+	small, large := cats[20].heldBytes(), cats[200].heldBytes()
+	bound := large + 3*small
+	c := newCache(CacheOptions{Catalogs: 100, Bytes: bound}, CacheTools)
+	c.compile = func(_ context.Context, tools []Tool, _ Config) (*Catalog, error) {
+		return compileTest(t, syntheticTools(len(tools)), Config{}), nil
+	}
+	for i := range 3 {
+		getTools(t, c, fmt.Sprint("s", i), 20)
+		getTools(t, c, fmt.Sprint("s", i), 20)
+	}
+	getTools(t, c, "big", 200)
+	getTools(t, c, "big", 200)
+	big, ok := c.held.get("big")
+	if !ok {
+		t.Fatal("the large catalog is not held before its memos grow")
+	}
+	big.memoBytes.Add(bound) // its memos fill as it ranks requests
+	getTools(t, c, "big", 200)
+	s := c.Stats()
+	if s.Bytes > bound {
+		t.Errorf("%d catalogs hold %d bytes, over the bound of %d", s.Len, s.Bytes, bound)
+	}
+	if _, ok := c.held.get("big"); ok {
+		t.Error("the catalog past the bound alone is still held")
+	}
+	if s.TooLarge == 0 {
+		t.Error("the catalog let go is not counted as too large")
+	}
+}
