@@ -45,21 +45,42 @@ func memoryLimit(flag, text string, def int64, files []string) (int64, string, e
 		}
 		return mb << 20, "flag", nil
 	}
+	if limit := containerMemory(files); limit > 0 && limit/4 < def {
+		return limit / 4, "a quarter of the container's memory limit", nil
+	}
+	return def, "default", nil
+}
+
+// containerMemory returns the container's memory limit in bytes, read
+// from the first of files that holds one, or 0 when none does ("max":
+// no limit).
+func containerMemory(files []string) int64 {
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
 		limit, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil || limit <= 0 { // "max": no limit
+		if err != nil || limit <= 0 {
 			continue
 		}
-		if q := limit / 4; q < def {
-			return q, "a quarter of the container's memory limit", nil
-		}
-		break
+		return limit
 	}
-	return def, "default", nil
+	return 0
+}
+
+// softMemoryLimit returns the Go runtime's soft memory limit for a
+// process in a container (runtime/debug.SetMemoryLimit), or 0 to leave
+// the runtime's default: nine tenths of the container's limit, unless
+// GOMEMLIMIT (env, the runtime's own setting) says otherwise. Go lets
+// its heap double between collections, so a gateway whose caches hold a
+// third of a container's memory could otherwise be killed for memory it
+// would have collected; under the limit it collects sooner instead.
+func softMemoryLimit(env string, files []string) int64 {
+	if env != "" {
+		return 0
+	}
+	return containerMemory(files) / 10 * 9
 }
 
 // compileLimit returns the compile bound for the --max-compile-mb flag's

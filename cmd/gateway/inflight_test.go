@@ -116,3 +116,32 @@ func TestTheCatalogCacheLimitComesFromTheFlagOrTheContainersMemory(t *testing.T)
 		})
 	}
 }
+
+func TestTheRuntimesMemoryLimitFollowsTheContainers(t *testing.T) {
+	dir := t.TempDir()
+	limited := filepath.Join(dir, "memory.max")
+	if err := os.WriteFile(limited, []byte("1073741824\n"), 0o644); err != nil { // 1 GB
+		t.Fatal(err)
+	}
+	unlimited := filepath.Join(dir, "max")
+	if err := os.WriteFile(unlimited, []byte("max\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		env   string
+		files []string
+		want  int64
+	}{
+		{"a container's limit sets nine tenths of it", "", []string{limited}, 1073741824 / 10 * 9},
+		{"GOMEMLIMIT keeps what it says", "800MiB", []string{limited}, 0},
+		{"a container without a limit leaves the runtime's default", "", []string{unlimited}, 0},
+		{"no cgroup file leaves the runtime's default", "", []string{filepath.Join(dir, "absent")}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := softMemoryLimit(tc.env, tc.files); got != tc.want {
+				t.Errorf("softMemoryLimit = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

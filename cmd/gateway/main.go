@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/gin-gonic/gin"
@@ -28,6 +29,11 @@ func main() {
 	// of stdout, where serve's output and the subcommands' reports go.
 	// The package's tests set it too (TestMain).
 	gin.SetMode(gin.ReleaseMode)
+	// The runtime's soft memory limit is process-wide too (see
+	// softMemoryLimit); serve's start-up line reports it.
+	if limit := softMemoryLimit(os.Getenv("GOMEMLIMIT"), cgroupMemoryFiles); limit > 0 {
+		debug.SetMemoryLimit(limit)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,7 +154,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	redis.SetLogger(redisLogger{logger})
 	slog.SetDefault(logger)
 	logger.Info("starting", "version", versionString(), "max_inflight_mb", max(c.maxInflight>>20, 0), "max_inflight_from", c.maxInflightFrom,
-		"max_compile_mb", max(c.maxCompile>>20, 0), "catalog_cache_mb", max(c.catalogCache>>20, 0), "catalog_cache_from", c.catalogCacheFrom)
+		"max_compile_mb", max(c.maxCompile>>20, 0), "catalog_cache_mb", max(c.catalogCache>>20, 0), "catalog_cache_from", c.catalogCacheFrom,
+		"go_memory_limit_mb", goMemoryLimitMB())
 	live, err := policy.NewLive(c.config, logger)
 	if err != nil {
 		return err
@@ -398,4 +401,13 @@ func firstNonEmpty(v ...string) string {
 		}
 	}
 	return ""
+}
+
+// goMemoryLimitMB is the runtime's soft memory limit in megabytes (main
+// sets it in a container; GOMEMLIMIT does anywhere), or 0 for none.
+func goMemoryLimitMB() int64 {
+	if limit := debug.SetMemoryLimit(-1); limit != math.MaxInt64 {
+		return limit >> 20
+	}
+	return 0
 }
