@@ -294,7 +294,7 @@ func TestACompileWithoutRoomIsARetryable503(t *testing.T) {
 			rec := httptest.NewRecorder()
 			w := g.track(rec, route)
 			g.writeError(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), busy)
-			w.done()
+			w.done(context.Background())
 			if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
 				t.Errorf("status %d, Retry-After %q; want 503 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
 			}

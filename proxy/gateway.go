@@ -279,7 +279,7 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tr := g.track(w, routePassthrough)
-	defer tr.done()
+	defer tr.done(r.Context())
 	if g.serveStoredResponse(tr, r, clean) {
 		return
 	}

@@ -121,14 +121,14 @@ func (rep *report) countClient(ctx context.Context, g *Gateway, req *rewrite.Req
 // hides), and the token metrics must count it too: a savings ratio read
 // from metrics that left it out would claim the gateway's share of the
 // traffic for all of it.
-func (tr *tracker) notePassthroughTools(req *rewrite.Request, raws []string, pos []int) {
+func (tr *tracker) notePassthroughTools(ctx context.Context, req *rewrite.Request, raws []string, pos []int) {
 	rep := &tr.rep
 	// The key serveTurn made sure of: the array's text and dialect.
-	if rep.countClient(tr.context(), tr.g, req, strconv.FormatUint(req.ToolsKey, 36)); rep.tokErr != nil {
+	if rep.countClient(ctx, tr.g, req, strconv.FormatUint(req.ToolsKey, 36)); rep.tokErr != nil {
 		return
 	}
 	if rep.passSent, rep.tokErr = tr.g.tokens.round(rep.enc, rep.catTok, raws, pos); rep.tokErr != nil {
-		tr.g.logger().WarnContext(tr.context(), "counting tool tokens", "err", rep.tokErr)
+		tr.g.logger().WarnContext(ctx, "counting tool tokens", "err", rep.tokErr)
 	}
 }
 

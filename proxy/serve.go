@@ -16,7 +16,7 @@ import (
 // the search loop, the rest upstream unchanged (minus denied tools).
 func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string, d rewrite.Dialect, route string) {
 	tr := g.track(w, route)
-	defer tr.done()
+	defer tr.done(r.Context())
 	w = tr
 	base := g.policy()
 	// A request refused before anything is decided (a body too large or
@@ -82,7 +82,7 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 		g.writeError(w, r, err)
 		return
 	}
-	tr.attach(t)
+	tr.attach(r.Context(), t)
 	// passthroughReason sent on every stream of a dialect that relays
 	// neither kind.
 	iw, items := d.(rewrite.ItemEventWriter)

@@ -30,9 +30,6 @@ type tracker struct {
 	status int
 	rep    report
 	turn   *turn // nil unless the request ran the search loop
-	// ctx is the request's context, for the report's record (done has no
-	// request to take it from); timedUpload sets it, nil: none.
-	ctx context.Context
 	// in and upload are timedUpload's request and body, kept here
 	// rather than allocated per request.
 	in     http.Request
@@ -169,15 +166,6 @@ func (tr *tracker) Flush() {
 	}
 }
 
-// context returns the request's context, or context.Background() before
-// timedUpload has seen the request.
-func (tr *tracker) context() context.Context {
-	if tr.ctx == nil {
-		return context.Background()
-	}
-	return tr.ctx
-}
-
 // Unwrap gives http.ResponseController the real writer.
 func (tr *tracker) Unwrap() http.ResponseWriter { return tr.ResponseWriter }
 
@@ -186,10 +174,8 @@ func (tr *tracker) Unwrap() http.ResponseWriter { return tr.ResponseWriter }
 // client's network, not the gateway's latency. It is a copy of r: net/http
 // decides by the body's type how to treat what the handler left unread
 // (a huge declared body refused before it is read), so the server's own
-// request keeps its body. It keeps r's context for the report's record:
-// a turn hands its tracker the request here first.
+// request keeps its body.
 func (tr *tracker) timedUpload(r *http.Request) *http.Request {
-	tr.ctx = r.Context()
 	if r.Body == nil || r.Body == http.NoBody {
 		return r
 	}
@@ -215,9 +201,9 @@ func (b *timedBody) Read(p []byte) (int, error) {
 
 // attach links the turn that serves the request, so its accounting lands in
 // this request's report.
-func (tr *tracker) attach(t *turn) {
+func (tr *tracker) attach(ctx context.Context, t *turn) {
 	tr.turn = t
-	t.noteClient(tr.context(), &tr.rep)
+	t.noteClient(ctx, &tr.rep)
 }
 
 // passthrough records that a chat request went upstream unchanged, and why.
@@ -231,15 +217,15 @@ func (tr *tracker) passthrough(why string) {
 // reported as the 500 that answer is (unless a status went out already,
 // or the panic is the abort that cuts an answer), then goes on to that
 // recovery. Reported as it stands, the request would read as status 0, a
-// client that left.
-func (tr *tracker) done() {
+// client that left. ctx is the request's, for the record's values.
+func (tr *tracker) done(ctx context.Context) {
 	rec := recover()
 	if rec != nil && tr.status == 0 && !aborts(rec) {
 		tr.status = http.StatusInternalServerError
 	}
 	total := time.Since(tr.rep.start)
 	tr.g.Metrics.observe(tr, total)
-	tr.g.logDecision(tr.context(), tr, total)
+	tr.g.logDecision(ctx, tr, total)
 	if rec != nil {
 		panic(rec)
 	}

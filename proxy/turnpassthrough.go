@@ -239,7 +239,7 @@ func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy
 				kept, pos = append(kept, t.Raw), append(pos, i)
 			}
 		}
-		w.notePassthroughTools(req, kept, pos)
+		w.notePassthroughTools(r.Context(), req, kept, pos)
 		if len(kept) != len(req.Tools) {
 			var err error
 			if body, err = d.Build(&rewrite.Request{Body: body, Pinned: req.Pinned}, kept, nil); err != nil {
@@ -262,7 +262,7 @@ func (g *Gateway) forward(w *tracker, r *http.Request, rest string, snap *policy
 			return
 		}
 	}
-	g.logger().Debug("turn passthrough", "route", w.route, "reason", why, "tools", len(req.Tools))
+	g.logger().DebugContext(r.Context(), "turn passthrough", "route", w.route, "reason", why, "tools", len(req.Tools))
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	// Sent once, as a reverse proxy sends it: the client's SDK retries a
