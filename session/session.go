@@ -24,10 +24,20 @@ var ErrNotFound = errors.New("session not found")
 var ErrCorrupt = errors.New("the stored session value is unreadable")
 
 // Store keeps session state. Implementations must be safe for concurrent
-// use; Get returns a copy the caller may change.
+// use. State is a cache, never the truth (the request's history is): a
+// store may lose a session at any time, and an error costs the turn its
+// session, never the turn.
 type Store interface {
+	// Get returns a copy of the state under key, which the caller may
+	// change, or an error wrapping ErrNotFound when there is none (never
+	// stored, expired, evicted), or another error when the store could
+	// not answer.
 	Get(ctx context.Context, key string) (State, error)
+	// Put stores a copy of s under key, renewing its expiry; s stays the
+	// caller's.
 	Put(ctx context.Context, key string, s State) error
+	// Delete forgets key; deleting a key the store does not hold is not
+	// an error.
 	Delete(ctx context.Context, key string) error
 }
 
