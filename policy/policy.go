@@ -55,9 +55,9 @@ type Gateway struct {
 	Upstream    string
 	UpstreamKey string // environment references already expanded
 	Mode        Mode
-	MinTools    int  // fewer client tools than this pass through unchanged
-	MaxRounds   int  // upstream calls one client request may make, search rounds included
-	MaxActive   int  // tools one round may offer beside tool_search (core tools may pass it)
+	MinTools    int  // the smallest tools array rewritten (schema.go: min_tools)
+	MaxRounds   int  // tool_search rounds per client request
+	MaxActive   int  // tools sent upstream beside tool_search
 	Preselect   int  // tools preselected per user turn in hybrid/preselect mode
 	Explore     bool // preselect mode: one preselected slot samples below the cut
 	FollowUp    int  // tools joining after a user turn's first tool result in hybrid/preselect mode
