@@ -54,7 +54,7 @@ func (g *Gateway) deleteHidden(ctx context.Context, in *http.Request, id string,
 	// A 404 means deleted before only to the turn's own tenant; to
 	// another credential it may mean "not yours", and the turn's thread
 	// must then stay whole.
-	own := session.InTenant(th.Session, session.Tenant(credential(in)))
+	own := ownedBy(th, in)
 	key := g.policy().Gateway.UpstreamKey // one account for every round's delete
 	gone := true
 	for _, hid := range th.Hidden {

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/toolgate/toolgate/session"
 )
 
 // notFoundError answers a request that names a stored response its
@@ -56,10 +54,11 @@ func storedID(rest string) string {
 func (g *Gateway) serveStoredResponse(w http.ResponseWriter, r *http.Request, rest string) bool {
 	id := storedID(rest)
 	deleted, retrieved := deletedID(r, rest) != "", retrievedID(r, rest) != ""
+	oneAccount := g.policy().Gateway.UpstreamKey != ""
 	// Without an upstream key only a DELETE or a GET of the id itself
 	// needs the thread: the upstream answers the rest for the client's
 	// own key, and a lookup is a store round trip.
-	if id == "" || !deleted && !retrieved && g.policy().Gateway.UpstreamKey == "" {
+	if id == "" || !deleted && !retrieved && !oneAccount {
 		return false
 	}
 	ctx := r.Context()
@@ -67,7 +66,7 @@ func (g *Gateway) serveStoredResponse(w http.ResponseWriter, r *http.Request, re
 	if !ok {
 		return false
 	}
-	if !session.InTenant(th.Session, session.Tenant(credential(r))) && g.policy().Gateway.UpstreamKey != "" {
+	if oneAccount && !ownedBy(th, r) {
 		g.writeError(w, r, &notFoundError{id: id})
 		return true
 	}

@@ -39,7 +39,7 @@ func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewr
 	if !ok {
 		return session.Thread{}, nil
 	}
-	if !session.InTenant(th.Session, session.Tenant(credential(in))) {
+	if !ownedBy(th, in) {
 		may, err := g.foreignThread(ctx, in, req.Previous)
 		if err != nil {
 			return session.Thread{}, rewrite.WithParam("previous_response_id", err)
@@ -54,6 +54,12 @@ func (g *Gateway) resolveThread(ctx context.Context, in *http.Request, req *rewr
 		req.PendingOutputs = append(req.PendingOutputs, rewrite.ToolResult{CallID: p.CallID, Content: p.Output})
 	}
 	return th, nil
+}
+
+// ownedBy reports whether th is a turn of the tenant whose credential
+// request in carries.
+func ownedBy(th session.Thread, in *http.Request) bool {
+	return session.InTenant(th.Session, session.Tenant(credential(in)))
 }
 
 // lookupThread returns what the gateway remembers of response id: in this
