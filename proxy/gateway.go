@@ -269,7 +269,8 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request) {
 	// The routes the gateway serves itself are matched on the path
 	// without empty segments: a client that joins a base URL ending in
 	// /v1/ with /chat/completions asks for /v1//chat/completions, and
-	// matched as written, its turns went upstream raw, past the policy.
+	// matched as written, its turns would go upstream raw, past the
+	// policy.
 	clean := cleanAPIPath(rest)
 	if d, route := turnRoute(clean); d != nil && r.Method == http.MethodPost {
 		if clean != rest {
