@@ -166,8 +166,8 @@ func (m *Metrics) sessionStoreFailed(op string) {
 	m.storeErrors.WithLabelValues(op).Inc()
 }
 
-// bind adds the gauges read from the gateway's stores: sessions held and
-// catalog cache hits and misses. Only the first gateway bound is read.
+// bind adds the gauges read from the gateway's stores: sessions held, and
+// the hits and misses of the tools parse cache and the catalog cache. Only the first gateway bound is read.
 func (m *Metrics) bind(g *Gateway) {
 	if m == nil {
 		return
@@ -182,6 +182,18 @@ func (m *Metrics) bind(g *Gateway) {
 				Name: "toolgate_sessions",
 				Help: "Sessions held by the in-process store.",
 			}, func() float64 { return float64(s.Len()) }))
+		}
+		if p := g.parsed; p != nil {
+			m.reg.MustRegister(
+				prometheus.NewCounterFunc(prometheus.CounterOpts{
+					Name: "toolgate_tools_parse_cache_hits_total",
+					Help: "Tools arrays (512 bytes or more) found parsed in the parse cache: the turn compared the array instead of parsing it.",
+				}, func() float64 { h, _ := p.Stats(); return float64(h) }),
+				prometheus.NewCounterFunc(prometheus.CounterOpts{
+					Name: "toolgate_tools_parse_cache_misses_total",
+					Help: "Tools arrays (512 bytes or more) parsed because the parse cache did not hold them.",
+				}, func() float64 { _, n := p.Stats(); return float64(n) }),
+			)
 		}
 		if c := g.Catalogs; c != nil {
 			m.reg.MustRegister(

@@ -273,6 +273,8 @@ func TestMetricsAreExposedAndCount(t *testing.T) {
 		{"input tokens through the gateway are reported", `toolgate_input_tokens_total{path="gateway"}`, gt(0)},
 		{"the direct estimate is reported next to them", `toolgate_input_tokens_total{path="direct_estimate"}`, gt(0)},
 		{"the session is counted once", `toolgate_sessions`, eq(1)},
+		{"each tools array is parsed when first seen (the catalog and the small one)", `toolgate_tools_parse_cache_misses_total`, eq(2)},
+		{"the second request finds its tools array parsed", `toolgate_tools_parse_cache_hits_total`, eq(1)},
 		{"the first catalog lookup misses", `toolgate_catalog_cache_misses_total`, eq(1)},
 		{"the second lookup of the same catalog hits", `toolgate_catalog_cache_hits_total`, eq(1)},
 		{"the catalog held is counted at its estimated heap", `toolgate_catalog_cache_bytes`, gt(100 << 10)},

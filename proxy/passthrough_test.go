@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -243,22 +244,39 @@ func TestToolCacheReturnsOnlyTheSameCatalog(t *testing.T) {
 
 // TestToolCacheKeepsEveryUserOfOneAgent: the users of one agent send its
 // built-in tools first and their own after, so their arrays share a start;
-// each must find its own, not parse it again every turn.
+// each must find its own, not parse it again every turn, however many
+// users take turns (a bound per start made the 65th evict the next one
+// due, and a rotation of them all missed every time).
 func TestToolCacheKeepsEveryUserOfOneAgent(t *testing.T) {
-	head := `[{"type":"function","function":{"name":"a","description":"` + strings.Repeat("x", headLen) + `"}}`
-	for _, users := range []int{9, 20, maxPerHead} {
-		t.Run(strconv.Itoa(users)+" users sharing the agent's first tools all hit", func(t *testing.T) {
+	builtin := func(name string) string {
+		return `{"type":"function","function":{"name":"` + name + `","description":"` + strings.Repeat("x", headLen) + `"}}`
+	}
+	user := func(i int) string {
+		return fmt.Sprintf(`{"type":"function","function":{"name":"b%03d"}}`, i)
+	}
+	for _, tc := range []struct {
+		name  string
+		users int
+		array func(i int) string
+	}{
+		{"9 users whose own tools come last all hit", 9, func(i int) string { return "[" + builtin("a") + "," + user(i) + "]" }},
+		{"200 users whose own tools come last all hit", 200, func(i int) string { return "[" + builtin("a") + "," + user(i) + "]" }},
+		{"200 users whose arrays end alike and are as long, their own tools in the middle, all hit", 200, func(i int) string {
+			return "[" + builtin("a") + "," + user(i) + "," + builtin("z") + "]"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			c := newToolCache(256).space(routeChat)
 			var raws []string
-			for i := range users {
-				raw := head + `,{"type":"function","function":{"name":"b` + strconv.Itoa(i) + `"}}]`
+			for i := range tc.users {
+				raw := tc.array(i)
 				raws = append(raws, raw)
-				c.Add(raw, []rewrite.Tool{{Name: "a"}, {Name: "b" + strconv.Itoa(i)}})
+				c.Add(raw, []rewrite.Tool{{Name: "a"}, {Name: fmt.Sprintf("b%03d", i)}})
 			}
 			for round := range 2 {
 				for i, raw := range raws {
 					got, ok := c.Lookup(raw + `,"stream":true}`)
-					if !ok || got.Tools[1].Name != "b"+strconv.Itoa(i) {
+					if !ok || got.Tools[1].Name != fmt.Sprintf("b%03d", i) {
 						t.Fatalf("round %d, user %d: hit = %v, tools %+v", round, i, ok, got.Tools)
 					}
 				}
@@ -267,12 +285,16 @@ func TestToolCacheKeepsEveryUserOfOneAgent(t *testing.T) {
 	}
 }
 
+// TestToolCacheBoundsCatalogsThatShareTheirStart: arrays that share a
+// start are held to the cache's size like any others, the least recent
+// first.
 func TestToolCacheBoundsCatalogsThatShareTheirStart(t *testing.T) {
-	cache := newToolCache(64)
+	const size = 64
+	cache := newToolCache(size)
 	c := cache.space(routeChat)
 	head := `[{"type":"function","function":{"name":"a","description":"` + strings.Repeat("x", headLen) + `"}}`
 	var raws []string
-	for i := range maxPerHead + 3 {
+	for i := range size + 3 {
 		raw := head + `,{"type":"function","function":{"name":"b` + strconv.Itoa(i) + `"}}]`
 		raws = append(raws, raw)
 		c.Add(raw, []rewrite.Tool{{Name: "a"}, {Name: "b" + strconv.Itoa(i)}})
@@ -283,8 +305,17 @@ func TestToolCacheBoundsCatalogsThatShareTheirStart(t *testing.T) {
 			t.Errorf("catalog %d: hit = %v, want %v (the oldest make way)", i, ok, want)
 		}
 	}
-	if n := cache.lru.Len(); n != maxPerHead {
-		t.Errorf("%d entries kept, want %d", n, maxPerHead)
+	if n := cache.lru.Len(); n != size {
+		t.Errorf("%d entries kept, want %d", n, size)
+	}
+	cache.mu.Lock()
+	indexed := 0
+	for _, same := range cache.byHead {
+		indexed += len(same)
+	}
+	cache.mu.Unlock()
+	if indexed != size {
+		t.Errorf("%d entries indexed by their start, want %d", indexed, size)
 	}
 }
 

@@ -37,6 +37,7 @@ func (g *Gateway) serveTurn(w http.ResponseWriter, r *http.Request, rest string,
 		g.writeError(w, r, err)
 		return
 	}
+	g.parsed.counted(req.ToolsRaw.Raw, req.ToolsKnown)
 	if req.ToolsKey == 0 && req.ToolsRaw.Exists() {
 		req.ToolsKey = parsed.keyOf(req.ToolsRaw.Raw)
 	}

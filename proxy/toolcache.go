@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -32,12 +33,18 @@ var _ rewrite.ToolCache = toolSpace{}
 // indexed by a hash of their first headLen bytes, and each candidate is
 // compared as a prefix: a hit costs one memory compare of the array.
 type toolCache struct {
-	seed     maphash.Seed
-	mu       sync.Mutex
-	lru      *simplelru.LRU[uint64, *toolEntry] // by key: the hash of the whole text
-	byHead   map[uint64][]*toolEntry            // by the hash of the first headLen bytes, oldest first
-	bytes    int                                // the kept texts' bytes, all entries
-	maxBytes int                                // what bytes may reach; the least recent go first
+	seed maphash.Seed
+	mu   sync.Mutex
+	lru  *simplelru.LRU[uint64, *toolEntry] // by key: the hash of the whole text
+	// byHead indexes entries by the hash of their first headLen bytes,
+	// oldest first. A bucket is never changed in place (unindex copies
+	// it, Add only appends past what earlier readers hold), so Lookup
+	// walks it outside the lock.
+	byHead   map[uint64][]*toolEntry
+	bytes    int // the kept texts' bytes, all entries
+	maxBytes int // what bytes may reach; the least recent go first
+
+	hits, misses atomic.Int64 // requests' arrays long enough to be kept: see counted
 }
 
 // toolEntry is immutable once made, so candidates are compared outside the
@@ -53,22 +60,23 @@ const (
 	// headLen is how much of an array's text indexes it; shorter arrays
 	// (a few tools, quick to parse) are not kept.
 	headLen = 512
-	// maxPerHead bounds the arrays that share their first headLen bytes,
-	// and so the candidates one lookup walks; the oldest of them makes
-	// way. Sharing a start is the rule, not the exception: every user of
-	// one agent sends its built-in tools first and their own MCP tools
-	// after, so the bound is as many such users as one gateway serves at
-	// once, not a handful (at 8, the ninth user's every turn parsed its
-	// array again and evicted a neighbour's). A candidate that is not the
-	// array costs a length and a 64-byte compare.
-	maxPerHead = 64
-	// maxMatches bounds the candidates that pass those checks and are
-	// compared whole, outside the lock: arrays that share their first
-	// and last bytes and fit in the text.
-	maxMatches = 4
-	// tailCheck is how much of a candidate's end is compared before the
-	// whole: arrays that share a head mostly differ by their last tools.
-	tailCheck = 64
+	// maxMatches bounds the candidates that pass the cheap checks
+	// (length, tail, middle) and are compared whole: a lookup's worst
+	// case, whatever arrays clients craft to share a start. Arrays that
+	// share a start are the rule, not the exception: every user of one
+	// agent sends its built-in tools first and their own MCP tools after,
+	// so a start's bucket holds as many arrays as the gateway has such
+	// users, bounded only by the cache's size and bytes (a bound per
+	// start made the 65th user of one agent evict the next one due, and
+	// a rotation of them all missed: 0 hits, every turn parsing 190 KB).
+	maxMatches = 16
+	// tailCheck is how much of a candidate's end is compared first:
+	// arrays that share a start mostly differ by their last tools, and
+	// the last 64 bytes of a JSON schema are often the same in all of
+	// them. midCheck is compared at the middle, for arrays that end alike
+	// too (an agent's own tools first and last, a user's in between).
+	tailCheck = 512
+	midCheck  = 64
 	// toolCacheBytes bounds the text the cache keeps in all. A count alone
 	// let 256 arrays of a few tools with 300 KB descriptions hold 2.9 GB;
 	// 256 arrays of 200 ordinary tools are about 50 MB.
@@ -109,21 +117,18 @@ func (s toolSpace) Lookup(str string) (rewrite.KnownTools, bool) {
 		return rewrite.KnownTools{}, false
 	}
 	c := s.c
-	var cands [maxMatches]*toolEntry
-	n := 0
 	head := maphash.String(c.seed, str[:headLen]) ^ s.mix
 	c.mu.Lock()
 	same := c.byHead[head]
-	for i := len(same) - 1; i >= 0 && n < len(cands); i-- { // the newest is the likeliest
-		k := same[i].known
-		if same[i].space == s.mix && len(k.Raw) <= len(str) && str[len(k.Raw)-tailCheck:len(k.Raw)] == k.Raw[len(k.Raw)-tailCheck:] {
-			cands[n] = same[i]
-			n++
-		}
-	}
 	c.mu.Unlock()
-	for _, e := range cands[:n] {
+	compared := 0
+	for i := len(same) - 1; i >= 0 && compared < maxMatches; i-- { // the newest is the likeliest
+		e := same[i]
 		k := e.known
+		if e.space != s.mix || !sameEnds(str, k.Raw) {
+			continue
+		}
+		compared++
 		if str[:len(k.Raw)] != k.Raw {
 			continue
 		}
@@ -134,6 +139,36 @@ func (s toolSpace) Lookup(str string) (rewrite.KnownTools, bool) {
 	}
 	return rewrite.KnownTools{}, false
 }
+
+// sameEnds reports whether str may begin with raw, by its length and the
+// bytes at raw's end and middle: a few hundred bytes where the whole
+// compare reads the array.
+func sameEnds(str, raw string) bool {
+	n := len(raw)
+	if n > len(str) {
+		return false
+	}
+	t := max(n-tailCheck, 0)
+	m := n / 2
+	return str[t:n] == raw[t:] && str[m:min(m+midCheck, n)] == raw[m:min(m+midCheck, n)]
+}
+
+// counted records whether a request's tools array, one long enough to be
+// kept, came from the cache (known) or was parsed. It is counted per
+// request, where a request's parse may look the array up twice.
+func (c *toolCache) counted(raw string, known bool) {
+	switch {
+	case len(raw) < headLen:
+	case known:
+		c.hits.Add(1)
+	default:
+		c.misses.Add(1)
+	}
+}
+
+// Stats returns how many requests' tools arrays, of those long enough to
+// be kept, came from the cache, and how many were parsed.
+func (c *toolCache) Stats() (hits, misses int64) { return c.hits.Load(), c.misses.Load() }
 
 // Add keeps a copy of raw and of the tools, their strings rebased into the
 // copy and each tool's Raw without insignificant whitespace (compactTool).
@@ -169,9 +204,6 @@ func (s toolSpace) Add(raw string, tools []rewrite.Tool) rewrite.KnownTools {
 		}
 		c.lru.Remove(key) // a hash collision: the newer array wins
 	}
-	if same := c.byHead[e.head]; len(same) >= maxPerHead {
-		c.lru.Remove(same[0].known.Key)
-	}
 	c.lru.Add(key, e) // may evict, which unindexes
 	c.byHead[e.head] = append(c.byHead[e.head], e)
 	c.bytes += e.size
@@ -202,12 +234,17 @@ func compactTool(raw string) string {
 // it with c.mu held.
 func (c *toolCache) unindex(_ uint64, e *toolEntry) {
 	c.bytes -= e.size
-	same := slices.DeleteFunc(c.byHead[e.head], func(x *toolEntry) bool { return x == e })
-	if len(same) == 0 {
+	old := c.byHead[e.head]
+	i := slices.Index(old, e)
+	if i < 0 {
+		return
+	}
+	if len(old) == 1 {
 		delete(c.byHead, e.head)
 		return
 	}
-	c.byHead[e.head] = same
+	// A copy: a Lookup may be walking the old bucket (see byHead).
+	c.byHead[e.head] = slices.Concat(old[:i], old[i+1:])
 }
 
 // offsetIn returns where s starts in in's memory, and whether it lies
