@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/expirable"
 )
 
 var (
@@ -13,18 +11,28 @@ var (
 	_ Merger = (*Memory)(nil)
 )
 
-// Memory is the in-process store: an expirable LRU. Create one per process;
-// its expiry goroutine lives as long as the process. A Put renews the TTL; a
-// Get does not.
+// Memory is the in-process store: at most a fixed number of sessions,
+// each kept until a TTL after its last write (a Put renews it; a Get does
+// not). When it is full, a new session replaces the least recently used
+// one of the tenant holding the most sessions (the tenant being the label
+// Key puts in front of every key), so one tenant's many sessions push out
+// its own, never those of a tenant holding fewer; with one tenant it is a
+// plain LRU. Expired sessions are dropped by the next call of any method
+// (least recently written first, without a scan): nothing runs in the
+// background, so a Memory needs no closing, and an idle one keeps its
+// expired sessions' memory (never over its bound) until it is next used.
 type Memory struct {
-	lru *expirable.LRU[string, State]
 	// writes orders Put and PutMerged: a merge's read and write must
-	// have no other write between them.
+	// have no other write between them. A merge runs holding it, not mu,
+	// so Gets do not wait for one.
 	writes sync.Mutex
+	mu     sync.Mutex // guards lru
+	lru    fairLRU
 }
 
-// NewMemory returns a store of at most size sessions that each expire ttl
-// after their last write.
+// NewMemory returns a store of at most size sessions (10,000 when size
+// <= 0) that each expire ttl (an hour when ttl <= 0) after their last
+// write.
 func NewMemory(size int, ttl time.Duration) *Memory {
 	if size <= 0 {
 		size = 10000
@@ -32,23 +40,31 @@ func NewMemory(size int, ttl time.Duration) *Memory {
 	if ttl <= 0 {
 		ttl = time.Hour
 	}
-	return &Memory{lru: expirable.NewLRU[string, State](size, nil, ttl)}
+	return &Memory{lru: newFairLRU(size, ttl)}
 }
 
-// Get returns a copy of the state under key, or ErrNotFound.
+// Get returns a copy of the state under key, or ErrNotFound. It marks the
+// session used, and does not renew its expiry.
 func (m *Memory) Get(_ context.Context, key string) (State, error) {
-	s, ok := m.lru.Get(key)
+	m.mu.Lock()
+	s, ok := m.lru.get(key, time.Now())
+	m.mu.Unlock()
 	if !ok {
 		return State{}, ErrNotFound
 	}
+	// The store's copy is never changed in place, so it is copied
+	// outside the lock.
 	return s.Clone(), nil
 }
 
 // Put stores a copy of s under key.
 func (m *Memory) Put(_ context.Context, key string, s State) error {
+	s = s.Clone()
 	m.writes.Lock()
 	defer m.writes.Unlock()
-	m.lru.Add(key, s.Clone())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lru.put(key, s, time.Now())
 	return nil
 }
 
@@ -57,19 +73,37 @@ func (m *Memory) Put(_ context.Context, key string, s State) error {
 func (m *Memory) PutMerged(_ context.Context, key string, base, s State, keep int) error {
 	m.writes.Lock()
 	defer m.writes.Unlock()
-	cur, _ := m.lru.Peek(key)
-	m.lru.Add(key, Merge(cur, base, s, keep).Clone())
+	m.mu.Lock()
+	cur, _ := m.lru.peek(key, time.Now())
+	m.mu.Unlock()
+	merged := Merge(cur, base, s, keep).Clone()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lru.put(key, merged, time.Now())
 	return nil
 }
 
 // Delete forgets key.
 func (m *Memory) Delete(_ context.Context, key string) error {
-	m.lru.Remove(key)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lru.delete(key, time.Now())
 	return nil
 }
 
-// Len returns the number of sessions held.
-func (m *Memory) Len() int { return m.lru.Len() }
+// Len returns the number of sessions held, none of them expired.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lru.expire(time.Now())
+	return len(m.lru.items)
+}
 
-// Keys returns the keys held, oldest first.
-func (m *Memory) Keys() []string { return m.lru.Keys() }
+// Keys returns the keys held, none of them expired, least recently used
+// (by Get or a write) first, whatever their tenant. It sorts them, for
+// tests and debugging; it is not for a request's path.
+func (m *Memory) Keys() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lru.keys(time.Now())
+}
