@@ -259,8 +259,9 @@ type EmbeddingsSpec struct {
 type SessionsSpec struct {
 	// TTL is how long an idle session is kept. Default 1h.
 	TTL time.Duration `yaml:"ttl"`
-	// MaxEntries bounds the in-process store (least recently used evicted).
-	// Default 10000.
+	// MaxEntries bounds the in-process store, for all tenants: when it is
+	// full, the least recently used session of the tenant holding the most
+	// is evicted. Default 10000.
 	MaxEntries int `yaml:"max_entries"`
 	// Store is "memory" (default) or a redis:// or rediss:// URL shared by
 	// several replicas.
