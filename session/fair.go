@@ -185,18 +185,31 @@ func (l *fairLRU) remove(e *entry) {
 	heap.Fix(&l.largest, t.at)
 }
 
-// keys returns the keys held, least recently used first, whatever their
-// tenant. It sorts: O(n log n), for tests and debugging, not requests.
-func (l *fairLRU) keys(now time.Time) []string {
+// use is a key held and the clock at its last use.
+type use struct {
+	used uint64
+	key  string
+}
+
+// held returns the keys held, with their last use, in no order: Keys
+// sorts them, outside Memory's lock.
+func (l *fairLRU) held(now time.Time) []use {
 	l.expire(now)
-	es := make([]*entry, 0, len(l.items))
+	us := make([]use, 0, len(l.items))
 	for _, e := range l.items {
-		es = append(es, e)
+		us = append(us, use{e.used, e.key})
 	}
-	slices.SortFunc(es, func(a, b *entry) int { return cmp.Compare(a.used, b.used) })
-	keys := make([]string, len(es))
-	for i, e := range es {
-		keys[i] = e.key
+	return us
+}
+
+// oldestFirst returns the keys of us, least recently used first, whatever
+// their tenant, as one LRU of them all would list them. It sorts: O(n log
+// n), for tests and debugging, not requests.
+func oldestFirst(us []use) []string {
+	slices.SortFunc(us, func(a, b use) int { return cmp.Compare(a.used, b.used) })
+	keys := make([]string, len(us))
+	for i, u := range us {
+		keys[i] = u.key
 	}
 	return keys
 }

@@ -104,6 +104,7 @@ func (m *Memory) Len() int {
 // tests and debugging; it is not for a request's path.
 func (m *Memory) Keys() []string {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.lru.keys(time.Now())
+	held := m.lru.held(time.Now())
+	m.mu.Unlock()
+	return oldestFirst(held)
 }
