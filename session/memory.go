@@ -15,7 +15,8 @@ var (
 // each kept until a TTL after its last write (a Put renews it; a Get does
 // not). When it is full, a new session replaces the least recently used
 // one of the tenant holding the most sessions (the tenant being the label
-// Key puts in front of every key), so one tenant's many sessions push out
+// Key puts in front of every key; keys not of Key's making are one
+// tenant), so one tenant's many sessions push out
 // its own, never those of a tenant holding fewer; with one tenant it is a
 // plain LRU. Expired sessions are dropped by the next call of any method
 // (least recently written first, without a scan): nothing runs in the
