@@ -47,8 +47,9 @@ func NewMemory(size int, ttl time.Duration) *Memory {
 // Get returns a copy of the state under key, or ErrNotFound. It marks the
 // session used, and does not renew its expiry.
 func (m *Memory) Get(_ context.Context, key string) (State, error) {
+	now := time.Now() // read outside the lock: a get sets no expiry
 	m.mu.Lock()
-	s, ok := m.lru.get(key, time.Now())
+	s, ok := m.lru.get(key, now)
 	m.mu.Unlock()
 	if !ok {
 		return State{}, ErrNotFound
@@ -63,9 +64,11 @@ func (m *Memory) Put(_ context.Context, key string, s State) error {
 	s = s.Clone()
 	m.writes.Lock()
 	defer m.writes.Unlock()
+	// Read holding writes, so writes' expiries follow their order.
+	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.lru.put(key, s, time.Now())
+	m.lru.put(key, s, now)
 	return nil
 }
 
@@ -78,25 +81,28 @@ func (m *Memory) PutMerged(_ context.Context, key string, base, s State, keep in
 	cur, _ := m.lru.peek(key, time.Now())
 	m.mu.Unlock()
 	merged := Merge(cur, base, s, keep).Clone()
+	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.lru.put(key, merged, time.Now())
+	m.lru.put(key, merged, now)
 	return nil
 }
 
 // Delete forgets key.
 func (m *Memory) Delete(_ context.Context, key string) error {
+	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.lru.delete(key, time.Now())
+	m.lru.delete(key, now)
 	return nil
 }
 
 // Len returns the number of sessions held, none of them expired.
 func (m *Memory) Len() int {
+	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.lru.expire(time.Now())
+	m.lru.expire(now)
 	return len(m.lru.items)
 }
 
@@ -104,8 +110,9 @@ func (m *Memory) Len() int {
 // (by Get or a write) first, whatever their tenant. It sorts them, for
 // tests and debugging; it is not for a request's path.
 func (m *Memory) Keys() []string {
+	now := time.Now()
 	m.mu.Lock()
-	held := m.lru.held(time.Now())
+	held := m.lru.held(now)
 	m.mu.Unlock()
 	return oldestFirst(held)
 }
