@@ -88,8 +88,11 @@ func (m *Memory) PutMerged(_ context.Context, key string, base, s State, keep in
 	return nil
 }
 
-// Delete forgets key.
+// Delete forgets key. It is a write: one that came between a merge's
+// read and its write would be undone by the merge.
 func (m *Memory) Delete(_ context.Context, key string) error {
+	m.writes.Lock()
+	defer m.writes.Unlock()
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()

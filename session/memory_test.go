@@ -314,3 +314,30 @@ func TestMemoryIsSafeUnderConcurrentUseByManyTenants(t *testing.T) {
 		t.Errorf("Len %d, %d keys, bound %d", n, len(keys), size)
 	}
 }
+
+// TestMemoryDeleteWaitsForAMergeInProgress: a delete that landed between
+// a merge's read and its write would be undone by the write, so a delete
+// waits for the write in progress, as another write does.
+func TestMemoryDeleteWaitsForAMergeInProgress(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory(10, time.Hour)
+	if err := m.Put(ctx, "k", State{Active: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	m.writes.Lock() // a merge between its read and its write
+	deleted := make(chan struct{})
+	go func() {
+		_ = m.Delete(ctx, "k")
+		close(deleted)
+	}()
+	select {
+	case <-deleted:
+		t.Error("Delete returned while a write was in progress")
+	case <-time.After(50 * time.Millisecond):
+	}
+	m.writes.Unlock()
+	<-deleted
+	if _, err := m.Get(ctx, "k"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after the delete, Get = %v, want ErrNotFound", err)
+	}
+}
