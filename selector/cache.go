@@ -14,7 +14,9 @@ import (
 )
 
 // Cache holds compiled catalogs keyed by a caller-given key (the proxy uses
-// a hash of the raw tools bytes plus the policy's catalog key). Concurrent
+// a hash of its tools' texts that no order changes, plus the policy's
+// catalog key, and asks the catalog for its request's order with
+// InOrder: a catalog is compiled once for every order). Concurrent
 // Gets of the same missing key compile once. It is safe for concurrent use and
 // starts no goroutines. Failed compiles are not cached.
 //

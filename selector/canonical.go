@@ -28,7 +28,10 @@ import (
 //
 // Names are unique within a catalog (Compile rejects a duplicate), so
 // the order is total. The client's positions are kept (Catalog.pos) for
-// the API that speaks in them: Names, Position and Query.Skip.
+// the API that speaks in them: Names, Position and Query.Skip. Since
+// nothing else depends on the order, the same tools in another order
+// need no compile of their own: InOrder (orders.go) gives the compiled
+// catalog another order's positions.
 
 // canonicalOrder returns a copy of tools sorted by name and, for each
 // tool of the copy, its position in tools. tools is not modified: the

@@ -29,7 +29,7 @@ const catalogOverhead = 40 << 10
 // catalog keeps it alive, whoever else does), the word vectors that all
 // catalogs share not.
 func (c *Catalog) heldBytes() int64 {
-	n := c.compiled + c.memoBytes.Load() + c.an.stem.heapBytes()
+	n := c.compiledBytes + c.memoBytes.Load() + c.orders.bytes.Load() + c.an.stem.heapBytes()
 	if c.msWords != nil {
 		n += c.msWords.bytes.Load()
 	}

@@ -41,16 +41,26 @@ const wholeBoost = 8.0
 // ErrEmptyCatalog is returned by Compile for a catalog without tools.
 var ErrEmptyCatalog = errors.New("catalog has no tools")
 
-// Catalog is a compiled, immutable, searchable tools catalog. It is safe for
-// concurrent use. It does not hold session state: callers pass that in each
-// Query.
+// Catalog is a compiled, immutable, searchable tools catalog, as one order
+// of its tools speaks of it (InOrder gives another order the same
+// compiled catalog). It is safe for concurrent use. It does not hold
+// session state: callers pass that in each Query.
 type Catalog struct {
+	*catalogCore
+	// pos is each tool's position in the order this Catalog speaks in
+	// (the tools array Compile was given, or the names InOrder was), the
+	// positions Names, Position and Query.Skip speak in.
+	pos []int32
+}
+
+// catalogCore is what compiling makes of a set of tools, in name order
+// whatever the order they came in (canonical.go), so that every order of
+// the same tools shares it (InOrder): an index, its memos and its
+// background work, megabytes where an order is 4 bytes a tool.
+type catalogCore struct {
 	// tools are in name order (canonical.go): a tool's index in them, its
 	// document, is what every tie between tools falls to.
-	tools []Tool
-	// pos is each tool's position in the tools array Compile was given,
-	// the positions Names, Position and Query.Skip speak in.
-	pos    []int32
+	tools  []Tool
 	byName map[string]int // name -> document
 	first  []string       // first line of each description
 	an     *analyzer
@@ -93,11 +103,14 @@ type Catalog struct {
 	// hasAvoid reports whether any tool has avoid_when phrases (else a
 	// search need not analyse the query for them).
 	hasAvoid bool
-	// compiled is the heap compiling left the catalog holding
+	// compiledBytes is the heap compiling left the catalog holding
 	// (heapBytes), and memoBytes what its postings memos have filled
 	// since; heldBytes adds the other memos' own counts.
-	compiled  int64
-	memoBytes atomic.Int64
+	compiledBytes int64
+	memoBytes     atomic.Int64
+	// orders are the other orders of its tools that callers spoke in
+	// lately (InOrder), a few at most.
+	orders orderViews
 }
 
 // Compile builds a Catalog from tools and their ranking configuration: a
@@ -116,15 +129,14 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 		return nil, fmt.Errorf("building analyzer: %w", err)
 	}
 	tools, pos := canonicalOrder(tools)
-	c := &Catalog{
+	c := &Catalog{catalogCore: &catalogCore{
 		tools:  tools,
-		pos:    pos,
 		byName: make(map[string]int, len(tools)),
 		first:  make([]string, len(tools)),
 		an:     an,
 		cfg:    cfg,
 		w:      cfg.Weights,
-	}
+	}, pos: pos}
 	if c.w == (Weights{}) {
 		c.w = DefaultWeights()
 	}
@@ -146,9 +158,10 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
 	// The index's scorch instance runs a goroutine until closed; the
-	// catalog is shared through the cache and may be searched after its
-	// eviction, so the index closes when the catalog becomes unreachable.
-	runtime.AddCleanup(c, func(idx bleve.Index) { _ = idx.Close() }, c.idx)
+	// catalog is shared through the cache, in every order of its tools,
+	// and may be searched after its eviction, so the index closes when no
+	// order of it is reachable.
+	runtime.AddCleanup(c.catalogCore, func(idx bleve.Index) { _ = idx.Close() }, c.idx)
 	if err := c.mapDocs(); err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
@@ -173,7 +186,7 @@ func Compile(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
 	if err := c.initSemantic(ctx, words); err != nil {
 		return nil, err
 	}
-	c.compiled = c.heapBytes()
+	c.compiledBytes = c.heapBytes()
 	return c, nil
 }
 
