@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -257,4 +258,47 @@ func TestToolsKeysThatDifferOnlyInCaseAreRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A table laid out for another order of the same tools is the table made
+// in that order, decided once: every decision, the core tools' and the
+// hidden positions' order, the names and positions are that order's.
+func TestTableInOrderIsTheTableOfThatOrder(t *testing.T) {
+	s := mustLoad(t, "core: [\"github_*\"]\ndeny: [\"*_delete\"]\ntools:\n  github_merge_pr: {risk: destructive}\n", nil)
+	names := []string{"send_mail", "github_merge_pr", "repo_delete", "github_get_pr", "fs_read", "github_list_prs"}
+	tab := s.Table(names)
+	for _, tc := range []struct {
+		name  string
+		order []string
+	}{
+		{"the same order", names},
+		{"reversed", []string{"github_list_prs", "fs_read", "github_get_pr", "repo_delete", "github_merge_pr", "send_mail"}},
+		{"shuffled", []string{"github_get_pr", "repo_delete", "send_mail", "github_list_prs", "github_merge_pr", "fs_read"}},
+	} {
+		t.Run("laid out "+tc.name+" it equals the table made "+tc.name, func(t *testing.T) {
+			got, ok := tab.InOrder(tc.order)
+			if !ok {
+				t.Fatal("refused an order of the table's own tools")
+			}
+			if want := s.Table(slices.Clone(tc.order)); !reflect.DeepEqual(got, want) {
+				t.Errorf("got %+v\nwant %+v", got, want)
+			}
+			for _, user := range []string{"what is open?", "merge PR 4"} {
+				if got, want := got.For(user).Core(), s.Table(tc.order).For(user).Core(); !slices.Equal(got, want) {
+					t.Errorf("For(%q).Core() = %q, want %q", user, got, want)
+				}
+			}
+		})
+	}
+	t.Run("other tools are refused", func(t *testing.T) {
+		if _, ok := tab.InOrder([]string{"send_mail", "github_merge_pr", "repo_delete", "github_get_pr", "fs_read", "other"}); ok {
+			t.Error("laid out a table for a tool it never decided")
+		}
+		if _, ok := tab.InOrder(names[1:]); ok {
+			t.Error("laid out a table for one tool fewer")
+		}
+		if _, ok := tab.InOrder([]string{"github_get_pr", "repo_delete", "send_mail", "github_get_pr", "github_merge_pr", "fs_read"}); ok {
+			t.Error("laid out a table for a tool twice in place of another")
+		}
+	})
 }

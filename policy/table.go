@@ -56,6 +56,50 @@ func (s *Snapshot) Table(names []string) *Table {
 	return t
 }
 
+// InOrder returns the table of the same tools in another order, names
+// (a client that builds its tools array by map iteration sends a new
+// order every turn): each tool's decisions are the table's, looked up by
+// name instead of made again, and what speaks in positions or in the
+// catalog's order (Position, At, Hidden, Core) follows names. It keeps
+// the table's own copies of the names, none of names'. ok is false when
+// names are not the table's tools in some order: then make a Table.
+func (t *Table) InOrder(names []string) (*Table, bool) {
+	if len(names) != len(t.names) {
+		return nil, false
+	}
+	o := &Table{byName: make(map[string]int, len(t.byName)), names: make([]string, len(names)), gated: t.gated, snap: t.snap}
+	for k := range o.decided {
+		o.decided[k] = make([]Decision, len(names))
+	}
+	for i, n := range names {
+		j, ok := t.byName[n]
+		if !ok {
+			return nil, false
+		}
+		o.names[i] = t.names[j]
+		first, dup := o.byName[n]
+		if !dup {
+			first = i
+			o.byName[o.names[i]] = i
+			for k := range o.decided {
+				o.decided[k][i] = t.decided[k][j]
+				if o.decided[k][i].Core {
+					o.core[k] = append(o.core[k], o.names[i])
+				}
+			}
+		}
+		for k := range o.decided {
+			if !o.decided[k][first].Visible {
+				o.hidden[k] = append(o.hidden[k], int32(i))
+			}
+		}
+	}
+	if len(o.byName) != len(t.byName) {
+		return nil, false // a name repeated where the table has another
+	}
+	return o, true
+}
+
 // For binds the table to one user message. Its Decide answers like
 // Snapshot.Decide for that message; names outside the catalog are decided
 // by the snapshot.
