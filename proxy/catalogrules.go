@@ -20,19 +20,33 @@ type catalogRules struct {
 }
 
 // decisions returns the policy's decisions for a catalog, made once per
-// rules key (the tools array and the policy generation): agents resend
-// the same catalog every turn, and deciding 200 tools against every
-// pattern again was a tenth of a new turn's CPU. cat is the catalog
-// compiled for those tools under snap.
-func (g *Gateway) decisions(rulesKey string, snap *policy.Snapshot, tools []rewrite.Tool, cat *selector.Catalog) *catalogRules {
-	if r, ok := g.tables.Get(rulesKey); ok {
+// tool set and policy generation (setKey): agents resend the same catalog
+// every turn, and deciding 200 tools against every pattern again was a
+// tenth of a new turn's CPU. The table of each order of the set, and
+// what the catalog's positions show, are laid out from it once per
+// order (orderKey, the array's text and the generation): the positions
+// are the request's own. cat is the catalog compiled for those tools
+// under snap, in the request's order.
+func (g *Gateway) decisions(orderKey, setKey string, snap *policy.Snapshot, tools []rewrite.Tool, cat *selector.Catalog) *catalogRules {
+	if r, ok := g.tables.Get(orderKey); ok {
 		return r
 	}
 	names := make([]string, len(tools))
 	for i := range tools {
-		names[i] = strings.Clone(tools[i].Name) // the table outlives the body names may alias
+		names[i] = tools[i].Name
 	}
-	r := &catalogRules{table: snap.Table(names)}
+	var table *policy.Table
+	if set, ok := g.tableSets.Get(setKey); ok {
+		table, _ = set.InOrder(names) // nil when the key collided
+	}
+	if table == nil {
+		for i := range names {
+			names[i] = strings.Clone(names[i]) // the table outlives the body names may alias
+		}
+		table = snap.Table(names)
+		g.tableSets.Add(setKey, table)
+	}
+	r := &catalogRules{table: table}
 	catNames := cat.Names() // a copy each call
 	for k, intent := range []bool{false, true} {
 		r.shown[k] = make([]bool, len(catNames))
@@ -40,7 +54,7 @@ func (g *Gateway) decisions(rulesKey string, snap *policy.Snapshot, tools []rewr
 			r.shown[k][p] = r.table.Shown(name, intent)
 		}
 	}
-	g.tables.Add(rulesKey, r)
+	g.tables.Add(orderKey, r)
 	return r
 }
 

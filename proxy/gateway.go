@@ -115,7 +115,9 @@ type Gateway struct {
 	bodies     bodyPool                          // request body buffers
 	sse        sseReaders                        // upstream stream readers
 	searchDefs *lru.Cache[string, string]        // tool_search definitions by catalog
-	tables     *lru.Cache[string, *catalogRules] // policy decisions by catalog
+	tables     *lru.Cache[string, *catalogRules] // policy decisions by catalog, in each array's order
+	tableSets  *lru.Cache[string, *policy.Table] // policy decisions by tool set, for its other orders
+	sets       *toolSets                         // each tools array's tool set (toolset.go)
 	shapes     *lru.Cache[uint64, arrayShape]    // what passthrough asks of a tools array, by its key
 	noUsage    *lru.Cache[string, struct{}]      // models whose upstream refused stream_options
 	noExtras   *lru.Cache[string, struct{}]      // models whose upstream refused its messages' extras
@@ -132,6 +134,8 @@ func (g *Gateway) init() {
 		g.parsed = newToolCache(256)
 		g.searchDefs, _ = lru.New[string, string](256) // errors only on size <= 0
 		g.tables, _ = lru.New[string, *catalogRules](256)
+		g.tableSets, _ = lru.New[string, *policy.Table](256)
+		g.sets = newToolSets(256)
 		g.shapes, _ = lru.New[uint64, arrayShape](256)
 		g.noUsage, _ = lru.New[string, struct{}](256)
 		g.noExtras, _ = lru.New[string, struct{}](256)

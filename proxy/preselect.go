@@ -146,8 +146,10 @@ func (t *turn) preselect(ctx context.Context, fp string, n int, explore bool, re
 	t.st.Turn, t.st.Preselected, t.st.Explored = fp, picked, explored
 }
 
-// fingerprint identifies a turn: the tools and the policy generation,
-// the conversation's length and its recent texts.
+// fingerprint identifies a turn: the tools (in any order: the rankings
+// do not depend on it, and a retry that reorders its tools is the same
+// turn) and the policy generation, the conversation's length and its
+// recent texts.
 func (t *turn) fingerprint() string {
 	h := fnv.New64a()
 	h.Write([]byte(t.rulesKey))

@@ -98,15 +98,17 @@ const searchHitsLogged = 8
 func (t *turn) noteClient(ctx context.Context, rep *report) {
 	t.rep = rep
 	rep.mode = string(t.snap.Gateway.Mode)
-	rep.countClient(ctx, t.g, t.req, t.catKey)
+	rep.countClient(ctx, t.g, t.req, t.textKey, t.setKey)
 }
 
 // countClient counts req's tools array in its model's encoding, cached
-// under key (once per array): the tokens a direct request would send.
-func (rep *report) countClient(ctx context.Context, g *Gateway, req *rewrite.Request, key string) {
+// under key (once per array), laid out from the count of another order
+// of its tools under set when there is one ("": none): the tokens a
+// direct request would send.
+func (rep *report) countClient(ctx context.Context, g *Gateway, req *rewrite.Request, key, set string) {
 	rep.enc = encodingFor(req.Model)
 	rep.toolsIn = len(req.Tools)
-	rep.catTok, rep.tokErr = g.tokens.catalog(rep.enc, key, req.Tools)
+	rep.catTok, rep.tokErr = g.tokens.catalog(rep.enc, key, set, req.Tools)
 	if rep.tokErr == nil {
 		rep.tokIn = rep.catTok.total
 	} else {
@@ -124,7 +126,7 @@ func (rep *report) countClient(ctx context.Context, g *Gateway, req *rewrite.Req
 func (tr *tracker) notePassthroughTools(ctx context.Context, req *rewrite.Request, raws []string, pos []int) {
 	rep := &tr.rep
 	// The key serveTurn made sure of: the array's text and dialect.
-	if rep.countClient(ctx, tr.g, req, strconv.FormatUint(req.ToolsKey, 36)); rep.tokErr != nil {
+	if rep.countClient(ctx, tr.g, req, strconv.FormatUint(req.ToolsKey, 36), ""); rep.tokErr != nil {
 		return
 	}
 	if rep.passSent, rep.tokErr = tr.g.tokens.round(rep.enc, rep.catTok, raws, pos); rep.tokErr != nil {

@@ -40,7 +40,7 @@ func TestRoundTokensByPositionMatchCountingTheText(t *testing.T) {
 	}
 	for _, enc := range []tokenizer.Encoding{encO200k, encCl100k} {
 		c := newTokenCounter()
-		ct, err := c.catalog(enc, "k", tools)
+		ct, err := c.catalog(enc, "k", "", tools)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestAToolsTokensAreCountedFromAtMostItsFirst16KB(t *testing.T) {
 				cd, err := tokenizer.Get(encO200k)
 				return countingCodec{cd, &counted}, err
 			}
-			ct, err := c.catalog(encO200k, "k", []rewrite.Tool{tc.tool})
+			ct, err := c.catalog(encO200k, "k", "", []rewrite.Tool{tc.tool})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,13 +198,13 @@ func TestACatalogIsCountedOnceHoweverManyTurnsAskAtOnce(t *testing.T) {
 		c.o200k = func() (tokenizer.Codec, error) { return bc, nil }
 		first := make(chan *catalogTokens)
 		go func() {
-			ct, _ := c.catalog(encO200k, "k", tools)
+			ct, _ := c.catalog(encO200k, "k", "", tools)
 			first <- ct
 		}()
 		<-bc.started
 		second := make(chan *catalogTokens)
 		go func() {
-			ct, _ := c.catalog(encO200k, "k", tools)
+			ct, _ := c.catalog(encO200k, "k", "", tools)
 			second <- ct
 		}()
 		select {
@@ -224,11 +224,11 @@ func TestACatalogIsCountedOnceHoweverManyTurnsAskAtOnce(t *testing.T) {
 	t.Run("a count that panics is an error and a later turn counts again", func(t *testing.T) {
 		c := newTokenCounter()
 		c.o200k = func() (tokenizer.Codec, error) { return panickingCodec{base}, nil }
-		if _, err := c.catalog(encO200k, "k", tools); err == nil || !strings.Contains(err.Error(), "tokenizer broke") {
+		if _, err := c.catalog(encO200k, "k", "", tools); err == nil || !strings.Contains(err.Error(), "tokenizer broke") {
 			t.Fatalf("err = %v, want the panic as an error", err)
 		}
 		c.o200k = func() (tokenizer.Codec, error) { return base, nil }
-		if ct, err := c.catalog(encO200k, "k", tools); err != nil || ct == nil || ct.total == 0 {
+		if ct, err := c.catalog(encO200k, "k", "", tools); err != nil || ct == nil || ct.total == 0 {
 			t.Fatalf("after a failed count: %+v, %v; want a count", ct, err)
 		}
 	})

@@ -25,7 +25,8 @@ var _ rewrite.ToolCache = toolSpace{}
 // "custom" tools are its client tools, the Responses API's are free-form
 // tools it pins), so each dialect reads and fills the cache through its
 // own toolSpace, and an entry's key (the ToolsKey that also keys the
-// array's shape, compiled catalog and policy tables) covers both.
+// array's shape, and its token count and policy table in its order; its
+// tool set, toolset.go, keys the compiled catalog) covers both.
 //
 // A lookup gets the text from the start of the tools value to the end of
 // the body, the array's end still unknown: finding it would mean scanning

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -44,13 +43,18 @@ type turn struct {
 	snap *policy.Snapshot
 	req  *rewrite.Request
 
-	cat *selector.Catalog
-	// catKey keys what depends on the tools array and the rules that
-	// compile it (the catalog, its tool_search definition, its token
-	// counts); rulesKey keys what depends on the whole policy (its
-	// decisions, the preselection), so an edit of core or hints keeps
-	// the compiled catalog and still decides afresh.
+	cat *selector.Catalog // in the request's order
+	// catKey keys what depends on the tools and the rules that compile
+	// them (the catalog, its tool_search definition); rulesKey keys what
+	// depends on the whole policy (its decisions, the preselection), so
+	// an edit of core or hints keeps the compiled catalog and still
+	// decides afresh. Neither depends on the tools' order: both start
+	// with setKey, the key of the array's tools in any order
+	// (toolset.go). textKey is the array's text's, in its order, and the
+	// policy generation's: it keys what speaks in the array's positions
+	// (its token counts, the policy's table).
 	catKey, rulesKey string
+	setKey, textKey  string
 	tenant           string
 	key              string
 	st               session.State
@@ -149,25 +153,20 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	if err := req.HistoryErr(); err != nil {
 		return nil, err
 	}
+	if req.ToolsKey == 0 {
+		// serveTurn keys every array; a turn made without it keys its
+		// array here, as the dialect's parse would have.
+		req.ToolsKey = g.parsed.space(dialectName(d)).keyOf(req.ToolsRaw.Raw)
+	}
 	// The parse hashed the tools text once for its own cache, with the
-	// dialect that read it (serveTurn); that hash keys the compiled
-	// catalog too.
-	tools := strconv.FormatUint(req.ToolsKey, 36) + ":"
-	key := tools + strconv.FormatUint(snap.CatalogKey(), 36)
-	if wait := g.countBeside(req, key); wait != nil {
+	// dialect that read it (serveTurn): that key names the array in its
+	// order. What does not depend on the order is kept by the tools' set.
+	set := g.sets.of(req, d)
+	t.setKey, t.textKey = set.String(), textKey(req.ToolsKey, ":g", snap.Generation())
+	if wait := g.countBeside(req, t.textKey, t.setKey); wait != nil {
 		defer wait()
 	}
-	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) {
-		tools, cfg := snap.Catalog(req.ToolsWithParams())
-		tools = capCatalog(tools)
-		switch snap.Search.Embeddings.Provider {
-		case "off":
-			cfg.Weights.Semantic = 0
-		case "openai":
-			cfg.Embedder = g.Embedder
-		}
-		return tools, cfg
-	})
+	cat, key, err := g.catalogFor(ctx, snap, req, set)
 	if err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
@@ -178,8 +177,8 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 		// as the rest of its settings.
 		t.embedWait = selector.NewEmbedBudget(selector.QueryTimeoutOf(g.Embedder))
 	}
-	t.cat, t.catKey, t.rulesKey = cat, key, tools+"g"+strconv.FormatUint(snap.Generation(), 36)
-	rules := g.decisions(t.rulesKey, snap, req.Tools, cat)
+	t.cat, t.catKey, t.rulesKey = cat, key, set.keyWith(":g", snap.Generation())
+	rules := g.decisions(t.textKey, t.rulesKey, snap, req.Tools, cat)
 	t.policy = rules.table.For(req.LastUser)
 	t.shown = rules.shownFor(t.policy)
 	t.searchName = searchName(snap, req, g.shapeOf(req))
@@ -206,6 +205,37 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	}
 	t.seedActive(ctx)
 	return t, nil
+}
+
+// catalogFor returns the catalog of req's tools under snap, in req's
+// order, and the key it is cached under: compiled once for the tools'
+// set (every order of the same tools shares it), or, should the set's
+// catalog not hold req's tools (its key collided with another set's),
+// once for the array's text, as every array was before sets.
+func (g *Gateway) catalogFor(ctx context.Context, snap *policy.Snapshot, req *rewrite.Request, set toolSet) (*selector.Catalog, string, error) {
+	key := set.keyWith(":", snap.CatalogKey())
+	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) {
+		tools, cfg := snap.Catalog(req.ToolsWithParams())
+		tools = capCatalog(tools)
+		switch snap.Search.Embeddings.Provider {
+		case "off":
+			cfg.Weights.Semantic = 0
+		case "openai":
+			cfg.Embedder = g.Embedder
+		}
+		return tools, cfg
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	ordered, err := cat.InOrder(req.ToolsKey, namesOf(req.Tools))
+	switch {
+	case err == nil:
+		return ordered, key, nil
+	case set.ordered:
+		return nil, "", fmt.Errorf("ordering the catalog compiled from the same array: %w", err)
+	}
+	return g.catalogFor(ctx, snap, req, toolSet{key: req.ToolsKey, ordered: true})
 }
 
 // credential is what identifies the tenant: the client's Authorization, or
@@ -469,14 +499,14 @@ func mark(set *map[string]bool, name string) {
 // turn's tools may be let go (they may alias the request's body), or nil
 // when there is nothing to count: a known array's count is cached, and a
 // turn of one costs no goroutine and no allocation.
-func (g *Gateway) countBeside(req *rewrite.Request, key string) (wait func()) {
+func (g *Gateway) countBeside(req *rewrite.Request, key, set string) (wait func()) {
 	if req.ToolsKnown {
 		return nil
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = g.tokens.catalog(encodingFor(req.Model), key, req.Tools) // noteClient reports its error
+		_, _ = g.tokens.catalog(encodingFor(req.Model), key, set, req.Tools) // noteClient reports its error
 	}()
 	return func() { <-done }
 }
