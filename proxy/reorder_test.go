@@ -14,6 +14,8 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/toolgate/toolgate/internal/fakellm"
+	"github.com/toolgate/toolgate/rewrite"
 	"github.com/toolgate/toolgate/selector"
 )
 
@@ -260,4 +262,60 @@ func TestToolsOfTheSameNamesAndAnotherTextDoNotShareACatalog(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The Responses API pins the tools that are not functions (a built-in
+// web search, a custom tool) out of the catalog, so the catalog's
+// positions, the request's and the array's all differ: a reordered array
+// of the same tools, pinned ones among them, still goes upstream as its
+// own catalog would send it.
+func TestAReorderedResponsesArrayWithPinnedToolsIsAnsweredAsItsOwnCatalogWouldAnswerIt(t *testing.T) {
+	var tools []map[string]any
+	for i, tl := range testCatalog(40) {
+		raw, _ := json.Marshal(tl)
+		flat, err := rewrite.FlatTool(string(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		_ = json.Unmarshal([]byte(flat), &m)
+		tools = append(tools, m)
+		switch i {
+		case 7:
+			tools = append(tools, map[string]any{"type": "web_search"})
+		case 22:
+			tools = append(tools, map[string]any{"type": "custom", "name": "apply_patch", "description": "Apply a patch to the workspace."})
+		}
+	}
+	pol := loadPolicy(t, reorderPolicy)
+	cache := selector.NewCache(8)
+	sharedModel := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+	shared := newTestGateway(t, sharedModel, withPolicy(pol), func(g *Gateway) { g.Catalogs = cache })
+	for i, order := range []string{"first order", "reversed order", "shuffled order"} {
+		body, _ := json.Marshal(map[string]any{"model": "gpt-test", "input": twoStepTask.Prompt, "tools": reorderedTools(tools, order)})
+		session := map[string]string{"X-Session-ID": "r" + fmt.Sprint(i)}
+		sharedModel.Reset()
+		got := sendTo(t, shared, "/responses", body, session)
+		ownModel := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+		want := sendTo(t, newTestGateway(t, ownModel, withPolicy(pol)), "/responses", body, session)
+		t.Run("the "+order+" of a Responses array with pinned tools sends the upstream what its own catalog sends", func(t *testing.T) {
+			g, w := sharedModel.Records(), ownModel.Records()
+			if len(w) == 0 || len(g) != len(w) {
+				t.Fatalf("%d upstream requests, want %d (and some)", len(g), len(w))
+			}
+			for j := range w {
+				if gt, wt := gjson.GetBytes(g[j].Body, "tools").Raw, gjson.GetBytes(w[j].Body, "tools").Raw; gt != wt {
+					t.Errorf("request %d's tools:\n got %s\nwant %s", j, gt, wt)
+				}
+			}
+			if got.status != 200 || got.status != want.status || got.header.Get("X-Toolgate-Tool-Tokens") != want.header.Get("X-Toolgate-Tool-Tokens") {
+				t.Errorf("got %d, tokens %s; want %d, %s", got.status, got.header.Get("X-Toolgate-Tool-Tokens"), want.status, want.header.Get("X-Toolgate-Tool-Tokens"))
+			}
+		})
+	}
+	t.Run("every order of the Responses array compiles one catalog", func(t *testing.T) {
+		if st := cache.Stats(); st.Misses != 1 {
+			t.Errorf("%d compiles, want 1", st.Misses)
+		}
+	})
 }
