@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,16 +51,19 @@ func TestCacheBoundsTheCompilesRunningAtOnce(t *testing.T) {
 	tests := []struct {
 		name     string
 		room     int64 // CompileBytes
+		slots    int   // Compiles
 		gets     int
 		wantPeak int64
 	}{
-		{"eight different catalogs with room for two compile two at a time", 2 * w, 8, 2},
-		{"catalogs heavier than the whole room compile one at a time", w / 2, 4, 1},
-		{"without a bound every catalog compiles at once", -1, 4, 4},
+		{"eight different catalogs with room for two compile two at a time", 2 * w, -1, 8, 2},
+		{"catalogs heavier than the whole room compile one at a time", w / 2, -1, 4, 1},
+		{"eight different catalogs with room for all and three slots compile three at a time", -1, 3, 8, 3},
+		{"with room for two and three slots, the room decides", 2 * w, 3, 8, 2},
+		{"without a bound every catalog compiles at once", -1, -1, 4, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := NewCacheWith(CacheOptions{Catalogs: 16, CompileBytes: tt.room, CompileWait: time.Minute})
+			c := NewCacheWith(CacheOptions{Catalogs: 16, CompileBytes: tt.room, Compiles: tt.slots, CompileWait: time.Minute})
 			gate := newCompileGate(c)
 			var builds atomic.Int64
 			var wg sync.WaitGroup
@@ -89,6 +93,43 @@ func TestCacheBoundsTheCompilesRunningAtOnce(t *testing.T) {
 				t.Errorf("%d compiles, want %d", r, tt.gets)
 			}
 		})
+	}
+}
+
+// TestASmallCompileDoesNotWaitBehindALargeOneQueuedForRoom: a weighted
+// semaphore's strict order made a 50-tool catalog that fit in the free
+// half of the room wait for two large compiles (1.9 s in a review's run).
+func TestASmallCompileDoesNotWaitBehindALargeOneQueuedForRoom(t *testing.T) {
+	small := syntheticTools(50)
+	w := compileWeight(small)
+	large := func(name string) []Tool {
+		return []Tool{{Name: name, Description: strings.Repeat("word ", int(4*w)/5)}}
+	}
+	c := NewCacheWith(CacheOptions{Catalogs: 16, CompileBytes: 4 * w, Compiles: -1, CompileWait: time.Minute})
+	gate := newCompileGate(c)
+	get := func(key string, tools []Tool) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Get(context.Background(), key, func() ([]Tool, Config) { return tools, Config{} })
+			done <- err
+		}()
+		return done
+	}
+	first := get("half", []Tool{{Name: "half", Description: strings.Repeat("word ", int(2*w)/5)}})
+	waitFor(t, "the first large compile runs", func() bool { return gate.live.Load() == 1 })
+	whole := get("whole", large("whole"))
+	waitFor(t, "the whole-room compile queues", func() bool {
+		c.queue.mu.Lock()
+		defer c.queue.mu.Unlock()
+		return len(c.queue.queue) == 1
+	})
+	third := get("small", small)
+	waitFor(t, "the small compile runs beside the first", func() bool { return gate.live.Load() == 2 })
+	close(gate.open)
+	for _, done := range []<-chan error{first, whole, third} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -95,3 +95,16 @@ func compileLimit(text string) (int64, error) {
 	}
 	return mb << 20, nil
 }
+
+// compilesLimit returns the bound for the --max-compiles flag's text, in
+// compiles running at once (below 0: none).
+func compilesLimit(text string) (int, error) {
+	n, err := strconv.Atoi(text)
+	if err != nil || n < 0 || n > 1<<16 {
+		return 0, fmt.Errorf("%w: --max-compiles %q must be a whole number of compiles, 0 for no bound", errUsage, text)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return n, nil
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,6 +81,46 @@ func TestTheCompileLimitComesFromTheFlag(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestTheCompilesLimitComesFromTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flag  string
+		want  int
+		usage bool
+	}{
+		{"the flag sets it in compiles", "3", 3, false},
+		{"a flag of 0 lifts the bound", "0", -1, false},
+		{"a negative flag is a usage error", "-1", 0, true},
+		{"a flag that is not a whole number is a usage error", "1.5", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := compilesLimit(tc.flag)
+			if tc.usage {
+				if !errors.Is(err, errUsage) {
+					t.Errorf("err = %v, want a usage error", err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("compilesLimit = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+	t.Run("without the flag serve takes the default", func(t *testing.T) {
+		c, err := parseServe(nil, io.Discard)
+		if err != nil || c.maxCompiles != selector.DefaultCompiles() {
+			t.Errorf("maxCompiles = %d, %v; want %d", c.maxCompiles, err, selector.DefaultCompiles())
+		}
+	})
+	t.Run("the environment sets it when the flag is absent", func(t *testing.T) {
+		t.Setenv("GATEWAY_MAX_COMPILES", "5")
+		c, err := parseServe(nil, io.Discard)
+		if err != nil || c.maxCompiles != 5 {
+			t.Errorf("maxCompiles = %d, %v; want 5", c.maxCompiles, err)
+		}
+	})
 }
 
 func TestTheCatalogCacheLimitComesFromTheFlagOrTheContainersMemory(t *testing.T) {

@@ -38,6 +38,7 @@ type serveConfig struct {
 	maxInflight              int64  // bytes; below 0: no bound
 	maxInflightFrom          string // where maxInflight came from, for the log
 	maxCompile               int64  // bytes of tool text compiling at once; below 0: no bound
+	maxCompiles              int    // compiles running at once; below 0: no bound
 	catalogCache             int64  // bytes of compiled catalogs held; below 0: no bound
 	catalogCacheFrom         string // where catalogCache came from, for the log
 }
@@ -57,6 +58,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&drainTimeout, "drain-timeout", "25s", "then how long requests in flight may finish; those left end with a gateway_shutting_down error (env GATEWAY_DRAIN_TIMEOUT, 7s in the container image; keep delay + timeout + 2s under the orchestrator's kill grace: 30s in Kubernetes, 10s for docker stop)")
 	maxInflight := fs.String("max-inflight-mb", "", "megabytes of request bodies the gateway may hold at once, all requests together; a request past it gets a 503 gateway_overloaded with Retry-After, which the SDKs retry; 0 for no bound (env GATEWAY_MAX_INFLIGHT_MB; default 1024, or a quarter of the container's memory limit when lower)")
 	maxCompile := fs.String("max-compile-mb", strconv.Itoa(selector.DefaultCompileBytes>>20), "megabytes of tool text the gateway may compile into catalogs at once, all requests together (a compile peaks at 100 to 200 times its text in memory); a request whose new catalog finds no room within 5s gets a 503 gateway_overloaded with Retry-After; a catalog larger than the bound compiles alone; 0 for no bound (env GATEWAY_MAX_COMPILE_MB)")
+	maxCompiles := fs.String("max-compiles", strconv.Itoa(selector.DefaultCompiles()), "catalog compiles the gateway may run at once, all requests together (each a processor's work for milliseconds to a second, which requests whose catalog is compiled must not queue behind); a request whose new catalog finds no slot within 5s gets a 503 gateway_overloaded with Retry-After; 0 for no bound (env GATEWAY_MAX_COMPILES; default one less than GOMAXPROCS, at least 1)")
 	catalogCache := fs.String("catalog-cache-mb", "", "megabytes of compiled catalogs the gateway keeps (their estimated heap, 0.5 to 15 MB for 200 tools by their words, growing a few MB as they rank requests): past it, the catalogs least recently used go first, and a tools array compiles again when it comes back; a catalog larger than the bound alone is compiled for each request and not kept; 0 for no bound (env GATEWAY_CATALOG_CACHE_MB; default 512, or a quarter of the container's memory limit when lower)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("%w: %w", errUsage, err)
@@ -66,13 +68,16 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		{"log-level", "GATEWAY_LOG_LEVEL"}, {"decision-log", "GATEWAY_DECISION_LOG"}, {"admin-token", "GATEWAY_ADMIN_TOKEN"},
 		{"drain-delay", "GATEWAY_DRAIN_DELAY"}, {"drain-timeout", "GATEWAY_DRAIN_TIMEOUT"},
 		{"max-inflight-mb", "GATEWAY_MAX_INFLIGHT_MB"}, {"max-compile-mb", "GATEWAY_MAX_COMPILE_MB"},
-		{"catalog-cache-mb", "GATEWAY_CATALOG_CACHE_MB"},
+		{"max-compiles", "GATEWAY_MAX_COMPILES"}, {"catalog-cache-mb", "GATEWAY_CATALOG_CACHE_MB"},
 	})
 	var err error
 	if c.maxInflight, c.maxInflightFrom, err = inflightLimit(*maxInflight, cgroupMemoryFiles); err != nil {
 		return c, err
 	}
 	if c.maxCompile, err = compileLimit(*maxCompile); err != nil {
+		return c, err
+	}
+	if c.maxCompiles, err = compilesLimit(*maxCompiles); err != nil {
 		return c, err
 	}
 	if c.catalogCache, c.catalogCacheFrom, err = catalogCacheLimit(*catalogCache, cgroupMemoryFiles); err != nil {
@@ -154,14 +159,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	redis.SetLogger(redisLogger{logger})
 	slog.SetDefault(logger)
 	logger.Info("starting", "version", versionString(), "max_inflight_mb", max(c.maxInflight>>20, 0), "max_inflight_from", c.maxInflightFrom,
-		"max_compile_mb", max(c.maxCompile>>20, 0), "catalog_cache_mb", max(c.catalogCache>>20, 0), "catalog_cache_from", c.catalogCacheFrom,
+		"max_compile_mb", max(c.maxCompile>>20, 0), "max_compiles", max(c.maxCompiles, 0), "catalog_cache_mb", max(c.catalogCache>>20, 0), "catalog_cache_from", c.catalogCacheFrom,
 		"go_memory_limit_mb", goMemoryLimitMB())
 	live, err := policy.NewLive(c.config, logger)
 	if err != nil {
 		return err
 	}
 	metrics := proxy.NewMetrics()
-	catalogs := selector.NewCacheWith(selector.CacheOptions{Catalogs: 256, Bytes: c.catalogCache, CompileBytes: c.maxCompile})
+	catalogs := selector.NewCacheWith(selector.CacheOptions{Catalogs: 256, Bytes: c.catalogCache, CompileBytes: c.maxCompile, Compiles: c.maxCompiles})
 	onPolicyReload(live, metrics, catalogs) // before Watch starts reloading
 	decisions, dlog, err := openDecisionLog(c.decisionLog, stderr, metrics, logger)
 	if err != nil {
