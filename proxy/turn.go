@@ -166,7 +166,10 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	if wait := g.countBeside(req, t.textKey, t.setKey); wait != nil {
 		defer wait()
 	}
-	cat, key, err := g.catalogFor(ctx, snap, req, set)
+	tenant := session.Tenant(credential(in))
+	// A tenant that compiles a new catalog every turn waits behind other
+	// tenants' first ones (selector's compile queue).
+	cat, key, err := g.catalogFor(selector.WithTenant(ctx, tenant), snap, req, set)
 	if err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
@@ -186,7 +189,6 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 		return nil, err
 	}
 
-	tenant := session.Tenant(credential(in))
 	t.tenant, t.key = tenant, sessionKey(in, tenant, req, chained.Session)
 	t.learned, t.habits = g.Learned.Peek(tenant)
 	// serveTurn sends such a request through the loop only when the

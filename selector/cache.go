@@ -85,12 +85,11 @@ const DefaultCacheBytes = 512 << 20
 const DefaultCompileBytes = 4 << 20
 
 // DefaultCompiles returns CacheOptions.Compiles' default: one processor
-// fewer than the process may use, and at least one. A review's load run
-// on two processors: four clients sending a new 200-tool array every
-// turn (22 ms a compile) took the other tenants' turns from 290-675 to
-// 67 a second and their median from 7 to 92 ms; one compile at a time
-// kept them at 242-289 a second and 21 ms. A burst of new catalogs (a
-// restart) compiles as fast on the processors it leaves the compiles.
+// fewer than the process may use, and at least one, so requests whose
+// catalogs are compiled keep a processor (README: "A tools array the
+// gateway has not compiled yet" has the load runs behind it). On two
+// processors a burst of new catalogs (a restart) compiled as fast one at
+// a time as two at a time.
 func DefaultCompiles() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 // DefaultCatalogEmbeddings is CacheOptions.CatalogEmbeddings' default.
@@ -187,7 +186,7 @@ func newCache(o CacheOptions, maxTools int) *Cache {
 	}
 	// A queued compile is passed by smaller ones that fit for a quarter
 	// of the wait, then by none: it still has the rest to get its room.
-	queue := &compileQueue{room: o.CompileBytes, slots: o.Compiles, aging: o.CompileWait / 4}
+	queue := newCompileQueue(o.CompileBytes, o.Compiles, o.CompileWait/4)
 	return &Cache{held: newCatalogStore(o.Catalogs, int64(maxTools), o.Bytes), wait: o.CompileWait, compile: Compile,
 		queue: queue, embeds: semaphore.NewWeighted(int64(o.CatalogEmbeddings))}
 }

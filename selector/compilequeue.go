@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // compileQueue admits catalog compiles under two bounds at once: the tool
@@ -15,11 +17,14 @@ import (
 // new 200-tool array every turn take 66 % of the CPU and cut the other
 // tenants' throughput from about 290-675 to 67 requests a second).
 //
-// Waiters are served in arrival order, except that a compile that fits
-// goes ahead of those that do not: a weighted semaphore's strict order
-// made a 21 KB compile wait 1.9 s for two 2 MB ones with half the room
-// free. A waiter queued for aging stops others passing it, so a large
-// compile is not starved by a stream of small ones.
+// Of the waiters that fit, the first admitted is the one whose tenant
+// (WithTenant) has compiled the least, then the oldest: a tenant that
+// sends a new tools array every turn waits behind a tenant's first
+// catalog, not the other way round. A compile that fits goes ahead of
+// those that do not (a weighted semaphore's strict order made a 21 KB
+// compile wait 1.9 s for two 2 MB ones with half the room free), until
+// the oldest waiter has waited for aging: then it goes first, and no one
+// passes it, so a large compile is not starved by a stream of small ones.
 type compileQueue struct {
 	room  int64         // bytes of text compiling at once; <= 0: no bound
 	slots int           // compiles running at once; <= 0: no bound
@@ -29,12 +34,40 @@ type compileQueue struct {
 	used    int64
 	running int
 	queue   []*queueWaiter // arrival order
+	// served is the weight each recent tenant has compiled, the most
+	// recent tenants' only (a bounded LRU: a tenant not seen for
+	// thousands of others starts again at none).
+	served *simplelru.LRU[string, int64]
 }
 
 type queueWaiter struct {
-	n     int64
-	since time.Time
-	ready chan struct{} // closed once admitted
+	tenant string
+	n      int64
+	since  time.Time
+	ready  chan struct{} // closed once admitted
+}
+
+// servedTenants bounds the tenants compileQueue remembers.
+const servedTenants = 4096
+
+func newCompileQueue(room int64, slots int, aging time.Duration) *compileQueue {
+	served, _ := simplelru.NewLRU[string, int64](servedTenants, nil) // errors only on size <= 0
+	return &compileQueue{room: room, slots: slots, aging: aging, served: served}
+}
+
+type tenantKey struct{}
+
+// WithTenant returns ctx naming the tenant a Cache.Get compiles for, so
+// that its compiles queue behind those of tenants that have compiled
+// less (Cache's compile queue). Catalogs stay shared by their key,
+// whoever compiled them.
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+func tenantOf(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
 }
 
 // weight returns what a compile of n bytes takes of the room: all of it
@@ -46,18 +79,20 @@ func (g *compileQueue) weight(n int64) int64 {
 	return n
 }
 
-// acquire waits until a compile of n bytes (weight's) may run, or ctx
-// ends; on success the caller must release the same n.
+// acquire waits until a compile of n bytes (weight's) for ctx's tenant
+// may run, or ctx ends; on success the caller must release the same n.
 func (g *compileQueue) acquire(ctx context.Context, n int64) error {
 	now := time.Now()
+	tenant := tenantOf(ctx)
 	g.mu.Lock()
-	if g.fits(n) && !g.blocked(now) {
-		g.take(n)
+	if len(g.queue) == 0 && g.fits(n) {
+		g.take(tenant, n)
 		g.mu.Unlock()
 		return nil
 	}
-	w := &queueWaiter{n: n, since: now, ready: make(chan struct{})}
+	w := &queueWaiter{tenant: tenant, n: n, since: now, ready: make(chan struct{})}
 	g.queue = append(g.queue, w)
+	g.grant(now) // it may fit, and go ahead of those that do not
 	g.mu.Unlock()
 	select {
 	case <-w.ready:
@@ -87,15 +122,11 @@ func (g *compileQueue) fits(n int64) bool {
 	return (g.slots <= 0 || g.running < g.slots) && (g.room <= 0 || g.used+n <= g.room)
 }
 
-// blocked reports whether the oldest waiter has waited long enough that
-// no one may pass it.
-func (g *compileQueue) blocked(now time.Time) bool {
-	return len(g.queue) > 0 && now.Sub(g.queue[0].since) >= g.aging
-}
-
-func (g *compileQueue) take(n int64) {
+func (g *compileQueue) take(tenant string, n int64) {
 	g.used += n
 	g.running++
+	done, _ := g.served.Get(tenant)
+	g.served.Add(tenant, done+n)
 }
 
 func (g *compileQueue) give(n int64) {
@@ -104,23 +135,34 @@ func (g *compileQueue) give(n int64) {
 	g.grant(time.Now())
 }
 
-// grant admits the waiters that fit, oldest first, up to the first one
-// that does not fit and has waited for aging.
+// grant admits waiters while one may go: the oldest when it has waited
+// for aging (and none while it does not fit), else the one that fits
+// whose tenant has compiled the least, the oldest of those.
 func (g *compileQueue) grant(now time.Time) {
-	kept := g.queue[:0]
-	stop := false
-	for _, w := range g.queue {
-		switch {
-		case stop:
-			kept = append(kept, w)
-		case g.fits(w.n):
-			g.take(w.n)
-			close(w.ready)
-		default:
-			kept = append(kept, w)
-			stop = now.Sub(w.since) >= g.aging
+	for len(g.queue) > 0 {
+		pick := -1
+		if oldest := g.queue[0]; now.Sub(oldest.since) >= g.aging {
+			if !g.fits(oldest.n) {
+				return
+			}
+			pick = 0
+		} else {
+			least := int64(0)
+			for i, w := range g.queue {
+				if !g.fits(w.n) {
+					continue
+				}
+				if done, _ := g.served.Peek(w.tenant); pick < 0 || done < least {
+					pick, least = i, done
+				}
+			}
+			if pick < 0 {
+				return
+			}
 		}
+		w := g.queue[pick]
+		g.queue = slices.Delete(g.queue, pick, pick+1)
+		g.take(w.tenant, w.n)
+		close(w.ready)
 	}
-	clear(g.queue[len(kept):])
-	g.queue = kept
 }

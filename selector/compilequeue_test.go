@@ -51,7 +51,7 @@ func TestCompileQueue(t *testing.T) {
 	const blocked = 30 * time.Millisecond
 
 	t.Run("a compile that fits goes ahead of a larger one queued before it", func(t *testing.T) {
-		g := &compileQueue{room: 100, aging: time.Hour}
+		g := newCompileQueue(100, 0, time.Hour)
 		if err := g.acquire(ctx, 60); err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +71,7 @@ func TestCompileQueue(t *testing.T) {
 	})
 
 	t.Run("no more compiles run than the slots, whatever the room", func(t *testing.T) {
-		g := &compileQueue{slots: 1, aging: time.Hour}
+		g := newCompileQueue(0, 1, time.Hour)
 		if err := g.acquire(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestCompileQueue(t *testing.T) {
 	})
 
 	t.Run("a waiter queued past the aging is passed by no one", func(t *testing.T) {
-		g := &compileQueue{room: 100, aging: 10 * time.Millisecond}
+		g := newCompileQueue(100, 0, 10*time.Millisecond)
 		if err := g.acquire(ctx, 60); err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestCompileQueue(t *testing.T) {
 	})
 
 	t.Run("a waiter that gives up lets those it held back go", func(t *testing.T) {
-		g := &compileQueue{room: 100, aging: 10 * time.Millisecond}
+		g := newCompileQueue(100, 0, 10*time.Millisecond)
 		if err := g.acquire(ctx, 60); err != nil {
 			t.Fatal(err)
 		}
@@ -135,8 +135,55 @@ func TestCompileQueue(t *testing.T) {
 		}
 	})
 
+	t.Run("a tenant's first compile goes ahead of a tenant that has compiled more", func(t *testing.T) {
+		g := newCompileQueue(0, 1, time.Hour)
+		busy, quiet := WithTenant(ctx, "busy"), WithTenant(ctx, "quiet")
+		if err := g.acquire(busy, 10); err != nil {
+			t.Fatal(err)
+		}
+		again := admitted(busy, g, 10)
+		queued(t, g, 1)
+		first := admitted(quiet, g, 10)
+		queued(t, g, 2)
+		g.release(10)
+		if !admittedWithin(t, first, time.Second) {
+			t.Fatal("the quiet tenant's first compile still waits with the slot free")
+		}
+		if admittedWithin(t, again, blocked) {
+			t.Fatal("the busy tenant's second compile ran beside the quiet tenant's in one slot")
+		}
+		g.release(10)
+		if !admittedWithin(t, again, time.Second) {
+			t.Fatal("the busy tenant's second compile still waits with the slot free")
+		}
+	})
+
+	t.Run("a waiter queued past the aging goes first, whatever its tenant compiled", func(t *testing.T) {
+		g := newCompileQueue(0, 1, 10*time.Millisecond)
+		busy, quiet := WithTenant(ctx, "busy"), WithTenant(ctx, "quiet")
+		if err := g.acquire(busy, 10); err != nil {
+			t.Fatal(err)
+		}
+		again := admitted(busy, g, 10)
+		queued(t, g, 1)
+		time.Sleep(20 * time.Millisecond)
+		first := admitted(quiet, g, 10)
+		queued(t, g, 2)
+		g.release(10)
+		if !admittedWithin(t, again, time.Second) {
+			t.Fatal("the aged compile still waits with the slot free")
+		}
+		if admittedWithin(t, first, blocked) {
+			t.Fatal("a second compile ran in one slot")
+		}
+		g.release(10)
+		if !admittedWithin(t, first, time.Second) {
+			t.Fatal("the quiet tenant's compile still waits with the slot free")
+		}
+	})
+
 	t.Run("a catalog heavier than the room compiles alone", func(t *testing.T) {
-		g := &compileQueue{room: 100, aging: time.Hour}
+		g := newCompileQueue(100, 0, time.Hour)
 		n := g.weight(500)
 		if n != 100 {
 			t.Fatalf("weight(500) = %d, want the room, 100", n)
