@@ -169,7 +169,7 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	tenant := session.Tenant(credential(in))
 	// A tenant that compiles a new catalog every turn waits behind other
 	// tenants' first ones (selector's compile queue).
-	cat, key, err := g.catalogFor(selector.WithTenant(ctx, tenant), snap, req, set)
+	cat, key, err := g.catalogFor(ctx, tenant, snap, req, set)
 	if err != nil {
 		return nil, fmt.Errorf("compiling catalog: %w", err)
 	}
@@ -214,9 +214,9 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 // set (every order of the same tools shares it), or, should the set's
 // catalog not hold req's tools (its key collided with another set's),
 // once for the array's text, as every array was before sets.
-func (g *Gateway) catalogFor(ctx context.Context, snap *policy.Snapshot, req *rewrite.Request, set toolSet) (*selector.Catalog, string, error) {
+func (g *Gateway) catalogFor(ctx context.Context, tenant string, snap *policy.Snapshot, req *rewrite.Request, set toolSet) (*selector.Catalog, string, error) {
 	key := set.keyWith(":", snap.CatalogKey())
-	cat, err := g.Catalogs.Get(ctx, key, func() ([]selector.Tool, selector.Config) {
+	cat, err := g.Catalogs.GetFor(ctx, tenant, key, func() ([]selector.Tool, selector.Config) {
 		tools, cfg := snap.Catalog(req.ToolsWithParams())
 		tools = capCatalog(tools)
 		switch snap.Search.Embeddings.Provider {
@@ -237,7 +237,7 @@ func (g *Gateway) catalogFor(ctx context.Context, snap *policy.Snapshot, req *re
 	case set.ordered:
 		return nil, "", fmt.Errorf("ordering the catalog compiled from the same array: %w", err)
 	}
-	return g.catalogFor(ctx, snap, req, toolSet{key: req.ToolsKey, ordered: true})
+	return g.catalogFor(ctx, tenant, snap, req, toolSet{key: req.ToolsKey, ordered: true})
 }
 
 // credential is what identifies the tenant: the client's Authorization, or

@@ -197,13 +197,21 @@ func newCache(o CacheOptions, maxTools int) *Cache {
 // others and is cached). A compile that finds no room waits for it up to
 // CacheOptions.CompileWait, then fails with ErrCompileBusy.
 func (c *Cache) Get(ctx context.Context, key string, build func() ([]Tool, Config)) (*Catalog, error) {
+	return c.GetFor(ctx, "", key, build)
+}
+
+// GetFor is Get for a tenant: a compile it starts queues behind those of
+// tenants that have compiled less (compileQueue), so a client that sends
+// a new tools array every turn waits behind other tenants' first
+// catalogs. The catalog is shared by key whoever compiled it.
+func (c *Cache) GetFor(ctx context.Context, tenant, key string, build func() ([]Tool, Config)) (*Catalog, error) {
 	if cat, ok := c.held.get(key); ok {
 		c.hits.Add(1)
 		return cat, nil
 	}
 	c.misses.Add(1)
 	for {
-		ch := c.group.DoChan(key, func() (any, error) { return c.compileKey(ctx, key, build) })
+		ch := c.group.DoChan(key, func() (any, error) { return c.compileKey(ctx, tenant, key, build) })
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("waiting for catalog compile: %w", ctx.Err())
@@ -220,14 +228,15 @@ func (c *Cache) Get(ctx context.Context, key string, build func() ([]Tool, Confi
 }
 
 // compileKey compiles key's catalog once there is room for it, for the
-// Get whose ctx is given and those that joined it, and holds it.
-func (c *Cache) compileKey(ctx context.Context, key string, build func() ([]Tool, Config)) (*Catalog, error) {
+// Get whose ctx and tenant are given and those that joined it, and holds
+// it.
+func (c *Cache) compileKey(ctx context.Context, tenant, key string, build func() ([]Tool, Config)) (*Catalog, error) {
 	if cat, ok := c.held.get(key); ok {
 		return cat, nil
 	}
 	tools, cfg := build()
 	cfg.embedSlots, cfg.embedLater = c.embeds, true
-	release, err := c.admit(ctx, compileWeight(tools))
+	release, err := c.admit(ctx, tenant, compileWeight(tools))
 	if err != nil {
 		return nil, err
 	}
@@ -246,10 +255,10 @@ func (c *Cache) compileKey(ctx context.Context, key string, build func() ([]Tool
 // for them up to the cache's wait while ctx lasts, and returns what gives
 // them back. A compile heavier than the whole room takes all of it: it
 // runs alone.
-func (c *Cache) admit(ctx context.Context, weight int64) (release func(), err error) {
+func (c *Cache) admit(ctx context.Context, tenant string, weight int64) (release func(), err error) {
 	n := c.queue.weight(weight)
 	wctx, cancel := context.WithTimeout(ctx, c.wait)
-	err = c.queue.acquire(wctx, n)
+	err = c.queue.acquire(wctx, tenant, n)
 	cancel()
 	switch {
 	case err == nil:

@@ -133,6 +133,55 @@ func TestASmallCompileDoesNotWaitBehindALargeOneQueuedForRoom(t *testing.T) {
 	}
 }
 
+// TestATenantsFirstCatalogCompilesBeforeAnotherTenantsNext: with one
+// compile slot, a tenant that has compiled goes after one that has not,
+// whatever order they asked in.
+func TestATenantsFirstCatalogCompilesBeforeAnotherTenantsNext(t *testing.T) {
+	c := NewCacheWith(CacheOptions{Catalogs: 16, Compiles: 1, CompileWait: time.Minute})
+	open := make(chan struct{})
+	var mu sync.Mutex
+	var order []int
+	c.compile = func(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
+		mu.Lock()
+		order = append(order, len(tools))
+		mu.Unlock()
+		<-open
+		return Compile(ctx, tools, cfg)
+	}
+	started := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order)
+	}
+	var wg sync.WaitGroup
+	get := func(tenant string, n int) {
+		wg.Go(func() {
+			if _, err := c.GetFor(context.Background(), tenant, fmt.Sprint("k", n), func() ([]Tool, Config) { return syntheticTools(n), Config{} }); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	get("busy", 10)
+	waitFor(t, "the busy tenant's first compile runs", func() bool { return started() == 1 })
+	get("busy", 11)
+	waitFor(t, "the busy tenant's second compile queues", func() bool {
+		c.queue.mu.Lock()
+		defer c.queue.mu.Unlock()
+		return len(c.queue.queue) == 1
+	})
+	get("quiet", 12)
+	waitFor(t, "the quiet tenant's compile queues", func() bool {
+		c.queue.mu.Lock()
+		defer c.queue.mu.Unlock()
+		return len(c.queue.queue) == 2
+	})
+	close(open)
+	wg.Wait()
+	if want := []int{10, 12, 11}; !slices.Equal(order, want) {
+		t.Errorf("compiled in the order %v (tools), want %v: the quiet tenant's first before the busy one's second", order, want)
+	}
+}
+
 func TestCacheGivesUpWhenThereIsNoRoomToCompile(t *testing.T) {
 	tools := syntheticTools(50)
 	w := compileWeight(tools)

@@ -18,7 +18,7 @@ import (
 // tenants' throughput from about 290-675 to 67 requests a second).
 //
 // Of the waiters that fit, the first admitted is the one whose tenant
-// (WithTenant) has compiled the least, then the oldest: a tenant that
+// (Cache.GetFor) has compiled the least, then the oldest: a tenant that
 // sends a new tools array every turn waits behind a tenant's first
 // catalog, not the other way round. A compile that fits goes ahead of
 // those that do not (a weighted semaphore's strict order made a 21 KB
@@ -55,21 +55,6 @@ func newCompileQueue(room int64, slots int, aging time.Duration) *compileQueue {
 	return &compileQueue{room: room, slots: slots, aging: aging, served: served}
 }
 
-type tenantKey struct{}
-
-// WithTenant returns ctx naming the tenant a Cache.Get compiles for, so
-// that its compiles queue behind those of tenants that have compiled
-// less (Cache's compile queue). Catalogs stay shared by their key,
-// whoever compiled them.
-func WithTenant(ctx context.Context, tenant string) context.Context {
-	return context.WithValue(ctx, tenantKey{}, tenant)
-}
-
-func tenantOf(ctx context.Context) string {
-	t, _ := ctx.Value(tenantKey{}).(string)
-	return t
-}
-
 // weight returns what a compile of n bytes takes of the room: all of it
 // at most, so a catalog heavier than the room compiles alone.
 func (g *compileQueue) weight(n int64) int64 {
@@ -79,11 +64,10 @@ func (g *compileQueue) weight(n int64) int64 {
 	return n
 }
 
-// acquire waits until a compile of n bytes (weight's) for ctx's tenant
-// may run, or ctx ends; on success the caller must release the same n.
-func (g *compileQueue) acquire(ctx context.Context, n int64) error {
+// acquire waits until a compile of n bytes (weight's) for tenant may
+// run, or ctx ends; on success the caller must release the same n.
+func (g *compileQueue) acquire(ctx context.Context, tenant string, n int64) error {
 	now := time.Now()
-	tenant := tenantOf(ctx)
 	g.mu.Lock()
 	if len(g.queue) == 0 && g.fits(n) {
 		g.take(tenant, n)

@@ -10,8 +10,13 @@ import (
 // admitted starts acquire(n) on g and returns a channel that gets its
 // error once it returns.
 func admitted(ctx context.Context, g *compileQueue, n int64) <-chan error {
+	return admittedFor(ctx, g, "", n)
+}
+
+// admittedFor is admitted for tenant.
+func admittedFor(ctx context.Context, g *compileQueue, tenant string, n int64) <-chan error {
 	done := make(chan error, 1)
-	go func() { done <- g.acquire(ctx, n) }()
+	go func() { done <- g.acquire(ctx, tenant, n) }()
 	return done
 }
 
@@ -52,7 +57,7 @@ func TestCompileQueue(t *testing.T) {
 
 	t.Run("a compile that fits goes ahead of a larger one queued before it", func(t *testing.T) {
 		g := newCompileQueue(100, 0, time.Hour)
-		if err := g.acquire(ctx, 60); err != nil {
+		if err := g.acquire(ctx, "", 60); err != nil {
 			t.Fatal(err)
 		}
 		large := admitted(ctx, g, 100)
@@ -72,7 +77,7 @@ func TestCompileQueue(t *testing.T) {
 
 	t.Run("no more compiles run than the slots, whatever the room", func(t *testing.T) {
 		g := newCompileQueue(0, 1, time.Hour)
-		if err := g.acquire(ctx, 1); err != nil {
+		if err := g.acquire(ctx, "", 1); err != nil {
 			t.Fatal(err)
 		}
 		second := admitted(ctx, g, 1)
@@ -87,7 +92,7 @@ func TestCompileQueue(t *testing.T) {
 
 	t.Run("a waiter queued past the aging is passed by no one", func(t *testing.T) {
 		g := newCompileQueue(100, 0, 10*time.Millisecond)
-		if err := g.acquire(ctx, 60); err != nil {
+		if err := g.acquire(ctx, "", 60); err != nil {
 			t.Fatal(err)
 		}
 		large := admitted(ctx, g, 100)
@@ -112,7 +117,7 @@ func TestCompileQueue(t *testing.T) {
 
 	t.Run("a waiter that gives up lets those it held back go", func(t *testing.T) {
 		g := newCompileQueue(100, 0, 10*time.Millisecond)
-		if err := g.acquire(ctx, 60); err != nil {
+		if err := g.acquire(ctx, "", 60); err != nil {
 			t.Fatal(err)
 		}
 		lctx, cancel := context.WithCancel(ctx)
@@ -137,13 +142,12 @@ func TestCompileQueue(t *testing.T) {
 
 	t.Run("a tenant's first compile goes ahead of a tenant that has compiled more", func(t *testing.T) {
 		g := newCompileQueue(0, 1, time.Hour)
-		busy, quiet := WithTenant(ctx, "busy"), WithTenant(ctx, "quiet")
-		if err := g.acquire(busy, 10); err != nil {
+		if err := g.acquire(ctx, "busy", 10); err != nil {
 			t.Fatal(err)
 		}
-		again := admitted(busy, g, 10)
+		again := admittedFor(ctx, g, "busy", 10)
 		queued(t, g, 1)
-		first := admitted(quiet, g, 10)
+		first := admittedFor(ctx, g, "quiet", 10)
 		queued(t, g, 2)
 		g.release(10)
 		if !admittedWithin(t, first, time.Second) {
@@ -160,14 +164,13 @@ func TestCompileQueue(t *testing.T) {
 
 	t.Run("a waiter queued past the aging goes first, whatever its tenant compiled", func(t *testing.T) {
 		g := newCompileQueue(0, 1, 10*time.Millisecond)
-		busy, quiet := WithTenant(ctx, "busy"), WithTenant(ctx, "quiet")
-		if err := g.acquire(busy, 10); err != nil {
+		if err := g.acquire(ctx, "busy", 10); err != nil {
 			t.Fatal(err)
 		}
-		again := admitted(busy, g, 10)
+		again := admittedFor(ctx, g, "busy", 10)
 		queued(t, g, 1)
 		time.Sleep(20 * time.Millisecond)
-		first := admitted(quiet, g, 10)
+		first := admittedFor(ctx, g, "quiet", 10)
 		queued(t, g, 2)
 		g.release(10)
 		if !admittedWithin(t, again, time.Second) {
@@ -188,7 +191,7 @@ func TestCompileQueue(t *testing.T) {
 		if n != 100 {
 			t.Fatalf("weight(500) = %d, want the room, 100", n)
 		}
-		if err := g.acquire(ctx, n); err != nil {
+		if err := g.acquire(ctx, "", n); err != nil {
 			t.Fatal(err)
 		}
 		other := admitted(ctx, g, 1)
