@@ -10,10 +10,11 @@ import (
 
 // fairLRU holds at most size sessions, each until ttl after its last
 // write. When it is full, the session a new one replaces is the least
-// recently used of the tenant holding the most (the new session's own
-// tenant when it holds as many as any): a tenant that opens thousands of
-// sessions pushes out its own, never those of a tenant holding fewer.
-// With one tenant it is a plain LRU. It is not safe for concurrent use;
+// recently used of the tenant holding the most (of tenants holding as
+// many, the one whose least recently used session is the oldest): a
+// tenant that opens thousands of sessions pushes out its own, never those
+// of a tenant holding fewer. With one tenant, or tenants of one session
+// each (per-user keys), it is a plain LRU. It is not safe for concurrent use;
 // Memory locks around it.
 //
 // It is built here rather than on golang-lru: expirable.LRU is one list
@@ -101,8 +102,20 @@ func (l *fairLRU) get(key string, now time.Time) (State, bool) {
 	}
 	l.clock++
 	e.used = l.clock
-	e.tenant.used.moveToBack(e)
+	l.touch(e)
 	return e.state, true
+}
+
+// touch moves e, just used, to the back of its tenant's chain; when it
+// was the front, the tenant's oldest use changed, which orders ties in
+// the heap.
+func (l *fairLRU) touch(e *entry) {
+	t := e.tenant
+	front := t.used.front == e
+	t.used.moveToBack(e)
+	if front {
+		heap.Fix(&l.largest, t.at)
+	}
 }
 
 // peek returns the state under key without marking it used.
@@ -123,13 +136,13 @@ func (l *fairLRU) put(key string, s State, now time.Time) {
 	l.clock++
 	if e, ok := l.items[key]; ok {
 		e.state, e.expires, e.used = s, now.Add(l.ttl), l.clock
-		e.tenant.used.moveToBack(e)
+		l.touch(e)
 		l.written.moveToBack(e)
 		return
 	}
 	name := tenantOf(key)
 	if len(l.items) >= l.size {
-		l.evict(name)
+		l.evict()
 	}
 	t, ok := l.tenants[name]
 	if !ok {
@@ -149,18 +162,17 @@ func (l *fairLRU) put(key string, s State, now time.Time) {
 }
 
 // evict drops the least recently used session of the tenant holding the
-// most, to make room for one of tenant name. Where name holds as many
-// as the largest, it is name's own: of tenants tied, the one that asks
-// for room gives it.
-func (l *fairLRU) evict(name string) {
+// most, the heap's first: of tenants holding as many, the one whose
+// least recently used session is the oldest, so that tenants of one
+// session each (per-user keys) lose the session idle longest, as one LRU
+// of them all would. (Where the tenant asking for room gave up its own
+// when tied, a stream of new tenants evicted each other's sessions just
+// used and kept the idle ones.)
+func (l *fairLRU) evict() {
 	if len(l.largest) == 0 {
 		return
 	}
-	t := l.largest[0]
-	if own, ok := l.tenants[name]; ok && own.n >= t.n {
-		t = own
-	}
-	l.remove(t.used.front)
+	l.remove(l.largest[0].used.front)
 }
 
 // delete drops key, if held.
@@ -259,12 +271,18 @@ func (c *chain) moveToBack(e *entry) {
 	}
 }
 
-// tenantHeap is a max-heap of tenants by the sessions they hold, for
-// container/heap; each tenant knows its index.
+// tenantHeap is a max-heap of tenants by the sessions they hold, ties
+// going to the tenant whose least recently used session is the oldest,
+// for container/heap; each tenant knows its index.
 type tenantHeap []*tenant
 
-func (h tenantHeap) Len() int           { return len(h) }
-func (h tenantHeap) Less(i, j int) bool { return h[i].n > h[j].n }
+func (h tenantHeap) Len() int { return len(h) }
+func (h tenantHeap) Less(i, j int) bool {
+	if h[i].n != h[j].n {
+		return h[i].n > h[j].n
+	}
+	return h[i].used.front.used < h[j].used.front.used
+}
 func (h tenantHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].at, h[j].at = i, j

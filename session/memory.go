@@ -16,9 +16,10 @@ var (
 // not). When it is full, a new session replaces the least recently used
 // one of the tenant holding the most sessions (the tenant being the label
 // Key puts in front of every key; keys not of Key's making are one
-// tenant), so one tenant's many sessions push out
-// its own, never those of a tenant holding fewer; with one tenant it is a
-// plain LRU. Expired sessions are dropped by the next call of any method
+// tenant; of tenants holding as many, the one whose session is idle
+// longest), so one tenant's many sessions push out its own, never those
+// of a tenant holding fewer; with one tenant, or tenants of one session
+// each, it is a plain LRU. Expired sessions are dropped by the next call of any method
 // (least recently written first, without a scan): nothing runs in the
 // background, so a Memory needs no closing, and an idle one keeps its
 // expired sessions' memory (never over its bound) until it is next used.

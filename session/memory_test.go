@@ -45,12 +45,20 @@ func TestMemoryEvictsTheLargestTenantsSessions(t *testing.T) {
 			gone:  keysOf("noisy", 0, 5),
 		},
 		{
-			name:  "a tenant opening 10,000 sessions evicts none of a quiet tenant's up to half the store",
+			name:  "a tenant opening 10,000 sessions evicts none of a quiet tenant's 499",
+			size:  1000,
+			fill:  keysOf("quiet", 0, 499),
+			flood: keysOf("noisy", 0, 10000),
+			kept:  append(keysOf("quiet", 0, 499), keysOf("noisy", 9499, 10000)...),
+			gone:  keysOf("noisy", 0, 9499),
+		},
+		{
+			name:  "a tenant opening 10,000 sessions beside a quiet one holding half the store evicts only the quiet one's idle longest, once they are level",
 			size:  1000,
 			fill:  keysOf("quiet", 0, 500),
 			flood: keysOf("noisy", 0, 10000),
-			kept:  append(keysOf("quiet", 0, 500), keysOf("noisy", 9500, 10000)...),
-			gone:  keysOf("noisy", 0, 9500),
+			kept:  append(keysOf("quiet", 1, 500), keysOf("noisy", 9499, 10000)...),
+			gone:  append(keysOf("quiet", 0, 1), keysOf("noisy", 0, 9499)...),
 		},
 		{
 			name:  "a new tenant's session takes the place of the largest tenant's least recently used one",
@@ -61,20 +69,20 @@ func TestMemoryEvictsTheLargestTenantsSessions(t *testing.T) {
 			gone:  keysOf("a", 0, 1),
 		},
 		{
-			name:  "a tenant holding as many as the largest gives up its own session, not the other's",
+			name:  "of tenants holding as many, the one whose session is idle longest gives it up, whoever asks for room",
 			size:  4,
 			fill:  append(keysOf("a", 0, 2), keysOf("b", 0, 2)...),
 			flood: keysOf("b", 2, 3),
-			kept:  append(keysOf("a", 0, 2), keysOf("b", 1, 3)...),
-			gone:  keysOf("b", 0, 1),
+			kept:  append(keysOf("a", 1, 2), keysOf("b", 0, 3)...),
+			gone:  keysOf("a", 0, 1),
 		},
 		{
-			name:  "a tenant above its share loses sessions to a tenant below it until they are level",
+			name:  "a tenant above its share loses sessions to a tenant below it until they are level, then the session idle longest goes",
 			size:  6,
 			fill:  keysOf("a", 0, 6),
 			flood: keysOf("b", 0, 5),
-			kept:  append(keysOf("a", 3, 6), keysOf("b", 2, 5)...),
-			gone:  append(keysOf("a", 0, 3), keysOf("b", 0, 2)...),
+			kept:  append(keysOf("a", 4, 6), keysOf("b", 1, 5)...),
+			gone:  append(keysOf("a", 0, 4), keysOf("b", 0, 1)...),
 		},
 		{
 			name:  "keys not of Key's making are one tenant among the others",
@@ -117,6 +125,58 @@ func TestMemoryEvictsTheLargestTenantsSessions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMemoryTenantsOfOneSessionEachArePlainLRU: with per-user keys, most
+// tenants hold a session or two, all tied for the most: the session that
+// goes must be the one idle longest, as one LRU of them all would pick,
+// not whichever tied tenant the heap holds first (which evicted the
+// sessions just used and kept the idle ones).
+func TestMemoryTenantsOfOneSessionEachArePlainLRU(t *testing.T) {
+	ctx := context.Background()
+	key := func(i int) string { return tenantKey(fmt.Sprint("user", i), 0) }
+	t.Run("a session just used stays while tied tenants' idle ones go", func(t *testing.T) {
+		m := NewMemory(3, time.Hour)
+		for i := range 3 {
+			if err := m.Put(ctx, key(i), State{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := m.Get(ctx, key(0)); err != nil {
+			t.Fatal(err)
+		}
+		for i := 3; i < 5; i++ {
+			if err := m.Put(ctx, key(i), State{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, want := m.Keys(), []string{key(0), key(3), key(4)}; !slices.Equal(got, want) {
+			t.Errorf("held %q, want %q: users 1 and 2, idle longest, go", got, want)
+		}
+	})
+	t.Run("a stream of new users, each using its session, keeps the new ones", func(t *testing.T) {
+		const size = 1000
+		m := NewMemory(size, time.Hour)
+		for i := range size {
+			if err := m.Put(ctx, key(i), State{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := size; i < 2*size; i++ {
+			if err := m.Put(ctx, key(i), State{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Get(ctx, key(i)); err != nil {
+				t.Fatalf("user %d's session, just put, is gone", i)
+			}
+		}
+		for i := range 2 * size {
+			_, err := m.Get(ctx, key(i))
+			if held := err == nil; held != (i >= size) {
+				t.Fatalf("user %d: held = %v, want %v", i, held, i >= size)
+			}
+		}
+	})
 }
 
 func TestMemoryWithOneTenantIsAPlainLRU(t *testing.T) {
