@@ -27,6 +27,11 @@ type catalogRules struct {
 // order (orderKey, the array's text and the generation): the positions
 // are the request's own. cat is the catalog compiled for those tools
 // under snap, in the request's order.
+// tablesBytes bounds what each of the policy table caches holds: 256
+// catalogs of 200 tools hold some 8 MB; arrays of thousands of tools with
+// long names reach the bound first.
+const tablesBytes = 64 << 20
+
 func (g *Gateway) decisions(orderKey, setKey string, snap *policy.Snapshot, tools []rewrite.Tool, cat *selector.Catalog) *catalogRules {
 	if r, ok := g.tables.Get(orderKey); ok {
 		return r
@@ -44,7 +49,7 @@ func (g *Gateway) decisions(orderKey, setKey string, snap *policy.Snapshot, tool
 			names[i] = strings.Clone(names[i]) // the table outlives the body names may alias
 		}
 		table = snap.Table(names)
-		g.tableSets.Add(setKey, table)
+		g.tableSets.Add(setKey, table, namesBytes(names))
 	}
 	r := &catalogRules{table: table}
 	catNames := cat.Names() // a copy each call
@@ -54,7 +59,7 @@ func (g *Gateway) decisions(orderKey, setKey string, snap *policy.Snapshot, tool
 			r.shown[k][p] = r.table.Shown(name, intent)
 		}
 	}
-	g.tables.Add(orderKey, r)
+	g.tables.Add(orderKey, r, namesBytes(names))
 	return r
 }
 

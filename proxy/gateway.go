@@ -112,18 +112,18 @@ type Gateway struct {
 	basePath   string
 	tokens     *tokenCounter
 	parsed     *toolCache
-	bodies     bodyPool                          // request body buffers
-	sse        sseReaders                        // upstream stream readers
-	searchDefs *lru.Cache[string, string]        // tool_search definitions by catalog
-	tables     *lru.Cache[string, *catalogRules] // policy decisions by catalog, in each array's order
-	tableSets  *lru.Cache[string, *policy.Table] // policy decisions by tool set, for its other orders
-	sets       *toolSets                         // each tools array's tool set (toolset.go)
-	shapes     *lru.Cache[uint64, arrayShape]    // what passthrough asks of a tools array, by its key
-	noUsage    *lru.Cache[string, struct{}]      // models whose upstream refused stream_options
-	noExtras   *lru.Cache[string, struct{}]      // models whose upstream refused its messages' extras
-	threads    *threadStore                      // what the response ids clients were given lead to
-	dlogFails  writeFailures                     // paces the warnings about decision-log writes
-	inflight   inflight                          // request bytes held, against MaxInflightBytes
+	bodies     bodyPool                           // request body buffers
+	sse        sseReaders                         // upstream stream readers
+	searchDefs *lru.Cache[string, string]         // tool_search definitions by catalog
+	tables     *weighedLRU[string, *catalogRules] // policy decisions by catalog, in each array's order
+	tableSets  *weighedLRU[string, *policy.Table] // policy decisions by tool set, for its other orders
+	sets       *toolSets                          // each tools array's tool set (toolset.go)
+	shapes     *lru.Cache[uint64, arrayShape]     // what passthrough asks of a tools array, by its key
+	noUsage    *lru.Cache[string, struct{}]       // models whose upstream refused stream_options
+	noExtras   *lru.Cache[string, struct{}]       // models whose upstream refused its messages' extras
+	threads    *threadStore                       // what the response ids clients were given lead to
+	dlogFails  writeFailures                      // paces the warnings about decision-log writes
+	inflight   inflight                           // request bytes held, against MaxInflightBytes
 }
 
 func (g *Gateway) init() {
@@ -133,8 +133,8 @@ func (g *Gateway) init() {
 		g.tokens = newTokenCounter()
 		g.parsed = newToolCache(256)
 		g.searchDefs, _ = lru.New[string, string](256) // errors only on size <= 0
-		g.tables, _ = lru.New[string, *catalogRules](256)
-		g.tableSets, _ = lru.New[string, *policy.Table](256)
+		g.tables = newWeighedLRU[string, *catalogRules](256, tablesBytes)
+		g.tableSets = newWeighedLRU[string, *policy.Table](256, tablesBytes)
 		g.sets = newToolSets(256)
 		g.shapes, _ = lru.New[uint64, arrayShape](256)
 		g.noUsage, _ = lru.New[string, struct{}](256)

@@ -57,7 +57,7 @@ type tokenCounter struct {
 	seed     maphash.Seed
 	perTool  *lru.Cache[tokenKey, int]
 	catalogs *lru.Cache[string, *catalogCount]
-	sets     *lru.Cache[string, *setCount] // by encoding and tool set (toolset.go)
+	sets     *weighedLRU[string, *setCount] // by encoding and tool set (toolset.go)
 	o200k    func() (tokenizer.Codec, error)
 	cl100k   func() (tokenizer.Codec, error)
 }
@@ -71,17 +71,19 @@ type tokenKey struct {
 
 // Cache sizes: tools are small entries (a key and an int), so the per-tool
 // cache holds several large catalogs; catalog totals are tiny. A set's
-// count keeps its tools' names besides (some 50 bytes a tool).
+// count keeps its tools' names besides, so its cache is bounded by their
+// bytes too.
 const (
 	toolTokenCacheSize    = 1 << 15
 	catalogTokenCacheSize = 1024
 	setTokenCacheSize     = 256
+	setTokenCacheBytes    = 64 << 20
 )
 
 func newTokenCounter() *tokenCounter {
 	perTool, _ := lru.New[tokenKey, int](toolTokenCacheSize) // errors only for size <= 0
 	cats, _ := lru.New[string, *catalogCount](catalogTokenCacheSize)
-	sets, _ := lru.New[string, *setCount](setTokenCacheSize)
+	sets := newWeighedLRU[string, *setCount](setTokenCacheSize, setTokenCacheBytes)
 	return &tokenCounter{
 		seed:     maphash.MakeSeed(),
 		perTool:  perTool,
@@ -288,7 +290,12 @@ func (c *tokenCounter) countSet(enc tokenizer.Encoding, set string, tools []rewr
 		return nil, err
 	}
 	if s := newSetCount(ct, tools); s != nil {
-		c.sets.Add(sk, s)
+		// Its names, its map's slots and the count's ints per tool.
+		bytes := 0
+		for i := range tools {
+			bytes += len(tools[i].Name) + 144
+		}
+		c.sets.Add(sk, s, bytes)
 	}
 	return ct, nil
 }
