@@ -765,3 +765,33 @@ func TestAnUpstreamsToolgateHeadersNeverReachTheClient(t *testing.T) {
 		})
 	}
 }
+
+// TestToolCacheLookupsOutsideTheLockSeeNoBucketChangedInPlace: lookups walk a start's bucket
+// outside the lock while adds append to it and evictions drop from it;
+// under -race, a bucket changed in place shows.
+func TestToolCacheLookupsOutsideTheLockSeeNoBucketChangedInPlace(t *testing.T) {
+	c := newToolCacheBytes(8, 1<<30)
+	sp := c.space(routeChat)
+	head := `[` + strings.Repeat(`{"type":"function","function":{"name":"shared","description":"x"}},`, 10)
+	arrays := make([]string, 64)
+	for i := range arrays {
+		arrays[i] = head + fmt.Sprintf(`{"type":"function","function":{"name":"own%d","description":"%s"}}]`, i, strings.Repeat("y", i))
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for n := range 3000 {
+				raw := arrays[(n*7+w)%len(arrays)]
+				if k, ok := sp.Lookup(raw + `,"x":1}`); ok {
+					if k.Raw != raw {
+						t.Errorf("a lookup of one array found another")
+						return
+					}
+					continue
+				}
+				sp.Add(raw, []rewrite.Tool{{Name: "shared", Raw: raw[1:20]}})
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -289,19 +289,22 @@ func TestAReorderedResponsesArrayWithPinnedToolsIsAnsweredAsItsOwnCatalogWouldAn
 	}
 	pol := loadPolicy(t, reorderPolicy)
 	cache := selector.NewCache(8)
-	sharedModel := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+	sharedModel := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true} // Keep: the bodies are compared
 	shared := newTestGateway(t, sharedModel, withPolicy(pol), func(g *Gateway) { g.Catalogs = cache })
 	for i, order := range []string{"first order", "reversed order", "shuffled order"} {
 		body, _ := json.Marshal(map[string]any{"model": "gpt-test", "input": twoStepTask.Prompt, "tools": reorderedTools(tools, order)})
 		session := map[string]string{"X-Session-ID": "r" + fmt.Sprint(i)}
 		sharedModel.Reset()
 		got := sendTo(t, shared, "/responses", body, session)
-		ownModel := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}}
+		ownModel := &fakellm.Model{Tasks: []fakellm.Task{twoStepTask}, Keep: true}
 		want := sendTo(t, newTestGateway(t, ownModel, withPolicy(pol)), "/responses", body, session)
 		t.Run("the "+order+" of a Responses array with pinned tools sends the upstream what its own catalog sends", func(t *testing.T) {
 			g, w := sharedModel.Records(), ownModel.Records()
 			if len(w) == 0 || len(g) != len(w) {
 				t.Fatalf("%d upstream requests, want %d (and some)", len(g), len(w))
+			}
+			if gjson.GetBytes(w[0].Body, "tools").Raw == "" {
+				t.Fatal("the upstream's requests were not kept: nothing to compare")
 			}
 			for j := range w {
 				if gt, wt := gjson.GetBytes(g[j].Body, "tools").Raw, gjson.GetBytes(w[j].Body, "tools").Raw; gt != wt {

@@ -3,6 +3,7 @@ package selector
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -203,4 +204,34 @@ func TestCompileQueue(t *testing.T) {
 			t.Fatal("the compile still waits with the room free")
 		}
 	})
+}
+
+// TestCompileQueueGivesBackWhatAWaiterLeavingWasGiven: a waiter whose ctx
+// ends as it is admitted must hand its room and slot back, or the queue
+// shrinks for good.
+func TestCompileQueueGivesBackWhatAWaiterLeavingWasGiven(t *testing.T) {
+	g := newCompileQueue(100, 2, time.Hour)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range 2000 {
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- g.acquire(ctx, "t", 40) }()
+				if i%2 == 0 {
+					cancel()
+				}
+				if err := <-done; err == nil {
+					g.release(40)
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.used != 0 || g.running != 0 || len(g.queue) != 0 {
+		t.Errorf("after every acquire returned: used %d, running %d, queued %d; want 0, 0, 0", g.used, g.running, len(g.queue))
+	}
 }
