@@ -82,7 +82,7 @@ func (s *toolSets) of(req *rewrite.Request, d rewrite.Dialect) toolSet {
 }
 
 // String is the set's part of a cache key: a set key and a text key
-// never read alike.
+// (textKey) never read alike, by their first letter.
 func (s toolSet) String() string {
 	var b [16]byte
 	return string(s.append(b[:0]))
@@ -104,11 +104,12 @@ func (s toolSet) append(b []byte) []byte {
 	return strconv.AppendUint(append(b, prefix), s.key, 36)
 }
 
-// textKey returns the key of a tools array's text in base 36, sep and n
-// in base 36 as one string, in one allocation.
+// textKey returns the key of a tools array's text in base 36 after an
+// "x" (a set key starts with "s" or "t"), sep and n in base 36 as one
+// string, in one allocation.
 func textKey(text uint64, sep string, n uint64) string {
 	var b [40]byte
-	return string(strconv.AppendUint(append(strconv.AppendUint(b[:0], text, 36), sep...), n, 36))
+	return string(strconv.AppendUint(append(strconv.AppendUint(append(b[:0], 'x'), text, 36), sep...), n, 36))
 }
 
 // namesOf yields the names of tools in order.

@@ -230,6 +230,10 @@ func (g *Gateway) catalogFor(ctx context.Context, tenant string, snap *policy.Sn
 	if err != nil {
 		return nil, "", err
 	}
+	// The proxy's own uses of catalog positions (the shown table, the
+	// skip sets) are built from this same view, so any order's would
+	// agree with each other; the view in req's order keeps the promise of
+	// Names and Position, which speak in the array's positions.
 	ordered, err := cat.InOrder(req.ToolsKey, namesOf(req.Tools))
 	switch {
 	case err == nil:
