@@ -210,8 +210,11 @@ func (c *Cache) GetFor(ctx context.Context, tenant, key string, build func() ([]
 		return cat, nil
 	}
 	c.misses.Add(1)
+	// One wait for room, however many compiles this Get joins: a Get that
+	// joined a compile whose starter left asks again with what is left.
+	until := time.Now().Add(c.wait)
 	for {
-		ch := c.group.DoChan(key, func() (any, error) { return c.compileKey(ctx, tenant, key, build) })
+		ch := c.group.DoChan(key, func() (any, error) { return c.compileKey(ctx, tenant, key, until, build) })
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("waiting for catalog compile: %w", ctx.Err())
@@ -230,13 +233,13 @@ func (c *Cache) GetFor(ctx context.Context, tenant, key string, build func() ([]
 // compileKey compiles key's catalog once there is room for it, for the
 // Get whose ctx and tenant are given and those that joined it, and holds
 // it.
-func (c *Cache) compileKey(ctx context.Context, tenant, key string, build func() ([]Tool, Config)) (*Catalog, error) {
+func (c *Cache) compileKey(ctx context.Context, tenant, key string, until time.Time, build func() ([]Tool, Config)) (*Catalog, error) {
 	if cat, ok := c.held.get(key); ok {
 		return cat, nil
 	}
 	tools, cfg := build()
 	cfg.embedSlots, cfg.embedLater = c.embeds, true
-	release, err := c.admit(ctx, tenant, compileWeight(tools))
+	release, err := c.admit(ctx, tenant, compileWeight(tools), until)
 	if err != nil {
 		return nil, err
 	}
@@ -252,12 +255,12 @@ func (c *Cache) compileKey(ctx context.Context, tenant, key string, build func()
 }
 
 // admit takes room for a compile of weight n and a compile slot, waiting
-// for them up to the cache's wait while ctx lasts, and returns what gives
-// them back. A compile heavier than the whole room takes all of it: it
+// for them until until (the end of the Get's wait) while ctx lasts, and
+// returns what gives them back. A compile heavier than the whole room takes all of it: it
 // runs alone.
-func (c *Cache) admit(ctx context.Context, tenant string, weight int64) (release func(), err error) {
+func (c *Cache) admit(ctx context.Context, tenant string, weight int64, until time.Time) (release func(), err error) {
 	n := c.queue.weight(weight)
-	wctx, cancel := context.WithTimeout(ctx, c.wait)
+	wctx, cancel := context.WithDeadline(ctx, until)
 	err = c.queue.acquire(wctx, tenant, n)
 	cancel()
 	switch {

@@ -182,6 +182,46 @@ func TestATenantsFirstCatalogCompilesBeforeAnotherTenantsNext(t *testing.T) {
 	}
 }
 
+// TestAGetWaitsForRoomNoLongerThanTheWaitWhenItsStarterLeaves: a Get
+// that joined a compile whose starter left waits for room in its own
+// name, with what is left of its wait, not a whole new one.
+func TestAGetWaitsForRoomNoLongerThanTheWaitWhenItsStarterLeaves(t *testing.T) {
+	const wait = time.Second
+	c := NewCacheWith(CacheOptions{Catalogs: 16, Compiles: 1, CompileWait: wait})
+	block := make(chan struct{})
+	c.compile = func(ctx context.Context, tools []Tool, cfg Config) (*Catalog, error) {
+		if len(tools) == 5 {
+			<-block
+		}
+		return Compile(ctx, tools, cfg)
+	}
+	defer close(block)
+	go func() {
+		_, _ = c.GetFor(context.Background(), "x", "blocker", func() ([]Tool, Config) { return syntheticTools(5), Config{} })
+	}()
+	waitFor(t, "the blocking compile runs", func() bool {
+		c.queue.mu.Lock()
+		defer c.queue.mu.Unlock()
+		return c.queue.running == 1
+	})
+	starter, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	go func() {
+		_, _ = c.GetFor(starter, "a", "k", func() ([]Tool, Config) { return syntheticTools(20), Config{} })
+	}()
+	waitFor(t, "the starter waits for room", func() bool {
+		c.queue.mu.Lock()
+		defer c.queue.mu.Unlock()
+		return len(c.queue.queue) == 1
+	})
+	t0 := time.Now()
+	_, err := c.GetFor(context.Background(), "b", "k", func() ([]Tool, Config) { return syntheticTools(20), Config{} })
+	took := time.Since(t0)
+	if !errors.Is(err, ErrCompileBusy) || took > wait+350*time.Millisecond {
+		t.Errorf("the Get that joined got %v after %v; want ErrCompileBusy after the wait, %v (its starter left after 700ms)", err, took.Round(time.Millisecond), wait)
+	}
+}
+
 func TestCacheGivesUpWhenThereIsNoRoomToCompile(t *testing.T) {
 	tools := syntheticTools(50)
 	w := compileWeight(tools)
