@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tiktoken-go/tokenizer"
@@ -47,6 +49,33 @@ func TestAToolSetsKeyIsTheSameInEveryOrderOnly(t *testing.T) {
 				t.Errorf("key %v against %v; want the same: %v", tc.got, base, tc.same)
 			}
 		})
+	}
+}
+
+// An array whose tools' text passes the catalog's budget is clipped in
+// its order (capCatalog): its orders compile differently, so each keys
+// its own catalog, by its text.
+func TestAToolSetOverTheCatalogBudgetIsKeyedByItsOrder(t *testing.T) {
+	sets, texts := newToolSets(16), newToolCache(1)
+	long := strings.Repeat("word ", maxCatalogText/5/8+1) // eight of these pass the budget
+	var tools []rewrite.Tool
+	for i := range 9 {
+		tools = append(tools, rewrite.Tool{Name: fmt.Sprint("tool_", i), Raw: `{"name":"tool_` + fmt.Sprint(i) + `","description":"` + long + `"}`})
+	}
+	key := func(tools []rewrite.Tool) toolSet {
+		req := &rewrite.Request{Tools: tools}
+		raw := ""
+		for _, tl := range tools {
+			raw += tl.Raw
+		}
+		req.ToolsKey = texts.space(routeChat).keyOf(raw)
+		return sets.of(req, rewrite.Chat{})
+	}
+	backward := slices.Clone(tools)
+	slices.Reverse(backward)
+	first, reversed := key(tools), key(backward)
+	if !first.ordered || !reversed.ordered || first.key == reversed.key {
+		t.Errorf("keys %v and %v; want each order keyed by its own text", first, reversed)
 	}
 }
 
