@@ -141,50 +141,44 @@ func TestCompileQueue(t *testing.T) {
 		}
 	})
 
-	t.Run("a tenant's first compile goes ahead of a tenant that has compiled more", func(t *testing.T) {
-		g := newCompileQueue(0, 1, time.Hour)
-		if err := g.acquire(ctx, "busy", 10); err != nil {
-			t.Fatal(err)
-		}
-		again := admittedFor(ctx, g, "busy", 10)
-		queued(t, g, 1)
-		first := admittedFor(ctx, g, "quiet", 10)
-		queued(t, g, 2)
-		g.release(10)
-		if !admittedWithin(t, first, time.Second) {
-			t.Fatal("the quiet tenant's first compile still waits with the slot free")
-		}
-		if admittedWithin(t, again, blocked) {
-			t.Fatal("the busy tenant's second compile ran beside the quiet tenant's in one slot")
-		}
-		g.release(10)
-		if !admittedWithin(t, again, time.Second) {
-			t.Fatal("the busy tenant's second compile still waits with the slot free")
-		}
-	})
-
-	t.Run("a waiter queued past the aging goes first, whatever its tenant compiled", func(t *testing.T) {
-		g := newCompileQueue(0, 1, 10*time.Millisecond)
-		if err := g.acquire(ctx, "busy", 10); err != nil {
-			t.Fatal(err)
-		}
-		again := admittedFor(ctx, g, "busy", 10)
-		queued(t, g, 1)
-		time.Sleep(20 * time.Millisecond)
-		first := admittedFor(ctx, g, "quiet", 10)
-		queued(t, g, 2)
-		g.release(10)
-		if !admittedWithin(t, again, time.Second) {
-			t.Fatal("the aged compile still waits with the slot free")
-		}
-		if admittedWithin(t, first, blocked) {
-			t.Fatal("a second compile ran in one slot")
-		}
-		g.release(10)
-		if !admittedWithin(t, first, time.Second) {
-			t.Fatal("the quiet tenant's compile still waits with the slot free")
-		}
-	})
+	for _, tc := range []struct {
+		name  string
+		aging time.Duration
+		// the busy tenant's second compile queues this long before the
+		// quiet tenant's first
+		ahead     time.Duration
+		quietWins bool
+	}{
+		{"a tenant's first compile goes ahead of a tenant that has compiled more", time.Hour, 0, true},
+		{"a waiter queued past the aging goes first, whatever its tenant compiled", 10 * time.Millisecond, 20 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newCompileQueue(0, 1, tc.aging)
+			if err := g.acquire(ctx, "busy", 10); err != nil {
+				t.Fatal(err)
+			}
+			again := admittedFor(ctx, g, "busy", 10)
+			queued(t, g, 1)
+			time.Sleep(tc.ahead)
+			first := admittedFor(ctx, g, "quiet", 10)
+			queued(t, g, 2)
+			g.release(10)
+			winner, loser := first, again
+			if !tc.quietWins {
+				winner, loser = again, first
+			}
+			if !admittedWithin(t, winner, time.Second) {
+				t.Fatal("the compile that should go first still waits with the slot free")
+			}
+			if admittedWithin(t, loser, blocked) {
+				t.Fatal("a second compile ran beside the first in one slot")
+			}
+			g.release(10)
+			if !admittedWithin(t, loser, time.Second) {
+				t.Fatal("the other compile still waits with the slot free")
+			}
+		})
+	}
 
 	t.Run("a catalog heavier than the room compiles alone", func(t *testing.T) {
 		g := newCompileQueue(100, 0, time.Hour)
