@@ -19,6 +19,21 @@ type catalogRules struct {
 	shown [2][]bool // [0] without write intent, [1] with it
 }
 
+// tablesBytes bounds what each of the policy table caches holds: 256
+// catalogs of 200 tools hold some 8 MB; arrays of thousands of tools with
+// long names reach the bound first.
+const tablesBytes = 64 << 20
+
+// namesBytes estimates what a table of names holds: each name and some
+// hundred bytes of decisions, positions and map slots.
+func namesBytes(names []string) int {
+	n := 0
+	for _, s := range names {
+		n += len(s) + 128
+	}
+	return n
+}
+
 // decisions returns the policy's decisions for a catalog, made once per
 // tool set and policy generation (setKey): agents resend the same catalog
 // every turn, and deciding 200 tools against every pattern again was a
@@ -27,11 +42,6 @@ type catalogRules struct {
 // order (orderKey, the array's text and the generation): the positions
 // are the request's own. cat is the catalog compiled for those tools
 // under snap, in the request's order.
-// tablesBytes bounds what each of the policy table caches holds: 256
-// catalogs of 200 tools hold some 8 MB; arrays of thousands of tools with
-// long names reach the bound first.
-const tablesBytes = 64 << 20
-
 func (g *Gateway) decisions(orderKey, setKey string, snap *policy.Snapshot, tools []rewrite.Tool, cat *selector.Catalog) *catalogRules {
 	if r, ok := g.tables.Get(orderKey); ok {
 		return r

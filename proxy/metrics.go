@@ -167,7 +167,8 @@ func (m *Metrics) sessionStoreFailed(op string) {
 }
 
 // bind adds the gauges read from the gateway's stores: sessions held, and
-// the hits and misses of the tools parse cache and the catalog cache. Only the first gateway bound is read.
+// the hits and misses of the tools parse cache and the catalog cache.
+// Only the first gateway bound is read.
 func (m *Metrics) bind(g *Gateway) {
 	if m == nil {
 		return

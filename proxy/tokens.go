@@ -290,12 +290,7 @@ func (c *tokenCounter) countSet(enc tokenizer.Encoding, set string, tools []rewr
 		return nil, err
 	}
 	if s := newSetCount(ct, tools); s != nil {
-		// Its names, its map's slots and the count's ints per tool.
-		bytes := 0
-		for i := range tools {
-			bytes += len(tools[i].Name) + 144
-		}
-		c.sets.Add(sk, s, bytes)
+		c.sets.Add(sk, s, s.bytes)
 	}
 	return ct, nil
 }
@@ -326,8 +321,9 @@ func (c *tokenCounter) countCatalog(enc tokenizer.Encoding, tools []rewrite.Tool
 // twice (about 70 µs at 200 tools with every tool's count cached, as
 // long as tokenizing them when the per-tool cache has let them go).
 type setCount struct {
-	ct *catalogTokens
-	at map[string]int32 // names are the set's own copies
+	ct    *catalogTokens
+	at    map[string]int32 // names are the set's own copies
+	bytes int              // what it holds: its names, its map's slots and the count's ints
 }
 
 // newSetCount keeps ct, the count of tools, for their other orders; nil
@@ -345,7 +341,7 @@ func newSetCount(ct *catalogTokens, tools []rewrite.Tool) *setCount {
 		buf = append(buf, tools[i].Name...)
 	}
 	own := string(buf)
-	s := &setCount{ct: ct, at: make(map[string]int32, len(tools))}
+	s := &setCount{ct: ct, at: make(map[string]int32, len(tools)), bytes: n + 144*len(tools)}
 	off := 0
 	for i := range tools {
 		name := own[off : off+len(tools[i].Name)]

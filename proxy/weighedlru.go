@@ -55,13 +55,3 @@ func (c *weighedLRU[K, V]) Add(k K, v V, bytes int) {
 		c.lru.RemoveOldest()
 	}
 }
-
-// namesBytes estimates what a table or count of names holds: each name
-// and some hundred bytes of decisions, positions and map slots.
-func namesBytes(names []string) int {
-	n := 0
-	for _, s := range names {
-		n += len(s) + 128
-	}
-	return n
-}
