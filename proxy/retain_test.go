@@ -52,6 +52,7 @@ func TestTheSessionNeverKeepsAStringOfARequestOrResponseBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.ToolsKey = g.parsed.space(routeChat).keyOf(req.ToolsRaw.Raw) // as serveTurn keys every array
 	in := httptest.NewRequest("POST", "/v1/chat/completions", nil)
 	turn, err := g.newTurn(context.Background(), in, g.policy(), req, rewrite.Chat{}, session.Thread{})
 	if err != nil {

@@ -153,11 +153,6 @@ func (g *Gateway) newTurn(ctx context.Context, in *http.Request, snap *policy.Sn
 	if err := req.HistoryErr(); err != nil {
 		return nil, err
 	}
-	if req.ToolsKey == 0 {
-		// serveTurn keys every array; a turn made without it keys its
-		// array here, as the dialect's parse would have.
-		req.ToolsKey = g.parsed.space(dialectName(d)).keyOf(req.ToolsRaw.Raw)
-	}
 	// The parse hashed the tools text once for its own cache, with the
 	// dialect that read it (serveTurn): that key names the array in its
 	// order. What does not depend on the order is kept by the tools' set.
