@@ -16,18 +16,26 @@ import (
 // never re-hashed: each position must give exactly what counting the same
 // text does, whichever tools the round sends and in whatever order, with
 // or without tool_search, compact or indented.
-func TestRoundTokensByPositionMatchCountingTheText(t *testing.T) {
-	const searchDef = `{"type":"function","function":{"name":"tool_search","description":"Find tools by what they do.","parameters":{"type":"object","properties":{"query":{"type":"string"}}}}}`
+// mixedTools returns testCatalog(n) as parsed tools, those at the
+// positions indented picks indented as a pretty-printing client sends
+// them, the others compact: their separators count differently.
+func mixedTools(n int, indented func(i int) bool) []rewrite.Tool {
 	var tools []rewrite.Tool
-	for i, tl := range testCatalog(40) {
+	for i, tl := range testCatalog(n) {
 		var raw []byte
-		if i%3 == 0 {
+		if indented(i) {
 			raw, _ = json.MarshalIndent(tl, "", "  ")
 		} else {
 			raw, _ = json.Marshal(tl)
 		}
 		tools = append(tools, rewrite.Tool{Name: tl["function"].(map[string]any)["name"].(string), Raw: string(raw)})
 	}
+	return tools
+}
+
+func TestRoundTokensByPositionMatchCountingTheText(t *testing.T) {
+	const searchDef = `{"type":"function","function":{"name":"tool_search","description":"Find tools by what they do.","parameters":{"type":"object","properties":{"query":{"type":"string"}}}}}`
+	tools := mixedTools(40, func(i int) bool { return i%3 == 0 })
 	rounds := []struct {
 		name string
 		pos  []int

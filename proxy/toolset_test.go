@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -85,16 +84,7 @@ func TestAToolSetOverTheCatalogBudgetIsKeyedByItsOrder(t *testing.T) {
 // separators where they now fall (an indented tool first costs what a
 // compact one does not).
 func TestAReorderedArrayIsCountedAsItsOwnOrderWithoutTokenizing(t *testing.T) {
-	var tools []rewrite.Tool
-	for i, tl := range testCatalog(30) {
-		var raw []byte
-		if i%4 == 1 {
-			raw, _ = json.MarshalIndent(tl, "", "  ")
-		} else {
-			raw, _ = json.Marshal(tl)
-		}
-		tools = append(tools, rewrite.Tool{Name: tl["function"].(map[string]any)["name"].(string), Raw: string(raw)})
-	}
+	tools := mixedTools(30, func(i int) bool { return i%4 == 1 })
 	shifted := append(slices.Clone(tools[1:]), tools[0]) // an indented tool first
 	reversed := slices.Clone(tools)
 	slices.Reverse(reversed)
